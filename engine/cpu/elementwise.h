@@ -1,0 +1,24 @@
+#pragma once
+
+#include "engine/tensor.h"
+
+// Element-wise kernels on host tensors. Shapes are checked by the callers.
+namespace quartet::engine::cpu {
+
+void fill(Tensor& out, float value);
+void copy(const Tensor& src, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);      // out = a + b
+void add_(Tensor& acc, const Tensor& x, float alpha);         // acc += alpha * x
+void mul(const Tensor& a, const Tensor& b, Tensor& out);      // out = a * b
+void scale(const Tensor& a, float s, Tensor& out);            // out = s * a
+void relu(const Tensor& x, Tensor& out);
+void relu_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in);
+float sum(const Tensor& x);
+double sum_squares(const Tensor& x);
+
+}  // namespace quartet::engine::cpu
+
+namespace quartet::engine::cpu {
+// out[i] = factor * scalar[0] for every i.
+void fill_from_scalar(const Tensor& scalar, float factor, Tensor& out);
+}  // namespace quartet::engine::cpu

@@ -1,0 +1,117 @@
+#include "engine/nn.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/autograd.h"
+
+namespace quartet::engine {
+
+TensorList Module::forward_list(const TensorList& inputs) {
+  if (inputs.size() != 1)
+    throw std::invalid_argument("this stage takes one tensor, got " + std::to_string(inputs.size()));
+  return {forward(inputs[0])};
+}
+
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
+  for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& nb : named_buffers()) out.push_back(std::move(nb));
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+Tensor Module::register_parameter(std::string name, Tensor t) {
+  t.set_requires_grad(true);
+  params_.emplace_back(std::move(name), t);
+  return t;
+}
+
+Tensor Module::register_buffer(std::string name, Tensor t) {
+  buffers_.emplace_back(std::move(name), t);
+  return t;
+}
+
+void Module::register_module(std::string name, std::shared_ptr<Module> child) {
+  if (!child) throw std::invalid_argument("register_module: null module " + name);
+  children_.emplace_back(std::move(name), std::move(child));
+}
+
+namespace {
+
+Tensor init_uniform(const Shape& shape, int64_t fan_in, Generator& gen) {
+  MemTagScope tag(MemTag::parameters);
+  Tensor t = Tensor::empty(shape);
+  const float bound = fan_in > 0 ? 1.0f / std::sqrt(static_cast<float>(fan_in)) : 0.0f;
+  uniform_(t, -bound, bound, gen);
+  return t;
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool with_bias) {
+  if (in_features < 1 || out_features < 1)
+    throw std::invalid_argument("Linear: sizes must be >= 1, got " + std::to_string(in_features) + " -> " +
+                                std::to_string(out_features));
+  weight = register_parameter("weight", init_uniform({out_features, in_features}, in_features, gen));
+  if (with_bias) bias = register_parameter("bias", init_uniform({out_features}, in_features, gen));
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+Conv::Conv(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel, ConvOptions opt,
+           Generator& gen, bool with_bias)
+    : options(std::move(opt)) {
+  if (in_channels < 1 || out_channels < 1 || kernel.empty())
+    throw std::invalid_argument("Conv: channels must be >= 1 and a kernel size given");
+  Shape shape{out_channels, in_channels};
+  int64_t fan_in = in_channels;
+  for (int64_t k : kernel) {
+    if (k < 1) throw std::invalid_argument("Conv: kernel sizes must be >= 1");
+    shape.push_back(k);
+    fan_in *= k;
+  }
+  weight = register_parameter("weight", init_uniform(shape, fan_in, gen));
+  if (with_bias) bias = register_parameter("bias", init_uniform({out_channels}, fan_in, gen));
+}
+
+Tensor Conv::forward(const Tensor& x) { return conv(x, weight, bias, options); }
+
+Sequential& Sequential::add(std::shared_ptr<Module> m) {
+  register_module(std::to_string(children().size()), std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& [name, child] : children()) y = child->forward(y);
+  return y;
+}
+
+}  // namespace quartet::engine

@@ -1,0 +1,97 @@
+#include <stdexcept>
+
+#include "engine/autograd.h"
+#include "engine/cpu/elementwise.h"
+#include "engine/dispatch.h"
+#include "engine/ops.h"
+
+namespace quartet::engine {
+namespace {
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  if (!(a.device() == b.device()))
+    throw std::invalid_argument(std::string(op) + ": inputs on different devices: " +
+                                a.device().str() + " and " + b.device().str());
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_same_shape(a, b, "add");
+  check_same_device(a, b, "add");
+  Tensor out = Tensor::empty(a.shape(), a.device());
+  QUARTET_DISPATCH(a.device(), add, a, b, out);
+  record(out, "add", {a, b}, [](const Tensor& g) { return TensorList{g, g}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  check_same_shape(a, b, "mul");
+  check_same_device(a, b, "mul");
+  Tensor out = Tensor::empty(a.shape(), a.device());
+  QUARTET_DISPATCH(a.device(), mul, a, b, out);
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  record(out, "mul", {a, b}, [a = a.detach(), b = b.detach(), ga, gb](const Tensor& g) {
+    Tensor da, db;
+    if (ga) {
+      da = Tensor::empty(g.shape(), g.device());
+      QUARTET_DISPATCH(g.device(), mul, g, b, da);
+    }
+    if (gb) {
+      db = Tensor::empty(g.shape(), g.device());
+      QUARTET_DISPATCH(g.device(), mul, g, a, db);
+    }
+    return TensorList{da, db};
+  });
+  return out;
+}
+
+Tensor scale(const Tensor& a, float s) {
+  Tensor out = Tensor::empty(a.shape(), a.device());
+  QUARTET_DISPATCH(a.device(), scale, a, s, out);
+  record(out, "scale", {a}, [s](const Tensor& g) {
+    Tensor d = Tensor::empty(g.shape(), g.device());
+    QUARTET_DISPATCH(g.device(), scale, g, s, d);
+    return TensorList{d};
+  });
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  QUARTET_DISPATCH(x.device(), relu, x, out);
+  record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
+    Tensor d = Tensor::empty(g.shape(), g.device());
+    QUARTET_DISPATCH(g.device(), relu_backward, g, y, d);
+    return TensorList{d};
+  });
+  return out;
+}
+
+namespace {
+
+Tensor reduce_to_scalar(const Tensor& x, float factor, const char* name) {
+  Tensor out = Tensor::empty({1}, x.device());
+  if (x.device().is_cpu()) {
+    out.data()[0] = factor * cpu::sum(x);
+  } else {
+    throw_no_backend(x.device(), name);
+  }
+  record(out, name, {x}, [shape = x.shape(), factor](const Tensor& g) {
+    Tensor d = Tensor::empty(shape, g.device());
+    QUARTET_DISPATCH(g.device(), fill_from_scalar, g, factor, d);
+    return TensorList{d};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return reduce_to_scalar(x, 1.0f, "sum"); }
+
+Tensor mean(const Tensor& x) {
+  if (x.numel() == 0) throw std::invalid_argument("mean: empty tensor of shape " + shape_str(x.shape()));
+  return reduce_to_scalar(x, 1.0f / static_cast<float>(x.numel()), "mean");
+}
+
+}  // namespace quartet::engine

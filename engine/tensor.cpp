@@ -1,0 +1,197 @@
+#include "engine/tensor.h"
+
+#include <cstdlib>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/autograd.h"
+#include "engine/cpu/elementwise.h"
+#include "engine/dispatch.h"
+
+namespace quartet::engine {
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// Large enough for every tensor a 24 GiB machine could hold, small enough that a
+// corrupt shape is refused before it reaches the allocator.
+constexpr int64_t kMaxNumel = int64_t{1} << 36;
+
+void check_shape(const Shape& shape) {
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    throw std::invalid_argument("tensor shape " + shape_str(shape) + " has " +
+                                std::to_string(shape.size()) + " dimensions; at most " +
+                                std::to_string(kMaxDims) + " are supported");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("tensor shape " + shape_str(shape) + " has a negative size");
+    if (d > 0 && n > kMaxNumel / d)
+      throw std::invalid_argument("tensor shape " + shape_str(shape) + " is too large");
+    n *= d;
+  }
+}
+
+}  // namespace
+
+Storage::Storage(int64_t numel, Device device, MemTag tag)
+    : numel_(numel), device_(device), tag_(tag) {
+  if (!device.is_cpu()) throw_no_backend(device, "allocate");
+  const size_t bytes = ((static_cast<size_t>(numel) * sizeof(float) + 63) / 64) * 64;
+  if (bytes > 0) {
+    data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!data_) throw std::bad_alloc();
+  }
+  memory_add(tag_, static_cast<int64_t>(numel) * sizeof(float));
+}
+
+Storage::~Storage() {
+  std::free(data_);
+  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+}
+
+Tensor Tensor::empty(const Shape& shape, Device device) {
+  return empty(shape, device, current_mem_tag());
+}
+
+Tensor Tensor::empty(const Shape& shape, Device device, MemTag tag) {
+  check_shape(shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->storage = std::make_shared<Storage>(shape_numel(shape), device, tag);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, Device device) { return full(shape, 0.0f, device); }
+
+Tensor Tensor::full(const Shape& shape, float value, Device device) {
+  Tensor t = empty(shape, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values) {
+  check_shape(shape);
+  if (static_cast<int64_t>(values.size()) != shape_numel(shape))
+    throw std::invalid_argument("from_vector: shape " + shape_str(shape) + " needs " +
+                                std::to_string(shape_numel(shape)) + " values, got " +
+                                std::to_string(values.size()));
+  Tensor t = empty(shape);
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+
+TensorImpl& Tensor::checked() const {
+  if (!impl_) throw std::logic_error("use of an undefined tensor");
+  return *impl_;
+}
+
+const Shape& Tensor::shape() const { return checked().shape; }
+
+int64_t Tensor::size(int d) const {
+  const int n = dim();
+  const int i = d < 0 ? d + n : d;
+  if (i < 0 || i >= n)
+    throw std::out_of_range("size(" + std::to_string(d) + ") of a tensor of shape " +
+                            shape_str(shape()));
+  return shape()[i];
+}
+
+Device Tensor::device() const { return checked().storage->device(); }
+MemTag Tensor::mem_tag() const { return checked().storage->tag(); }
+
+float* Tensor::data() {
+  TensorImpl& impl = checked();
+  if (!impl.storage->device().is_cpu())
+    throw std::logic_error("data(): tensor is on " + impl.storage->device().str() + ", not the host");
+  return impl.storage->data();
+}
+
+const float* Tensor::data() const { return const_cast<Tensor*>(this)->data(); }
+
+std::vector<float> Tensor::to_vector() const {
+  const float* p = data();
+  return std::vector<float>(p, p + numel());
+}
+
+float Tensor::item() const {
+  if (numel() != 1)
+    throw std::invalid_argument("item(): tensor of shape " + shape_str(shape()) + " is not a scalar");
+  return data()[0];
+}
+
+bool Tensor::requires_grad() const { return checked().requires_grad; }
+
+Tensor& Tensor::set_requires_grad(bool value) {
+  TensorImpl& impl = checked();
+  if (impl.grad_fn)
+    throw std::logic_error("set_requires_grad: only leaves (tensors no op produced) can be marked");
+  impl.requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(checked().grad); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) check_same_shape(*this, g, "set_grad");
+  checked().grad = g.impl_ptr();
+}
+
+void Tensor::zero_grad() { checked().grad.reset(); }
+
+void Tensor::add_grad_ready_hook(GradReadyHook hook) { checked().hooks.push_back(std::move(hook)); }
+void Tensor::clear_grad_ready_hooks() { checked().hooks.clear(); }
+const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked().grad_fn; }
+
+void Tensor::backward() const {
+  if (numel() != 1)
+    throw std::invalid_argument("backward(): needs a scalar, got shape " + shape_str(shape()) +
+                                "; pass a gradient of that shape instead");
+  run_backward(*this, Tensor::full(shape(), 1.0f, device()));
+}
+
+void Tensor::backward(const Tensor& grad) const { run_backward(*this, grad); }
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape();
+  impl->storage = checked().storage;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), device());
+  QUARTET_DISPATCH(device(), copy, *this, out);
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  check_same_shape(*this, src, "copy_from");
+  if (!(src.device() == device()))
+    throw std::invalid_argument("copy_from: source on " + src.device().str() + ", destination on " +
+                                device().str());
+  QUARTET_DISPATCH(device(), copy, src, *this);
+}
+
+void Tensor::fill_(float value) { QUARTET_DISPATCH(device(), fill, *this, value); }
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  if (a.shape() != b.shape())
+    throw std::invalid_argument(std::string(what) + ": shapes differ: " + shape_str(a.shape()) +
+                                " and " + shape_str(b.shape()));
+}
+
+}  // namespace quartet::engine

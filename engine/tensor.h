@@ -1,0 +1,117 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/memory.h"
+
+namespace quartet::engine {
+
+// Up to kMaxDims sizes, outermost first: (N, C, D, H, W) for volumes.
+using Shape = std::vector<int64_t>;
+inline constexpr int kMaxDims = 5;
+std::string shape_str(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+
+// Contiguous float32 buffer on one device, charged to one memory tag while it lives.
+class Storage {
+ public:
+  Storage(int64_t numel, Device device, MemTag tag);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  float* data() { return data_; }
+  int64_t numel() const { return numel_; }
+  Device device() const { return device_; }
+  MemTag tag() const { return tag_; }
+
+ private:
+  float* data_ = nullptr;
+  int64_t numel_ = 0;
+  Device device_;
+  MemTag tag_;
+};
+
+class Tensor;
+struct Node;
+// Called once a leaf's gradient is final for the current backward pass, on the thread
+// that runs backward. `param` is the leaf; its grad() holds the summed gradient.
+using GradReadyHook = std::function<void(const Tensor& param)>;
+
+struct TensorImpl {
+  Shape shape;
+  std::shared_ptr<Storage> storage;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // leaves only; accumulates with += until zeroed
+  std::shared_ptr<Node> grad_fn;     // null for leaves and for tensors outside the graph
+  std::vector<GradReadyHook> hooks;
+};
+
+// A float32 tensor of up to five dimensions. Copies share storage (like PyTorch's).
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // New storage is charged to current_mem_tag() unless a tag is given.
+  static Tensor empty(const Shape& shape, Device device = Device::cpu());
+  static Tensor empty(const Shape& shape, Device device, MemTag tag);
+  static Tensor zeros(const Shape& shape, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, float value, Device device = Device::cpu());
+  // Requires values.size() == numel(shape); host memory.
+  static Tensor from_vector(const Shape& shape, const std::vector<float>& values);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  int dim() const { return static_cast<int>(shape().size()); }
+  int64_t size(int d) const;  // negative d counts from the end
+  int64_t numel() const { return shape_numel(shape()); }
+  Device device() const;
+  MemTag mem_tag() const;
+
+  // Host pointer; requires a cpu tensor.
+  float* data();
+  const float* data() const;
+  std::vector<float> to_vector() const;
+  float item() const;  // requires numel() == 1
+
+  bool requires_grad() const;
+  // Marks a leaf as a trainable parameter; throws on a tensor with a grad_fn.
+  Tensor& set_requires_grad(bool value);
+  Tensor grad() const;  // undefined until backward reaches this leaf
+  void set_grad(const Tensor& g);
+  void zero_grad();     // drops the gradient buffer (PyTorch's set_to_none)
+  void add_grad_ready_hook(GradReadyHook hook);
+  void clear_grad_ready_hooks();
+  const std::shared_ptr<Node>& grad_fn() const;
+
+  // Backpropagates from this scalar (gradient 1) or from `grad` of the same shape.
+  void backward() const;
+  void backward(const Tensor& grad) const;
+
+  Tensor detach() const;  // same storage, outside the graph
+  Tensor clone() const;   // new storage, outside the graph, current tag
+  void copy_from(const Tensor& src);  // same shape; values only, no graph
+  void fill_(float value);
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  TensorImpl& checked() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+using TensorList = std::vector<Tensor>;
+
+// Throws std::invalid_argument with `what` and the shapes when a and b differ.
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what);
+
+}  // namespace quartet::engine

@@ -1,0 +1,44 @@
+#include "engine/threads.h"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace quartet::engine {
+namespace {
+
+int default_threads() {
+  if (const char* env = std::getenv("QUARTET_THREADS")) {
+    int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+
+int& threads() {
+  static int n = [] {
+    int d = default_threads();
+    omp_set_num_threads(d);
+    Eigen::setNbThreads(d);
+    return d;
+  }();
+  return n;
+}
+
+}  // namespace
+
+void set_compute_threads(int n) {
+  if (n < 1) throw std::invalid_argument("compute threads: expected >= 1, got " + std::to_string(n));
+  threads() = n;
+  omp_set_num_threads(n);
+  Eigen::setNbThreads(n);
+}
+
+int compute_threads() { return threads(); }
+
+}  // namespace quartet::engine

@@ -1,0 +1,11 @@
+#pragma once
+
+namespace quartet::engine {
+
+// The process-wide number of compute threads, honoured by Eigen, OpenMP loops and any
+// BLAS. Default: QUARTET_THREADS if set, else the machine's cores. Set it once, early:
+// N ranks on N cores should each ask for one.
+void set_compute_threads(int n);  // requires n >= 1
+int compute_threads();
+
+}  // namespace quartet::engine
