@@ -1,0 +1,268 @@
+#include "engine/cpu/conv.h"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+
+#include "engine/memory.h"
+#include "engine/threads.h"
+
+namespace quartet::engine::cpu {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Stride = Eigen::OuterStride<>;
+// Row-major views with a row pitch, so a block of columns of (C, L) is a matrix too.
+using ViewC = Eigen::Map<const RowMat, Eigen::Unaligned, Stride>;
+using View = Eigen::Map<RowMat, Eigen::Unaligned, Stride>;
+
+// Floats in one thread's im2col buffer; larger outputs are processed in column chunks.
+constexpr int64_t kColBudget = int64_t{1} << 21;
+
+// Spatial dims right-aligned into three: a 1D conv is (1, 1, W), a 2D one (1, H, W).
+// The output is walked as rows (od, oh) of out[2] columns each.
+struct Geometry {
+  int64_t n = 0, cin = 0, cout = 0;
+  std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1};
+  std::array<int64_t, 3> stride{1, 1, 1}, pad{0, 0, 0}, dil{1, 1, 1};
+  int64_t in_size = 1, out_size = 1, k_size = 1;
+  bool pointwise = true;  // 1x1 kernel, stride 1, no padding: the input is its own im2col
+
+  int64_t kdim() const { return cin * k_size; }
+  int64_t rows() const { return out[0] * out[1]; }
+};
+
+Geometry make_geometry(const Tensor& x, const Tensor& weight, const ConvOptions& opt) {
+  Geometry g;
+  const int spatial = x.dim() - 2;
+  g.n = x.size(0);
+  g.cin = x.size(1);
+  g.cout = weight.size(0);
+  for (int i = 0; i < spatial; ++i) {
+    const int d = 3 - spatial + i;
+    g.in[d] = x.size(2 + i);
+    g.k[d] = weight.size(2 + i);
+    g.stride[d] = opt.stride[i];
+    g.pad[d] = opt.padding[i];
+    g.dil[d] = opt.dilation[i];
+    g.out[d] = (g.in[d] + 2 * g.pad[d] - g.dil[d] * (g.k[d] - 1) - 1) / g.stride[d] + 1;
+  }
+  for (int d = 0; d < 3; ++d) {
+    g.in_size *= g.in[d];
+    g.out_size *= g.out[d];
+    g.k_size *= g.k[d];
+    g.pointwise = g.pointwise && g.k[d] == 1 && g.stride[d] == 1 && g.pad[d] == 0;
+  }
+  return g;
+}
+
+// Output rows per chunk so that one chunk's im2col buffer stays within kColBudget.
+int64_t rows_per_chunk(const Geometry& g) {
+  const int64_t per_row = std::max<int64_t>(1, g.kdim() * g.out[2]);
+  return std::clamp<int64_t>(kColBudget / per_row, 1, std::max<int64_t>(1, g.rows()));
+}
+
+// Output positions o whose input position o * s + offset lies in [0, in): [lo, hi).
+void valid_range(int64_t offset, int64_t s, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
+  lo = offset >= 0 ? 0 : (-offset + s - 1) / s;
+  hi = offset > in - 1 ? 0 : std::min(out, (in - 1 - offset) / s + 1);
+  lo = std::min(lo, hi);
+}
+
+// Calls fn(d0, d1, d2, kernel row) for each kernel offset, in weight order.
+template <class Fn>
+void for_each_kernel_offset(const Geometry& g, Fn&& fn) {
+  int64_t row = 0;
+  for (int64_t c = 0; c < g.cin; ++c)
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, ++row)
+          fn(c, kd * g.dil[0] - g.pad[0], kh * g.dil[1] - g.pad[1], kw * g.dil[2] - g.pad[2], row);
+}
+
+// col (K, (r1 - r0) * out[2]) = the input patches of output rows [r0, r1); zeros where
+// the kernel reads padding. x: one sample, (Cin, *in).
+void im2col(const float* x, const Geometry& g, int64_t r0, int64_t r1, float* col) {
+  const int64_t ow_n = g.out[2], ncols = (r1 - r0) * ow_n;
+  const int64_t sw = g.stride[2];
+  for_each_kernel_offset(g, [&](int64_t c, int64_t off_d, int64_t off_h, int64_t off_w, int64_t row) {
+    const float* xc = x + c * g.in_size;
+    float* dst = col + row * ncols;
+    int64_t lo, hi;
+    valid_range(off_w, sw, g.in[2], ow_n, lo, hi);
+    for (int64_t r = r0; r < r1; ++r, dst += ow_n) {
+      const int64_t id = (r / g.out[1]) * g.stride[0] + off_d;
+      const int64_t ih = (r % g.out[1]) * g.stride[1] + off_h;
+      if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+        std::fill_n(dst, ow_n, 0.0f);
+        continue;
+      }
+      const float* src = xc + (id * g.in[1] + ih) * g.in[2];
+      std::fill(dst, dst + lo, 0.0f);
+      if (sw == 1) {
+        std::copy(src + lo + off_w, src + hi + off_w, dst + lo);
+      } else {
+        for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * sw + off_w];
+      }
+      std::fill(dst + hi, dst + ow_n, 0.0f);
+    }
+  });
+}
+
+// x += the patches in col, the adjoint of im2col over the same output rows.
+void col2im(const float* col, const Geometry& g, int64_t r0, int64_t r1, float* x) {
+  const int64_t ow_n = g.out[2], ncols = (r1 - r0) * ow_n;
+  const int64_t sw = g.stride[2];
+  for_each_kernel_offset(g, [&](int64_t c, int64_t off_d, int64_t off_h, int64_t off_w, int64_t row) {
+    float* xc = x + c * g.in_size;
+    const float* src = col + row * ncols;
+    int64_t lo, hi;
+    valid_range(off_w, sw, g.in[2], ow_n, lo, hi);
+    for (int64_t r = r0; r < r1; ++r, src += ow_n) {
+      const int64_t id = (r / g.out[1]) * g.stride[0] + off_d;
+      const int64_t ih = (r % g.out[1]) * g.stride[1] + off_h;
+      if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) continue;
+      float* dst = xc + (id * g.in[1] + ih) * g.in[2];
+      if (sw == 1) {
+        for (int64_t ow = lo; ow < hi; ++ow) dst[ow + off_w] += src[ow];
+      } else {
+        for (int64_t ow = lo; ow < hi; ++ow) dst[ow * sw + off_w] += src[ow];
+      }
+    }
+  });
+}
+
+// Multiply-adds below which a conv runs on one thread: forking costs more than it saves.
+constexpr int64_t kMinParallelWork = int64_t{1} << 20;
+
+// Samples go to threads when there are enough of them; otherwise samples run in turn and
+// each GEMM uses the threads. fn(sample, slot): slot < slots(), fixed per thread.
+class BatchLoop {
+ public:
+  explicit BatchLoop(const Geometry& g) : n_(g.n) {
+    const int threads = compute_threads();
+    const int64_t work = g.n * g.cout * g.kdim() * g.out_size;
+    parallel_ = threads > 1 && g.n >= threads && work >= kMinParallelWork;
+    slots_ = parallel_ ? threads : 1;
+  }
+  int slots() const { return slots_; }
+
+  template <class Fn>
+  void run(Fn&& fn) const {
+    if (parallel_) {
+#pragma omp parallel for schedule(static) num_threads(slots_)
+      for (int64_t i = 0; i < n_; ++i) fn(i, omp_get_thread_num());
+    } else {
+      for (int64_t i = 0; i < n_; ++i) fn(i, 0);
+    }
+  }
+
+ private:
+  int64_t n_;
+  bool parallel_ = false;
+  int slots_ = 1;
+};
+
+// The columns [r0 * out[2], r1 * out[2]) of the im2col matrix of sample x: a view of x
+// itself for pointwise convs, else im2col written into buf.
+ViewC patches(const float* x, const Geometry& g, int64_t r0, int64_t r1, float* buf) {
+  const int64_t c0 = r0 * g.out[2], nc = (r1 - r0) * g.out[2];
+  if (g.pointwise) return ViewC(x + c0, g.cin, nc, Stride(g.out_size));
+  im2col(x, g, r0, r1, buf);
+  return ViewC(buf, g.kdim(), nc, Stride(nc));
+}
+
+}  // namespace
+
+void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
+                  Tensor& out) {
+  const Geometry g = make_geometry(x, weight, opt);
+  const int64_t K = g.kdim(), L = g.out_size, rows = g.rows(), chunk = rows_per_chunk(g);
+  const BatchLoop loop(g);
+  MemTagScope tag(MemTag::workspace);
+  Tensor buffers = g.pointwise ? Tensor() : Tensor::empty({loop.slots(), K * chunk * g.out[2]});
+
+  const ViewC w(weight.data(), g.cout, K, Stride(K));
+  const float* px = x.data();
+  float* py = out.data();
+  loop.run([&](int64_t n, int slot) {
+    const float* xn = px + n * g.cin * g.in_size;
+    float* yn = py + n * g.cout * L;
+    float* buf = g.pointwise ? nullptr : buffers.data() + slot * K * chunk * g.out[2];
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t r1 = std::min(rows, r0 + chunk), c0 = r0 * g.out[2], nc = (r1 - r0) * g.out[2];
+      View y(yn + c0, g.cout, nc, Stride(L));
+      y.noalias() = w * patches(xn, g, r0, r1, buf);
+      if (bias.defined()) y.colwise() += Eigen::Map<const Eigen::VectorXf>(bias.data(), g.cout);
+    }
+  });
+}
+
+void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
+                   Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  const Geometry g = make_geometry(x, weight, opt);
+  const int64_t K = g.kdim(), L = g.out_size, rows = g.rows(), chunk = rows_per_chunk(g);
+  const bool gx = grad_x.defined(), gw = grad_weight.defined();
+  const float* pdy = grad_out.data();
+
+  if (gx || gw) {
+    const BatchLoop loop(g);
+    MemTagScope tag(MemTag::workspace);
+    Tensor buffers = g.pointwise ? Tensor() : Tensor::empty({loop.slots(), K * chunk * g.out[2]});
+    // Each thread sums its samples' weight gradients into its own slot (slot 0 is
+    // grad_weight); the slots are then added in slot order, so the result is the same
+    // on every run.
+    Tensor partials;
+    if (gw) {
+      grad_weight.fill_(0.0f);
+      if (loop.slots() > 1) partials = Tensor::zeros({loop.slots() - 1, g.cout * K});
+    }
+    const ViewC w(weight.data(), g.cout, K, Stride(K));
+    const float* px = x.data();
+    float* pdx = gx ? grad_x.data() : nullptr;
+    loop.run([&](int64_t n, int slot) {
+      const float* xn = px + n * g.cin * g.in_size;
+      const float* dyn = pdy + n * g.cout * L;
+      float* dxn = gx ? pdx + n * g.cin * g.in_size : nullptr;
+      float* buf = g.pointwise ? nullptr : buffers.data() + slot * K * chunk * g.out[2];
+      float* dw = !gw ? nullptr : slot == 0 ? grad_weight.data() : partials.data() + (slot - 1) * g.cout * K;
+      if (gx && !g.pointwise) std::fill_n(dxn, g.cin * g.in_size, 0.0f);
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t r1 = std::min(rows, r0 + chunk), c0 = r0 * g.out[2], nc = (r1 - r0) * g.out[2];
+        const ViewC dy(dyn + c0, g.cout, nc, Stride(L));
+        if (gw) {  // dW += dY col^T
+          View(dw, g.cout, K, Stride(K)).noalias() += dy * patches(xn, g, r0, r1, buf).transpose();
+        }
+        if (gx) {  // dcol = W^T dY, scattered back onto the input (buf is free again)
+          if (g.pointwise) {
+            View(dxn + c0, g.cin, nc, Stride(L)).noalias() = w.transpose() * dy;
+          } else {
+            View(buf, K, nc, Stride(nc)).noalias() = w.transpose() * dy;
+            col2im(buf, g, r0, r1, dxn);
+          }
+        }
+      }
+    });
+    if (gw) {
+      Eigen::Map<Eigen::VectorXf> total(grad_weight.data(), g.cout * K);
+      for (int s = 1; s < loop.slots(); ++s)
+        total += Eigen::Map<const Eigen::VectorXf>(partials.data() + (s - 1) * g.cout * K, g.cout * K);
+    }
+  }
+
+  if (grad_bias.defined()) {  // db[co] = sum over samples and positions, one thread per channel
+    float* db = grad_bias.data();
+    const bool parallel = g.n * g.cout * L > (int64_t{1} << 16);
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel)
+    for (int64_t co = 0; co < g.cout; ++co) {
+      float s = 0.0f;
+      for (int64_t n = 0; n < g.n; ++n)
+        s += Eigen::Map<const Eigen::VectorXf>(pdy + (n * g.cout + co) * L, L).sum();
+      db[co] = s;
+    }
+  }
+}
+
+}  // namespace quartet::engine::cpu

@@ -1,0 +1,118 @@
+#include "engine/cpu/pool.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "engine/threads.h"
+
+namespace quartet::engine::cpu {
+namespace {
+
+// Spatial dims right-aligned into three: a 2D pool is (1, H, W).
+struct Geometry {
+  int64_t planes = 0;  // N * C
+  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0};
+  int64_t in_size = 1, out_size = 1;
+};
+
+Geometry make_geometry(const Shape& in, const Shape& out, const PoolOptions& opt) {
+  Geometry g;
+  const int spatial = static_cast<int>(in.size()) - 2;
+  g.planes = in[0] * in[1];
+  for (int i = 0; i < spatial; ++i) {
+    const int d = 3 - spatial + i;
+    g.in[d] = in[2 + i];
+    g.out[d] = out[2 + i];
+    g.k[d] = opt.kernel[i];
+    g.stride[d] = opt.stride[i];
+    g.pad[d] = opt.padding[i];
+  }
+  for (int d = 0; d < 3; ++d) {
+    g.in_size *= g.in[d];
+    g.out_size *= g.out[d];
+  }
+  return g;
+}
+
+// The kernel cells [lo, hi) of a window starting at `start` that fall inside [0, in).
+void window_range(int64_t start, int64_t k, int64_t in, int64_t& lo, int64_t& hi) {
+  lo = std::max<int64_t>(0, -start);
+  hi = std::min(k, in - start);
+}
+
+}  // namespace
+
+void max_pool_forward(const Tensor& x, const PoolOptions& opt, Tensor& out, Tensor& argmax) {
+  const Geometry g = make_geometry(x.shape(), out.shape(), opt);
+  const float* px = x.data();
+  float* py = out.data();
+  float* pa = argmax.defined() ? argmax.data() : nullptr;
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) \
+    if (g.planes * g.out_size > (int64_t{1} << 14))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = px + p * g.in_size;
+    float* yp = py + p * g.out_size;
+    float* ap = pa ? pa + p * g.out_size : nullptr;
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      const int64_t d0 = od * g.stride[0] - g.pad[0];
+      int64_t kd_lo, kd_hi;
+      window_range(d0, g.k[0], g.in[0], kd_lo, kd_hi);
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t h0 = oh * g.stride[1] - g.pad[1];
+        int64_t kh_lo, kh_hi;
+        window_range(h0, g.k[1], g.in[1], kh_lo, kh_hi);
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t w0 = ow * g.stride[2] - g.pad[2];
+          int64_t kw_lo, kw_hi;
+          window_range(w0, g.k[2], g.in[2], kw_lo, kw_hi);
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t arg = -1;
+          for (int64_t kd = kd_lo; kd < kd_hi; ++kd)
+            for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
+              const float* row = xp + ((d0 + kd) * g.in[1] + h0 + kh) * g.in[2];
+              for (int64_t kw = kw_lo; kw < kw_hi; ++kw) {
+                const float v = row[w0 + kw];
+                if (arg < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+                  best = v;
+                  arg = (kd * g.k[1] + kh) * g.k[2] + kw;
+                }
+              }
+            }
+          const int64_t o = (od * g.out[1] + oh) * g.out[2] + ow;
+          yp[o] = best;
+          if (ap) ap[o] = static_cast<float>(arg);
+        }
+      }
+    }
+  }
+}
+
+void max_pool_backward(const Tensor& grad_out, const Tensor& argmax, const PoolOptions& opt, Tensor& grad_x) {
+  const Geometry g = make_geometry(grad_x.shape(), grad_out.shape(), opt);
+  const float* pg = grad_out.data();
+  const float* pa = argmax.data();
+  float* pdx = grad_x.data();
+  const int64_t khw = g.k[1] * g.k[2];
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) \
+    if (g.planes * g.out_size > (int64_t{1} << 14))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* gp = pg + p * g.out_size;
+    const float* ap = pa + p * g.out_size;
+    float* dxp = pdx + p * g.in_size;
+    std::fill_n(dxp, g.in_size, 0.0f);
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t o = (od * g.out[1] + oh) * g.out[2] + ow;
+          const auto a = static_cast<int64_t>(ap[o]);
+          const int64_t id = od * g.stride[0] - g.pad[0] + a / khw;
+          const int64_t ih = oh * g.stride[1] - g.pad[1] + (a / g.k[2]) % g.k[1];
+          const int64_t iw = ow * g.stride[2] - g.pad[2] + a % g.k[2];
+          dxp[(id * g.in[1] + ih) * g.in[2] + iw] += gp[o];
+        }
+  }
+}
+
+}  // namespace quartet::engine::cpu

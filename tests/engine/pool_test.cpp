@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "tests/engine/gradcheck.h"
+
+namespace quartet::engine {
+namespace {
+
+using testing::gradcheck;
+using testing::GradcheckOptions;
+
+Tensor leaf(const Shape& shape, const std::vector<float>& values) {
+  Tensor t = Tensor::from_vector(shape, values);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// A shuffled ramp with steps of 0.1: distinct values far apart compared with the
+// finite-difference eps, so nudging one never changes which cell wins a window.
+Tensor distinct_values(const Shape& shape, uint64_t seed) {
+  const int64_t n = shape_numel(shape);
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = 0.1f * static_cast<float>(i - n / 2);
+  Generator gen(seed);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[gen.below(static_cast<uint64_t>(i + 1))]);
+  return leaf(shape, v);
+}
+
+// Passes when fn throws std::invalid_argument whose message contains every part.
+template <class Fn>
+::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    for (const std::string& part : parts)
+      if (what.find(part) == std::string::npos)
+        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
+}
+
+// ---- forward by hand ----
+
+TEST(MaxPool, MaxPool2dForwardMatchesHandComputedValues) {
+  // Channel 0 below, channel 1 its negation.
+  const std::vector<float> c0{1, 5, 2, 0,  //
+                              3, 4, 8, 6,  //
+                              9, 0, 1, 2,  //
+                              7, 11, 3, 10};
+  std::vector<float> v = c0;
+  for (float f : c0) v.push_back(-f);
+  Tensor y = max_pool2d(Tensor::from_vector({1, 2, 4, 4}, v), {.kernel = {2}});
+  EXPECT_EQ(y.shape(), (Shape{1, 2, 2, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{5, 8, 11, 10, -1, 0, 0, -1}));
+}
+
+TEST(MaxPool, MaxPool2dPaddedCellsNeverWin) {
+  // Every window holds the whole image plus padding; zero padding would win over it.
+  Tensor x = Tensor::from_vector({1, 1, 2, 2}, {-1, -2, -3, -4});
+  Tensor y = max_pool2d(x, {.kernel = {3}, .stride = {1}, .padding = {1}});
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{-1, -1, -1, -1}));
+}
+
+TEST(MaxPool, MaxPool2dDefaultStrideEqualsKernelAndFloorsOutput) {
+  Tensor y = max_pool2d(Tensor::zeros({2, 3, 5, 5}), {.kernel = {2}});
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 2, 2}));
+}
+
+TEST(MaxPool, MaxPool3dForwardMatchesHandComputedValues) {
+  // x (D=2, H=2, W=4); two 2x2x2 windows.
+  Tensor x = Tensor::from_vector({1, 1, 2, 2, 4}, {3, 1, 4, 1, 5, 9, 2, 6,  // d = 0
+                                                   5, 3, 5, 8, 0, 7, 2, 3});  // d = 1
+  Tensor y = max_pool(x, {.kernel = {2}});
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 1, 1, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{9, 8}));
+}
+
+TEST(MaxPool, MaxPool1dWithPaddingMatchesHandComputedValues) {
+  // Windows {pad, 3, -1}, {-1, 4, 1}, {1, -5, pad}.
+  Tensor x = Tensor::from_vector({1, 1, 5}, {3, -1, 4, 1, -5});
+  Tensor y = max_pool(x, {.kernel = {3}, .stride = {2}, .padding = {1}});
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{3, 4, 1}));
+}
+
+TEST(MaxPool, MaxPool2dPropagatesNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor y = max_pool2d(Tensor::from_vector({1, 1, 2, 2}, {1, nan, 3, 2}), {.kernel = {2}});
+  EXPECT_TRUE(std::isnan(y.item()));
+}
+
+// ---- gradients ----
+
+TEST(MaxPool, MaxPool2dGradientGoesToFirstMaximumOfEachWindow) {
+  // Windows {1, 7, 7, 2} and {7, 0, 3, 7}: each has two maxima; the first in row-major
+  // window order takes the gradient.
+  Tensor x = leaf({1, 1, 2, 4}, {1, 7, 7, 0,  //
+                                 7, 2, 3, 7});
+  sum(max_pool2d(x, {.kernel = {2}})).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0, 1, 1, 0, 0, 0, 0, 0}));
+}
+
+TEST(MaxPool, MaxPool2dOverlappingWindowsSumTheirGradients) {
+  // Both windows of width 2 pick the 9.
+  Tensor x = leaf({1, 1, 1, 3}, {0, 9, 1});
+  Tensor y = max_pool2d(x, {.kernel = {1, 2}, .stride = {1}});
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{9, 9}));
+  y.backward(Tensor::from_vector({1, 1, 1, 2}, {1, 2}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0, 3, 0}));
+}
+
+TEST(MaxPool, MaxPool2dGradientsMatchFiniteDifferences) {
+  const PoolOptions opt{.kernel = {3}, .stride = {2}, .padding = {1}};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return max_pool2d(in[0], opt); },
+                        {distinct_values({2, 3, 7, 6}, 1)}, GradcheckOptions{.eps = 1e-3f}));
+}
+
+TEST(MaxPool, MaxPool3dGradientsMatchFiniteDifferences) {
+  const PoolOptions opt{.kernel = {2, 3, 2}, .stride = {1, 2, 2}, .padding = {1, 1, 0}};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return max_pool(in[0], opt); },
+                        {distinct_values({1, 2, 5, 6, 4}, 2)}, GradcheckOptions{.eps = 1e-3f}));
+}
+
+// ---- bad input ----
+
+TEST(MaxPool, MaxPool2dRejectsInputOfWrongRank) {
+  EXPECT_TRUE(throws_invalid_argument([] { max_pool2d(Tensor::zeros({3, 4})); },
+                                      {"max_pool2d: input (N, C, H, W) expected, got [3, 4]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsInputWithoutSpatialDims) {
+  EXPECT_TRUE(throws_invalid_argument([] { max_pool(Tensor::zeros({2, 3}), {}); }, {"max_pool:", "[2, 3]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsZeroKernel) {
+  EXPECT_TRUE(throws_invalid_argument([] { max_pool2d(Tensor::zeros({1, 1, 4, 4}), {.kernel = {0}}); },
+                                      {"max_pool2d", "kernel", "[0]", "[1, 1, 4, 4]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsZeroStride) {
+  EXPECT_TRUE(throws_invalid_argument(
+      [] { max_pool2d(Tensor::zeros({1, 1, 4, 4}), {.kernel = {2}, .stride = {0, 1}}); },
+      {"max_pool2d", "stride", "[0, 1]", "[1, 1, 4, 4]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsNegativePadding) {
+  EXPECT_TRUE(throws_invalid_argument(
+      [] { max_pool2d(Tensor::zeros({1, 1, 4, 4}), {.kernel = {2}, .padding = {-1}}); },
+      {"max_pool2d", "padding", "[-1]", "[1, 1, 4, 4]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsPaddingPastHalfTheKernel) {
+  EXPECT_TRUE(throws_invalid_argument(
+      [] { max_pool2d(Tensor::zeros({1, 1, 4, 4}), {.kernel = {3}, .padding = {2}}); },
+      {"max_pool2d", "padding [2, 2]", "kernel [3, 3]", "[1, 1, 4, 4]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsKernelLargerThanInput) {
+  EXPECT_TRUE(throws_invalid_argument([] { max_pool2d(Tensor::zeros({1, 1, 2, 5}), {.kernel = {3}}); },
+                                      {"max_pool2d", "along H", "[1, 1, 2, 5]", "[3, 3]"}));
+}
+
+TEST(MaxPool, MaxPoolRejectsWrongNumberOfKernelValues) {
+  EXPECT_TRUE(throws_invalid_argument(
+      [] { max_pool(Tensor::zeros({1, 1, 4, 4, 4}), {.kernel = {2, 2}}); },
+      {"max_pool3d", "kernel expects 1 or 3 values, got 2", "[1, 1, 4, 4, 4]"}));
+}
+
+}  // namespace
+}  // namespace quartet::engine
