@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/ops.h"
+#include "tests/engine/gradcheck.h"
+
+namespace quartet::engine {
+namespace {
+
+using testing::gradcheck;
+using testing::random_tensor;
+
+Tensor param(const Shape& s, uint64_t seed) {
+  Tensor t = random_tensor(s, seed);
+  t.set_requires_grad(true);
+  return t;
+}
+
+TEST(Elementwise, ForwardValues) {
+  Tensor a = Tensor::from_vector({3}, {-1, 0, 2});
+  Tensor b = Tensor::from_vector({3}, {4, 5, 6});
+  EXPECT_EQ(add(a, b).to_vector(), (std::vector<float>{3, 5, 8}));
+  EXPECT_EQ(mul(a, b).to_vector(), (std::vector<float>{-4, 0, 12}));
+  EXPECT_EQ(scale(a, 2).to_vector(), (std::vector<float>{-2, 0, 4}));
+  EXPECT_EQ(relu(a).to_vector(), (std::vector<float>{0, 0, 2}));
+  EXPECT_FLOAT_EQ(sum(b).item(), 15.0f);
+  EXPECT_FLOAT_EQ(mean(b).item(), 5.0f);
+}
+
+TEST(Elementwise, GradientsMatchFiniteDifferencesOnOddShapes) {
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return add(in[0], in[1]); }, {param({3, 5, 7}, 1), param({3, 5, 7}, 2)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return mul(in[0], in[1]); }, {param({2, 3, 5}, 3), param({2, 3, 5}, 4)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return scale(in[0], -1.5f); }, {param({7}, 5)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return mean(in[0]); }, {param({3, 3}, 6)}));
+}
+
+TEST(Elementwise, ReluGradientMatchesFiniteDifferencesAwayFromZero) {
+  // Values at least 0.1 from the kink, so ±eps never crosses it.
+  Tensor x = Tensor::from_vector({2, 3}, {-0.5f, 0.3f, 0.7f, -0.2f, 1.1f, -0.9f});
+  x.set_requires_grad(true);
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return relu(in[0]); }, {x}));
+}
+
+TEST(Elementwise, MismatchedShapesAreRefusedNamingBoth) {
+  try {
+    add(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}));
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3] and [3, 2]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(mul(Tensor::zeros({2}), Tensor::zeros({3})), std::invalid_argument);
+}
+
+TEST(Shape, ReshapeSharesStorageAndInfersOneSize) {
+  Tensor a = Tensor::from_vector({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = reshape(a, {3, -1});
+  EXPECT_EQ(b.shape(), (Shape{3, 2}));
+  EXPECT_EQ(b.data(), a.data());
+}
+
+TEST(Shape, FlattenCollapsesTrailingDims) {
+  EXPECT_EQ(flatten(Tensor::zeros({4, 3, 5, 7})).shape(), (Shape{4, 105}));
+  EXPECT_EQ(flatten(Tensor::zeros({4, 3, 5, 7}), 2).shape(), (Shape{4, 3, 35}));
+}
+
+TEST(Shape, ReshapeGradientFlowsBackInTheInputShape) {
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return reshape(in[0], {5, 3}); }, {param({3, 5}, 9)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return flatten(in[0]); }, {param({2, 3, 5}, 9)}));
+}
+
+TEST(Shape, BadReshapesAreRefused) {
+  EXPECT_THROW(reshape(Tensor::zeros({2, 3}), {4, 2}), std::invalid_argument);
+  EXPECT_THROW(reshape(Tensor::zeros({2, 3}), {-1, -1}), std::invalid_argument);
+  EXPECT_THROW(reshape(Tensor::zeros({2, 3}), {1, 1, 1, 1, 2, 3}), std::invalid_argument);
+  EXPECT_THROW(flatten(Tensor::zeros({2, 3}), 2), std::invalid_argument);
+}
+
+TEST(Tensor, MoreThanFiveDimsOrNegativeSizesAreRefused) {
+  EXPECT_THROW(Tensor::zeros({1, 1, 1, 1, 1, 1}), std::invalid_argument);
+  EXPECT_THROW(Tensor::zeros({2, -1}), std::invalid_argument);
+  EXPECT_THROW(Tensor::from_vector({2, 2}, {1, 2, 3}), std::invalid_argument);
+}
+
+TEST(Tensor, AskingForCudaWithoutABackendIsOneClearError) {
+  try {
+    Tensor::zeros({2}, Device::cuda(0));
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Loss, CrossEntropyMatchesHandComputedValue) {
+  // logits (1, 3) = [1, 2, 3], target 2: loss = log(e^1 + e^2 + e^3) - 3.
+  Tensor logits = Tensor::from_vector({1, 3}, {1, 2, 3});
+  const double expected = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0;
+  EXPECT_NEAR(cross_entropy(logits, {2}).item(), expected, 1e-6);
+}
+
+TEST(Loss, CrossEntropyIsStableForLargeLogits) {
+  Tensor logits = Tensor::from_vector({1, 2}, {1000, 0});
+  EXPECT_NEAR(cross_entropy(logits, {0}).item(), 0.0, 1e-6);
+  EXPECT_NEAR(cross_entropy(logits, {1}).item(), 1000.0, 1e-3);
+}
+
+TEST(Loss, CrossEntropyGradientMatchesFiniteDifferences) {
+  std::vector<int32_t> targets{0, 4, 2, 2, 1};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return cross_entropy(in[0], targets); }, {param({5, 5}, 3)}));
+}
+
+TEST(Loss, CrossEntropyRejectsOutOfRangeTargetsAndCountMismatch) {
+  EXPECT_THROW(cross_entropy(Tensor::zeros({2, 3}), {0, 3}), std::invalid_argument);
+  EXPECT_THROW(cross_entropy(Tensor::zeros({2, 3}), {0, -1}), std::invalid_argument);
+  EXPECT_THROW(cross_entropy(Tensor::zeros({2, 3}), {0}), std::invalid_argument);
+  EXPECT_THROW(cross_entropy(Tensor::zeros({6}), {0}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace quartet::engine

@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include "engine/memory.h"
+#include "engine/tensor.h"
+#include "engine/threads.h"
+
+namespace quartet::engine {
+namespace {
+
+int64_t current(MemTag t) { return memory_stats().current[static_cast<int>(t)]; }
+int64_t peak(MemTag t) { return memory_stats().peak[static_cast<int>(t)]; }
+
+TEST(Memory, TensorsAreChargedToTheirTagWhileTheyLive) {
+  const int64_t before = current(MemTag::workspace);
+  {
+    MemTagScope scope(MemTag::workspace);
+    Tensor t = Tensor::zeros({10, 10});
+    EXPECT_EQ(t.mem_tag(), MemTag::workspace);
+    EXPECT_EQ(current(MemTag::workspace) - before, 400);
+  }
+  EXPECT_EQ(current(MemTag::workspace), before);
+}
+
+TEST(Memory, PeakRemembersTheHighestPointUntilReset) {
+  reset_memory_peaks();
+  const int64_t base = peak(MemTag::communication);
+  { Tensor t = Tensor::empty({1000}, Device::cpu(), MemTag::communication); }
+  EXPECT_EQ(peak(MemTag::communication) - base, 4000);
+  reset_memory_peaks();
+  EXPECT_EQ(peak(MemTag::communication), current(MemTag::communication));
+}
+
+TEST(Memory, DefaultTagIsActivationsAndScopesNest) {
+  EXPECT_EQ(current_mem_tag(), MemTag::activations);
+  {
+    MemTagScope a(MemTag::parameters);
+    {
+      MemTagScope b(MemTag::gradients);
+      EXPECT_EQ(current_mem_tag(), MemTag::gradients);
+    }
+    EXPECT_EQ(current_mem_tag(), MemTag::parameters);
+  }
+  EXPECT_EQ(current_mem_tag(), MemTag::activations);
+}
+
+TEST(Memory, DetachSharesStorageWithoutChargingTwice) {
+  const int64_t before = current(MemTag::activations);
+  Tensor a = Tensor::zeros({256});
+  Tensor b = a.detach();
+  EXPECT_EQ(current(MemTag::activations) - before, 1024);
+}
+
+TEST(Threads, ComputeThreadsCanBeSetAndInvalidCountsAreRefused) {
+  const int saved = compute_threads();
+  set_compute_threads(1);
+  EXPECT_EQ(compute_threads(), 1);
+  EXPECT_THROW(set_compute_threads(0), std::invalid_argument);
+  set_compute_threads(saved);
+}
+
+TEST(Device, ParsesCpuAndCudaAndRefusesOtherText) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda:1"), Device::cuda(1));
+  EXPECT_THROW(Device::parse("tpu"), std::invalid_argument);
+  EXPECT_THROW(Device::parse("cuda:x"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace quartet::engine
