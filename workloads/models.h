@@ -1,0 +1,40 @@
+#pragma once
+
+// The 2D model zoo. Model names, stage names and parameter names are interface: split
+// learning cuts at stage names, safetensors files carry parameter names, and both match
+// the PyTorch definitions in docs/models.md (state_dict keys and shapes identical).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+
+namespace quartet::workloads {
+
+struct ModelInfo {
+  std::string name;
+  std::string description;
+  engine::Shape input_shape;  // per sample: (C, H, W)
+  int num_classes = 0;
+  std::vector<std::string> stages;
+  int64_t parameters = 0;     // trainable scalars
+};
+
+// Initialises every layer in order from one engine::Generator(seed) with PyTorch's default
+// init, so the same seed gives the same weights in every regime and process.
+// Throws std::invalid_argument listing the known models for an unknown name.
+std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed);
+
+std::vector<std::string> model_names();
+std::vector<ModelInfo> model_catalog();
+// Throws like make_model for an unknown name.
+ModelInfo model_info(const std::string& name);
+// Throws like make_model for an unknown name; builds nothing.
+void check_model_name(const std::string& name);
+
+// Trainable scalars of a module.
+int64_t parameter_count(const engine::Module& m);
+
+}  // namespace quartet::workloads

@@ -1,0 +1,114 @@
+#include "workloads/workload.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "workloads/idx.h"
+#include "workloads/models.h"
+#include "workloads/synthetic.h"
+
+namespace quartet::workloads {
+
+ImageClassificationWorkload::ImageClassificationWorkload(std::string name, DatasetSplits data,
+                                                         std::string default_model)
+    : name_(std::move(name)), data_(std::move(data)), default_model_(std::move(default_model)) {
+  check_model_name(default_model_);
+  for (const ImageDataset* d : {&data_.train, &data_.test})
+    if (d->channels() != 1 || d->height() != 28 || d->width() != 28 || d->num_classes() > 10)
+      throw std::invalid_argument("workload " + name_ + ": the 2D models take 1x28x28 images of up to 10 classes, got " +
+                                  std::to_string(d->channels()) + "x" + std::to_string(d->height()) + "x" +
+                                  std::to_string(d->width()) + " with " + std::to_string(d->num_classes()) +
+                                  " classes");
+}
+
+std::vector<std::string> ImageClassificationWorkload::model_names() const { return workloads::model_names(); }
+
+std::shared_ptr<engine::Model> ImageClassificationWorkload::make_model(const std::string& model_name,
+                                                                       uint64_t seed) const {
+  return workloads::make_model(model_name, seed);
+}
+
+engine::Tensor ImageClassificationWorkload::loss(const engine::Tensor& logits,
+                                                 const std::vector<int32_t>& labels) const {
+  return engine::cross_entropy(logits, labels);
+}
+
+int64_t count_correct(const engine::Tensor& logits, const std::vector<int32_t>& labels) {
+  if (logits.dim() != 2 || logits.size(0) != static_cast<int64_t>(labels.size()))
+    throw std::invalid_argument("count_correct: logits " + engine::shape_str(logits.shape()) + " for " +
+                                std::to_string(labels.size()) + " labels; expected (N, classes)");
+  const int64_t n = logits.size(0), k = logits.size(1);
+  const float* p = logits.data();
+  int64_t correct = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < k; ++c)
+      if (p[r * k + c] > p[r * k + best]) best = c;
+    correct += best == labels[static_cast<size_t>(r)];
+  }
+  return correct;
+}
+
+double ImageClassificationWorkload::evaluate(engine::Model& model, const ImageDataset& data, int64_t batch) const {
+  if (batch < 1) throw std::invalid_argument("evaluation batch: expected >= 1, got " + std::to_string(batch));
+  if (data.empty()) throw std::invalid_argument("evaluate: the dataset is empty");
+  const bool was_training = model.training();
+  model.eval();
+  engine::NoGradScope no_grad;
+  int64_t correct = 0;
+  try {
+    for (int64_t begin = 0; begin < data.size(); begin += batch) {
+      const Batch b = gather_range(data, begin, std::min(data.size(), begin + batch));
+      correct += count_correct(model.forward(b.x), b.y);
+    }
+  } catch (...) {
+    model.train(was_training);
+    throw;
+  }
+  model.train(was_training);
+  return static_cast<double>(correct) / static_cast<double>(data.size());
+}
+
+std::vector<std::string> workload_names() { return {"fashion-mnist", "synthetic"}; }
+
+namespace {
+
+ImageDataset first_samples(const ImageDataset& data, int64_t limit, const char* field) {
+  if (limit <= 0) return data;
+  if (limit > data.size())
+    throw std::invalid_argument(std::string(field) + ": " + std::to_string(limit) + " samples asked, the split has " +
+                                std::to_string(data.size()));
+  return data.take_first(limit);
+}
+
+DatasetSplits limited(DatasetSplits d, const WorkloadConfig& config) {
+  return {first_samples(d.train, config.train_limit, "train_samples"),
+          first_samples(d.test, config.test_limit, "test_samples")};
+}
+
+}  // namespace
+
+std::unique_ptr<Workload> make_workload(const WorkloadConfig& config) {
+  const std::string model = config.model.empty() ? "cnn" : config.model;
+  if (config.name == "fashion-mnist") {
+    check_model_name(model);  // before the data is read
+    const std::string dir = config.data_dir.empty() ? kFashionMnistDir : config.data_dir;
+    return std::make_unique<ImageClassificationWorkload>(config.name, limited(load_idx_folder(dir, 10), config),
+                                                         model);
+  }
+  if (config.name == "synthetic") {
+    check_model_name(model);
+    SyntheticOptions opt;
+    opt.train = config.train_limit > 0 ? config.train_limit : config.synthetic_train;
+    opt.test = config.test_limit > 0 ? config.test_limit : config.synthetic_test;
+    opt.seed = config.seed;
+    return std::make_unique<ImageClassificationWorkload>(config.name, make_synthetic(opt), model);
+  }
+  std::string known;
+  for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown workload \"" + config.name + "\"; known workloads: " + known);
+}
+
+}  // namespace quartet::workloads
