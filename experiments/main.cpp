@@ -1,0 +1,155 @@
+// quartet: the headless runner. `quartet run spec.json` runs an experiment's arms and
+// prints the side-by-side table; see `quartet --help`.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "engine/safetensors.h"
+#include "experiments/launcher.h"
+#include "experiments/spec.h"
+#include "experiments/wiring.h"
+#include "trainers/regime.h"
+#include "workloads/models.h"
+#include "workloads/workload.h"
+
+namespace {
+
+using namespace quartet;
+using namespace quartet::experiments;
+
+int cmd_validate(const std::string& path) {
+  const ExperimentSpec spec = load_spec_file(path);
+  std::cout << path << ": ok, experiment \"" << spec.name << "\" with " << spec.arms.size() << " arm"
+            << (spec.arms.size() == 1 ? "" : "s") << "\n";
+  return 0;
+}
+
+int cmd_list(const std::string& what) {
+  if (what == "workloads" || what == "all") {
+    std::cout << "workloads:\n";
+    for (const auto& w : workloads::workload_names()) std::cout << "  " << w << "\n";
+  }
+  if (what == "models" || what == "all") {
+    std::cout << "models (stages in order; split cuts go between stages):\n";
+    for (const auto& m : workloads::model_catalog()) {
+      std::cout << "  " << m.name << "  (" << m.parameters << " parameters)  stages:";
+      for (const auto& s : m.stages) std::cout << " " << s;
+      std::cout << "\n      " << m.description << "\n";
+    }
+  }
+  if (what == "regimes" || what == "all") {
+    std::cout << "regimes:\n";
+    for (const auto& r : trainers::regime_names()) std::cout << "  " << r << "\n";
+  }
+  return 0;
+}
+
+int cmd_eval(const std::string& weights, const std::string& workload, const std::string& model,
+             const std::string& data_dir, int64_t batch) {
+  workloads::WorkloadConfig cfg;
+  cfg.name = workload;
+  cfg.model = model;
+  cfg.data_dir = data_dir;
+  std::unique_ptr<workloads::Workload> wl;
+  try {
+    wl = workloads::make_workload(cfg);
+  } catch (const std::exception& e) {
+    throw InputError(e.what());
+  }
+  std::shared_ptr<engine::Model> m = wl->make_model(model, 0);
+  try {
+    engine::load_state_dict(*m, engine::read_safetensors(weights).tensors);
+  } catch (const std::exception& e) {
+    throw InputError(weights + ": " + e.what());
+  }
+  const double q = wl->evaluate(*m, wl->test_set(), batch);
+  std::cout << wl->metric_name() << " " << q << " on " << wl->test_set().size() << " test samples of " << workload
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Quartet: one model, four training regimes, side by side.\n"
+               "Runs experiment files and shows what each regime costs and buys."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "quartet 0.1");
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Run an experiment's arms and print the summary table");
+  run_cmd->add_option("spec", run.spec_path, "experiment file (JSON, comments allowed)");
+  run_cmd->add_option("--out", run.out, "run folder to create (must not exist); default results/<name>-<time>");
+  run_cmd->add_option("--progress", run.progress, "bar (default on a terminal), jsonl (event stream) or none")
+      ->check(CLI::IsMember({"bar", "jsonl", "none"}));
+  run_cmd->add_option("--init", run.init, "initial weights for every arm (safetensors); default: from the seed");
+  run_cmd->add_option("--resume", run.resume, "continue an interrupted run folder");
+
+  std::string validate_path;
+  auto* validate_cmd = app.add_subcommand("validate", "Check an experiment file; exit code 2 with the reason if bad");
+  validate_cmd->add_option("spec", validate_path, "experiment file")->required();
+
+  std::string list_what = "all";
+  auto* list_cmd = app.add_subcommand("list", "List workloads, models (with stage names) and regimes");
+  list_cmd->add_option("what", list_what, "workloads, models, regimes or all")
+      ->check(CLI::IsMember({"workloads", "models", "regimes", "all"}));
+
+  std::string eval_weights, eval_workload = "fashion-mnist", eval_model, eval_data;
+  int64_t eval_batch = 1000;
+  auto* eval_cmd = app.add_subcommand("eval", "Test-set quality of saved weights");
+  eval_cmd->add_option("weights", eval_weights, "weights (safetensors)")->required();
+  eval_cmd->add_option("--workload", eval_workload, "workload (quartet list workloads)");
+  eval_cmd->add_option("--model", eval_model, "model (quartet list models)")->required();
+  eval_cmd->add_option("--data-dir", eval_data, "dataset folder; default: the workload's");
+  eval_cmd->add_option("--batch", eval_batch, "evaluation batch")->check(CLI::PositiveNumber);
+
+  auto* schema_cmd = app.add_subcommand("schema", "Print the experiment file's JSON Schema");
+
+  std::filesystem::path role_run;
+  std::string role_arm, role_name;
+  bool role_resume = false;
+  auto* role_cmd = app.add_subcommand("role", "Run one role of an arm (started by quartet run)");
+  role_cmd->add_option("--run-dir", role_run, "run folder")->required();
+  role_cmd->add_option("--arm", role_arm, "arm name")->required();
+  role_cmd->add_option("--role", role_name, "role name")->required();
+  role_cmd->add_flag("--resume", role_resume, "continue from the arm's checkpoint");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*run_cmd) {
+      if (run.resume.empty() == run.spec_path.empty()) {
+        std::cerr << "quartet run: give an experiment file, or --resume RUN_DIR (not both)\n";
+        return 2;
+      }
+      if (run.progress.empty()) run.progress = "bar";
+      return run_experiment(run);
+    }
+    if (*validate_cmd) return cmd_validate(validate_path);
+    if (*list_cmd) return cmd_list(list_what);
+    if (*eval_cmd) return cmd_eval(eval_weights, eval_workload, eval_model, eval_data, eval_batch);
+    if (*schema_cmd) {
+      std::cout << to_json_schema(spec_schema(), "Quartet experiment").dump(2) << "\n";
+      return 0;
+    }
+    if (*role_cmd) return run_role(role_run, role_arm, role_name, role_resume);
+  } catch (const SpecError& e) {
+    std::cerr << "quartet: " << e.what() << "\n";
+    return 2;
+  } catch (const InputError& e) {
+    std::cerr << "quartet: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "quartet: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

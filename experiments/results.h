@@ -1,0 +1,32 @@
+#pragma once
+
+// Result files of a run (docs/results.md): written atomically, never overwritten.
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace quartet::experiments {
+
+// Writes `text` to `path` through a temporary file in the same folder and a rename, so
+// readers see the old file or the new one, never half of it.
+void write_file_atomically(const std::filesystem::path& path, const std::string& text);
+void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& j);
+
+// Reads every complete line of a JSON-lines file; a torn last line (a crash mid-write)
+// is ignored, a corrupt complete line throws std::runtime_error naming file and line.
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
+
+// An arm's figures from its roles' step records:
+// samples/s, time, peak memory (per tag and RSS), bytes, final quality, time and
+// samples to the target.
+nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
+                             const std::vector<std::vector<nlohmann::json>>& roles_records,
+                             std::optional<double> target, int64_t train_samples);
+
+// The side-by-side table of summary.md, one row per arm summary.
+std::string summary_table(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries);
+
+}  // namespace quartet::experiments

@@ -1,0 +1,150 @@
+#include "experiments/schema.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace quartet::experiments {
+namespace {
+
+using nlohmann::json;
+
+std::string type_word(FieldType t) {
+  switch (t) {
+    case FieldType::integer: return "an integer";
+    case FieldType::number: return "a number";
+    case FieldType::string: return "a string";
+    case FieldType::boolean: return "true or false";
+    case FieldType::object: return "an object";
+    case FieldType::array: return "an array";
+  }
+  return "a value";
+}
+
+std::string found(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string number_str(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+bool type_matches(const json& v, FieldType t) {
+  switch (t) {
+    case FieldType::integer:
+      if (v.is_number_integer()) return true;
+      return v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
+             std::abs(v.get<double>()) < 9.0e15;
+    case FieldType::number: return v.is_number() && std::isfinite(v.get<double>());
+    case FieldType::string: return v.is_string();
+    case FieldType::boolean: return v.is_boolean();
+    case FieldType::object: return v.is_object();
+    case FieldType::array: return v.is_array();
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string describe_allowed(const Field& f) {
+  std::string s = type_word(f.type);
+  if (!f.one_of.empty()) {
+    s = "one of ";
+    for (size_t i = 0; i < f.one_of.size(); ++i) s += (i ? ", \"" : "\"") + f.one_of[i] + "\"";
+    return s;
+  }
+  if (f.minimum) s += " ≥ " + number_str(*f.minimum);
+  if (f.exclusive_minimum) s += " > " + number_str(*f.exclusive_minimum);
+  if (f.maximum) s += (f.minimum || f.exclusive_minimum ? " and ≤ " : " ≤ ") + number_str(*f.maximum);
+  return s;
+}
+
+void validate_and_fill(json& value, const Field& f, const std::string& path) {
+  if (!type_matches(value, f.type))
+    throw SpecError(path + ": expected " + describe_allowed(f) + ", got " + found(value));
+  if (f.type == FieldType::integer && value.is_number_float()) value = static_cast<int64_t>(value.get<double>());
+  if (f.type == FieldType::integer || f.type == FieldType::number) {
+    const double x = value.get<double>();
+    if ((f.minimum && x < *f.minimum) || (f.exclusive_minimum && x <= *f.exclusive_minimum) ||
+        (f.maximum && x > *f.maximum))
+      throw SpecError(path + ": expected " + describe_allowed(f) + ", got " + found(value));
+  }
+  if (f.type == FieldType::string && !f.one_of.empty()) {
+    const std::string s = value.get<std::string>();
+    bool ok = false;
+    for (const auto& o : f.one_of) ok = ok || o == s;
+    if (!ok) throw SpecError(path + ": unknown value \"" + s + "\"; expected " + describe_allowed(f));
+  }
+  if (f.type == FieldType::object) {
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      bool known = f.open;
+      for (const Field& m : f.fields) known = known || m.name == it.key();
+      if (!known) {
+        std::string names;
+        for (const Field& m : f.fields) names += (names.empty() ? "" : ", ") + m.name;
+        throw SpecError(path + ": unknown field \"" + it.key() + "\"; allowed fields: " + names);
+      }
+    }
+    for (const Field& m : f.fields) {
+      const std::string sub = path + "." + m.name;
+      if (!value.contains(m.name)) {
+        if (m.required) throw SpecError(sub + ": missing; expected " + describe_allowed(m) + " (" + m.description + ")");
+        if (!m.default_value.is_null()) value[m.name] = m.default_value;
+        if (m.type == FieldType::object && !value.contains(m.name) && !m.required) continue;
+      }
+      if (value.contains(m.name)) validate_and_fill(value[m.name], m, sub);
+    }
+  }
+  if (f.type == FieldType::array && !f.items.empty()) {
+    if (f.minimum && static_cast<double>(value.size()) < *f.minimum)
+      throw SpecError(path + ": expected at least " + number_str(*f.minimum) + " entries, got " +
+                      std::to_string(value.size()));
+    for (size_t i = 0; i < value.size(); ++i)
+      validate_and_fill(value[i], f.items[0], path + "[" + std::to_string(i) + "]");
+  }
+}
+
+namespace {
+
+json schema_of(const Field& f) {
+  json s;
+  static const char* names[] = {"integer", "number", "string", "boolean", "object", "array"};
+  s["type"] = names[static_cast<int>(f.type)];
+  if (!f.description.empty()) s["description"] = f.description;
+  if (!f.default_value.is_null()) s["default"] = f.default_value;
+  if (!f.one_of.empty()) s["enum"] = f.one_of;
+  if (f.type == FieldType::array) {
+    if (f.minimum) s["minItems"] = static_cast<int64_t>(*f.minimum);
+    if (!f.items.empty()) s["items"] = schema_of(f.items[0]);
+  } else {
+    if (f.minimum) s["minimum"] = *f.minimum;
+    if (f.exclusive_minimum) s["exclusiveMinimum"] = *f.exclusive_minimum;
+    if (f.maximum) s["maximum"] = *f.maximum;
+  }
+  if (f.type == FieldType::object) {
+    json props = json::object();
+    json required = json::array();
+    for (const Field& m : f.fields) {
+      props[m.name] = schema_of(m);
+      if (m.required) required.push_back(m.name);
+    }
+    s["properties"] = props;
+    if (!required.empty()) s["required"] = required;
+    s["additionalProperties"] = f.open;
+  }
+  return s;
+}
+
+}  // namespace
+
+json to_json_schema(const Field& root, const std::string& title) {
+  json s = schema_of(root);
+  s["$schema"] = "https://json-schema.org/draft/2020-12/schema";
+  s["title"] = title;
+  return s;
+}
+
+}  // namespace quartet::experiments

@@ -1,0 +1,69 @@
+#pragma once
+
+// The experiment file (docs/spec.md): a workload, a seed, training settings, and arms
+// (regime + settings) that override the experiment-level fields.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiments/schema.h"
+
+namespace quartet::experiments {
+
+struct OptimizerSpec {
+  std::string name = "sgd";
+  double lr = 0.05;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
+struct TrainSpec {
+  int64_t epochs = 1;
+  int64_t batch = 64;  // samples behind one optimizer step of the global model
+  std::optional<double> target;  // quality to reach (accuracy)
+  OptimizerSpec optimizer;
+  double clip_grad_norm = 0.0;  // 0: off
+  int64_t eval_batch = 1000;
+  int64_t max_steps = 0;  // 0: no limit; a cap for quick runs and tests
+};
+
+struct WorkloadSpec {
+  std::string name;
+  std::string model;
+  std::string data_dir;        // empty: the workload's default
+  int64_t train_samples = 0;   // 0: the whole training set
+  int64_t test_samples = 0;    // 0: the whole test set
+};
+
+struct ArmSpec {
+  std::string name;
+  std::string regime;
+  int64_t micro_batches = 1;
+  TrainSpec train;
+  int threads = 0;  // 0: cores / processes of the arm
+  std::string device = "cpu";
+};
+
+struct ExperimentSpec {
+  std::string name;
+  WorkloadSpec workload;
+  uint64_t seed = 1;
+  std::vector<ArmSpec> arms;
+  nlohmann::json json;  // the spec with every default filled in: what was run
+
+  const ArmSpec& arm(const std::string& name) const;  // throws SpecError when absent
+};
+
+// The schema behind validation and `quartet schema`.
+const Field& spec_schema();
+
+// Validates (SpecError naming the field) and fills defaults.
+ExperimentSpec parse_spec(nlohmann::json j);
+// Reads a file (JSON with // and /* */ comments); SpecError when unreadable or invalid.
+ExperimentSpec load_spec_file(const std::string& path);
+
+}  // namespace quartet::experiments

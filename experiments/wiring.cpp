@@ -1,0 +1,45 @@
+#include "experiments/wiring.h"
+
+namespace quartet::experiments {
+
+workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
+  workloads::WorkloadConfig c;
+  c.name = spec.workload.name;
+  c.model = spec.workload.model;
+  c.data_dir = spec.workload.data_dir;
+  c.seed = spec.seed;
+  c.train_limit = spec.workload.train_samples;
+  c.test_limit = spec.workload.test_samples;
+  return c;
+}
+
+trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& arm) {
+  trainers::TrainConfig c;
+  const TrainSpec& t = arm.train;
+  c.epochs = t.epochs;
+  c.batch = t.batch;
+  c.micro_batches = arm.micro_batches;
+  c.eval_batch = t.eval_batch;
+  c.max_steps = t.max_steps;
+  c.target = t.target;
+  c.sgd = {.lr = static_cast<float>(t.optimizer.lr),
+           .momentum = static_cast<float>(t.optimizer.momentum),
+           .dampening = 0.0f,
+           .nesterov = t.optimizer.nesterov,
+           .weight_decay = static_cast<float>(t.optimizer.weight_decay)};
+  c.clip_grad_norm = t.clip_grad_norm;
+  c.seed = spec.seed;
+  return c;
+}
+
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec) {
+  try {
+    return workloads::make_workload(workload_config(spec));
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("spec.workload: ") + e.what());
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());
+  }
+}
+
+}  // namespace quartet::experiments

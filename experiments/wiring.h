@@ -1,0 +1,23 @@
+#pragma once
+
+// Turns a parsed spec into the settings of the layers below.
+
+#include "experiments/spec.h"
+#include "trainers/regime.h"
+#include "workloads/workload.h"
+
+namespace quartet::experiments {
+
+workloads::WorkloadConfig workload_config(const ExperimentSpec& spec);
+trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& arm);
+
+// Loads the workload; a missing or corrupt dataset becomes a SpecError-like InputError.
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec);
+
+// Bad input that is not a spec field: a file, a folder, an argument. Exit code 2.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace quartet::experiments

@@ -1,0 +1,94 @@
+#include "trainers/local_loop.h"
+
+#include <stdexcept>
+
+#include "engine/autograd.h"
+#include "engine/safetensors.h"
+#include "trainers/checkpoint.h"
+#include "trainers/metrics.h"
+#include "workloads/sampler.h"
+
+namespace quartet::trainers {
+
+void train_locally(const RoleContext& ctx) {
+  const TrainConfig& cfg = ctx.config;
+  const workloads::Workload& wl = *ctx.workload;
+  if (cfg.micro_batches < 1 || cfg.batch % cfg.micro_batches != 0)
+    throw std::invalid_argument("micro_batches " + std::to_string(cfg.micro_batches) + " does not divide batch " +
+                                std::to_string(cfg.batch));
+  const workloads::ImageDataset& train = wl.train_set();
+  const int64_t steps_per_epoch = workloads::batches_per_epoch(train.size(), cfg.batch);
+  if (steps_per_epoch < 1)
+    throw std::invalid_argument("batch " + std::to_string(cfg.batch) + " is larger than the training set (" +
+                                std::to_string(train.size()) + " samples)");
+  const int64_t micro = cfg.batch / cfg.micro_batches;
+
+  std::shared_ptr<engine::Model> model = wl.make_model(ctx.model_name, cfg.seed);
+  engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
+  engine::SGD optimizer(model->parameters(), cfg.sgd);
+
+  Position pos;
+  if (ctx.resume) {
+    if (auto p = load_checkpoint(checkpoint_path(ctx.arm_dir), *model, optimizer)) pos = *p;
+  }
+  JsonlWriter records(records_path(ctx.arm_dir, ctx.role).string(),
+                      ctx.resume ? std::optional<int64_t>(pos.records_bytes) : std::nullopt);
+  const double wall0 = pos.wall;
+  Stopwatch clock;
+
+  bool capped = false;
+  for (int64_t epoch = pos.epochs_done; epoch < cfg.epochs && !capped; ++epoch) {
+    const std::vector<int64_t> order = workloads::epoch_permutation(train.size(), cfg.seed, epoch);
+    for (int64_t b = 0; b < steps_per_epoch; ++b) {
+      StepRecord r;
+      model->train();
+      optimizer.zero_grad();
+      double loss_sum = 0.0;
+      for (int64_t m = 0; m < cfg.micro_batches; ++m) {
+        Stopwatch t;
+        std::vector<int64_t> idx(order.begin() + b * cfg.batch + m * micro,
+                                 order.begin() + b * cfg.batch + (m + 1) * micro);
+        workloads::Batch batch = workloads::gather(train, idx);
+        r.data += t.seconds();
+        t.restart();
+        engine::Tensor loss = wl.loss(model->forward(batch.x), batch.y);
+        r.forward += t.seconds();
+        t.restart();
+        loss_sum += loss.item();
+        engine::scale(loss, 1.0f / static_cast<float>(cfg.micro_batches)).backward();
+        r.backward += t.seconds();
+      }
+      Stopwatch t;
+      if (cfg.clip_grad_norm > 0.0) engine::clip_grad_norm(optimizer.params(), cfg.clip_grad_norm);
+      optimizer.step();
+      r.optimizer = t.seconds();
+
+      pos.step += 1;
+      pos.samples += cfg.batch;
+      r.step = pos.step;
+      r.samples = pos.samples;
+      r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train.size());
+      r.loss = loss_sum / static_cast<double>(cfg.micro_batches);
+      r.lr = optimizer.lr();
+      capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
+      const bool epoch_end = b + 1 == steps_per_epoch || capped;
+      if (epoch_end) {
+        Stopwatch te;
+        const double value = wl.evaluate(*model, wl.test_set(), cfg.eval_batch);
+        r.eval = Evaluation{wl.metric_name(), value, wl.test_set().size(), te.seconds()};
+      }
+      r.wall = wall0 + clock.seconds();
+      records.write(to_json(r, ctx.arm, ctx.role, ctx.rank));
+      if (capped) break;
+    }
+    if (!capped) {
+      pos.epochs_done = epoch + 1;
+      pos.wall = wall0 + clock.seconds();
+      pos.records_bytes = records.bytes();
+      save_checkpoint(checkpoint_path(ctx.arm_dir), *model, optimizer, pos);
+    }
+  }
+  engine::save_safetensors(final_weights_path(ctx.arm_dir).string(), model->state_dict());
+}
+
+}  // namespace quartet::trainers

@@ -1,0 +1,77 @@
+#include "trainers/metrics.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace quartet::trainers {
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank) {
+  using nlohmann::json;
+  const engine::MemStats mem = engine::memory_stats();
+  json memory = json::object();
+  for (int i = 0; i < engine::kMemTagCount; ++i)
+    memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {{"current", mem.current[i]},
+                                                                                 {"peak", mem.peak[i]}};
+  memory["total"] = {{"current", mem.total_current}, {"peak", mem.total_peak}};
+  json j = {
+      {"type", "step"},
+      {"arm", arm},
+      {"role", role},
+      {"rank", rank},
+      {"step", r.step},
+      {"epoch", r.epoch},
+      {"samples", r.samples},
+      {"wall", r.wall},
+      {"compute", {{"forward", r.forward}, {"backward", r.backward}, {"optimizer", r.optimizer}}},
+      {"data", r.data},
+      {"comm_exposed", r.comm_exposed},
+      {"bytes_sent", r.bytes_sent},
+      {"bytes_received", r.bytes_received},
+      {"messages", r.messages},
+      {"memory", memory},
+      {"rss_peak", peak_rss_bytes()},
+      {"gpu_memory", nullptr},
+      {"loss", r.loss},
+      {"lr", r.lr},
+  };
+  if (r.eval)
+    j["eval"] = {{"metric", r.eval->metric}, {"value", r.eval->value},
+                 {"samples", r.eval->samples}, {"seconds", r.eval->seconds}};
+  return j;
+}
+
+JsonlWriter::JsonlWriter(const std::string& path, std::optional<int64_t> keep_bytes) : path_(path) {
+  if (keep_bytes) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) std::filesystem::resize_file(path, static_cast<uintmax_t>(*keep_bytes), ec);
+    if (ec) throw std::runtime_error(path + ": cannot truncate for resume: " + ec.message());
+  }
+  file_ = std::fopen(path.c_str(), "ab");
+  if (!file_) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
+  std::fseek(file_, 0, SEEK_END);
+  bytes_ = std::ftell(file_);
+}
+
+JsonlWriter::~JsonlWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void JsonlWriter::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
+  bytes_ += static_cast<int64_t>(line.size());
+}
+
+}  // namespace quartet::trainers

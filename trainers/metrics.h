@@ -1,0 +1,75 @@
+#pragma once
+
+// The step record of shared/DESIGN.md "Results": one JSON object per line in
+// <arm>/roles/<role>.jsonl, flushed per record so a crash loses nothing written.
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/memory.h"
+
+namespace quartet::trainers {
+
+struct Evaluation {
+  std::string metric = "accuracy";
+  double value = 0.0;
+  int64_t samples = 0;
+  double seconds = 0.0;
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double epoch = 0.0;     // epoch-equivalents processed, fractional
+  int64_t samples = 0;    // training samples processed so far by this role
+  double wall = 0.0;      // seconds since the arm started (resumes continue the clock)
+  double forward = 0.0, backward = 0.0, optimizer = 0.0;  // this step's compute, seconds
+  double data = 0.0;      // batch assembly, seconds
+  double comm_exposed = 0.0;  // communication not hidden under compute, seconds
+  int64_t bytes_sent = 0, bytes_received = 0, messages = 0;  // cumulative
+  double loss = 0.0;
+  double lr = 0.0;
+  std::optional<Evaluation> eval;
+};
+
+// Serialises a record with this process's memory figures (per tag current and peak,
+// peak RSS) taken now.
+nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank);
+
+// Peak resident set size of this process, bytes.
+int64_t peak_rss_bytes();
+
+// Appends JSON lines to a file, flushing each one.
+class JsonlWriter {
+ public:
+  // Opens for append; truncates the file to `keep_bytes` first when given (resume).
+  explicit JsonlWriter(const std::string& path, std::optional<int64_t> keep_bytes = std::nullopt);
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+  void write(const nlohmann::json& record);
+  int64_t bytes() const { return bytes_; }  // file size after the last write
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+// Wall-clock seconds since construction.
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void restart() { start_ = std::chrono::steady_clock::now(); }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace quartet::trainers

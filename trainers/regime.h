@@ -1,0 +1,61 @@
+#pragma once
+
+// A regime says which roles an arm runs and what each role does. The launcher
+// (experiments/) starts one process per role and hands it a RoleContext.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/optim.h"
+#include "workloads/workload.h"
+
+namespace quartet::trainers {
+
+struct TrainConfig {
+  int64_t epochs = 1;
+  int64_t batch = 64;          // samples behind one optimizer step of the global model
+  int64_t micro_batches = 1;   // accumulate: micro-batches per step; must divide batch
+  int64_t eval_batch = 1000;
+  int64_t max_steps = 0;       // 0: no cap
+  std::optional<double> target;
+  engine::SgdOptions sgd;
+  double clip_grad_norm = 0.0;
+  uint64_t seed = 1;           // shuffling (weights come from the arm's initial weights)
+};
+
+struct RoleContext {
+  std::string arm;
+  std::string role;
+  int rank = 0;
+  std::filesystem::path arm_dir;       // results/<run>/<arm>
+  std::filesystem::path init_weights;  // the run's initial weights (same for every arm)
+  std::string model_name;
+  TrainConfig config;
+  const workloads::Workload* workload = nullptr;
+  bool resume = false;                 // continue from <arm_dir>/checkpoint.safetensors if present
+};
+
+class Regime {
+ public:
+  virtual ~Regime() = default;
+  // The roles an arm of this regime runs, one process each.
+  virtual std::vector<std::string> roles(const TrainConfig& config) const = 0;
+  virtual void run_role(const RoleContext& ctx) const = 0;
+};
+
+// The regimes this build knows, and a factory that throws std::invalid_argument listing
+// them for any other name.
+const std::vector<std::string>& regime_names();
+std::unique_ptr<Regime> make_regime(const std::string& name);
+
+// The role's record file and log inside the arm folder.
+std::filesystem::path records_path(const std::filesystem::path& arm_dir, const std::string& role);
+std::filesystem::path checkpoint_path(const std::filesystem::path& arm_dir);
+std::filesystem::path final_weights_path(const std::filesystem::path& arm_dir);
+
+}  // namespace quartet::trainers

@@ -1,0 +1,11 @@
+#pragma once
+
+// Factories of the regimes, one file each; make_regime() picks by name.
+#include <memory>
+
+#include "trainers/regime.h"
+
+namespace quartet::trainers {
+std::unique_ptr<Regime> make_single();
+std::unique_ptr<Regime> make_accumulate();
+}  // namespace quartet::trainers
