@@ -187,6 +187,8 @@ ExperimentSpec parse_spec(json j) {
     a["train"] = train;
     arm.train = train_from(train);
 
+    if (arm.train.optimizer.nesterov && arm.train.optimizer.momentum <= 0.0)
+      throw SpecError(path + ".train.optimizer.nesterov: Nesterov momentum needs momentum > 0");
     arm.micro_batches = a.value("micro_batches", int64_t{1});
     if (a.contains("micro_batches") && arm.regime != "accumulate")
       throw SpecError(path + ".micro_batches: only the accumulate regime takes micro_batches, this arm is " +
