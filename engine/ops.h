@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/random.h"
 #include "engine/tensor.h"
 
 namespace quartet::engine {
@@ -19,6 +20,12 @@ Tensor add(const Tensor& a, const Tensor& b);  // same shape
 Tensor mul(const Tensor& a, const Tensor& b);  // same shape
 Tensor scale(const Tensor& a, float s);
 Tensor relu(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, float negative_slope = 0.01f);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+// Inverted dropout: zeroes each element with probability p and scales the rest by
+// 1/(1-p); the mask comes from `gen`, so a seed fixes it. requires 0 <= p < 1.
+Tensor dropout(const Tensor& x, float p, Generator& gen);
 
 // ---- reductions ----
 Tensor sum(const Tensor& x);   // scalar, shape [1]
@@ -29,6 +36,8 @@ Tensor mean(const Tensor& x);  // scalar, shape [1]
 Tensor reshape(const Tensor& x, Shape shape);
 // Collapses dims start_dim..end into one: (N, C, H, W) -> (N, C*H*W) for start_dim 1.
 Tensor flatten(const Tensor& x, int start_dim = 1);
+// Concatenates along `dim` (1: channels, for U-Net skips); other sizes must agree.
+Tensor concat(const TensorList& xs, int dim = 1);
 
 // ---- dense ----
 Tensor matmul(const Tensor& a, const Tensor& b);  // a: (M, K), b: (K, N) -> (M, N)
@@ -56,10 +65,75 @@ struct PoolOptions {
 // x: (N, C, *spatial). Gradient goes to the first maximum of each window.
 Tensor max_pool(const Tensor& x, const PoolOptions& opt);
 Tensor max_pool2d(const Tensor& x, const PoolOptions& opt = {});
+// Average over each window; padded cells count as zeros (PyTorch's count_include_pad).
+Tensor avg_pool(const Tensor& x, const PoolOptions& opt);
+// (N, C, *spatial) -> (N, C): the mean over all spatial positions (2D and 3D).
+Tensor global_avg_pool(const Tensor& x);
+
+struct ConvTransposeOptions {
+  std::vector<int64_t> stride{1};
+  std::vector<int64_t> padding{0};
+  std::vector<int64_t> output_padding{0};  // < stride or < dilation, as in PyTorch
+  std::vector<int64_t> dilation{1};
+};
+// The gradient of conv with respect to its input, as an op. x: (N, Cin, *spatial),
+// weight: (Cin, Cout, *kernel) (PyTorch's ConvTranspose layout), bias: (Cout) or
+// undefined. Out size: (in - 1)s - 2p + d(k - 1) + output_padding + 1.
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const ConvTransposeOptions& opt);
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTransposeOptions& opt = {});
+
+enum class UpsampleMode { nearest, linear };  // linear: bilinear in 2D, trilinear in 3D
+// x: (N, C, *spatial) scaled by an integer factor per spatial dim (one value: all).
+// linear uses align_corners=false, as PyTorch's default.
+Tensor upsample(const Tensor& x, const std::vector<int64_t>& scale, UpsampleMode mode);
+
+// ---- normalisation ----
+// Sums per-channel statistics across the processes of a data-parallel arm, which makes
+// batch_norm a SyncBatchNorm. The engine only calls it; data_parallel implements it.
+class StatsReducer {
+ public:
+  virtual ~StatsReducer() = default;
+  // Replaces `t` (a host or device tensor) with its element-wise sum over all processes.
+  virtual void all_reduce_sum(Tensor& t) = 0;
+};
+
+struct BatchNormOptions {
+  float momentum = 0.1f;  // running = (1 - momentum) running + momentum batch statistic
+  float eps = 1e-5f;
+  StatsReducer* reducer = nullptr;  // null: statistics of this process's batch only
+};
+// x: (N, C, *spatial); weight, bias: (C) or undefined; running_mean, running_var: (C).
+// Training: normalises with the batch's mean and biased variance (over N and every
+// spatial position, across processes when a reducer is given) and updates the running
+// statistics with the unbiased variance, as PyTorch does. Eval: uses the running ones.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, const BatchNormOptions& opt = {});
+// x: (N, C, *spatial); C divisible by groups; weight, bias: (C) or undefined.
+// Instance norm is group_norm with groups == C.
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                  float eps = 1e-5f);
 
 // ---- losses ----
 // logits: (N, classes); targets: N class indices in [0, classes). Mean over the batch
 // of -log softmax(logits)[target], computed stably.
 Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets);
+// Per-voxel and class-weighted form: logits (N, C) or (N, C, *spatial), targets one
+// class per (n, *spatial) position in that order. With weights w (C values, or empty
+// for all ones): sum_i w[t_i] * nll_i / sum_i w[t_i], PyTorch's weighted mean.
+Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
+                     const std::vector<float>& class_weights);
+// Mean of the element-wise binary cross-entropy of sigmoid(logits) against targets in
+// [0, 1], computed stably (log-sum-exp form). Same shapes.
+Tensor bce_with_logits(const Tensor& logits, const Tensor& targets);
+// Mean of (input - target)^2. Same shapes.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+// Soft Dice loss on softmax(logits) over channels: 1 - mean over the scored classes of
+// (2 sum p t + smooth) / (sum p + sum t + smooth), sums over the batch and all spatial
+// positions. logits (N, C, *spatial); targets as for cross_entropy. Background (class
+// 0) is scored only when include_background is true.
+Tensor soft_dice_loss(const Tensor& logits, const std::vector<int32_t>& targets,
+                      bool include_background = false, float smooth = 1e-5f);
 
 }  // namespace quartet::engine

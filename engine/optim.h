@@ -50,6 +50,55 @@ class SGD : public Optimizer {
   std::vector<Tensor> momentum_;  // undefined until a parameter's first step
 };
 
+struct AdamOptions {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;    // in [0, 1)
+  float beta2 = 0.999f;  // in [0, 1)
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // L2: added to the gradient
+};
+
+// PyTorch's Adam (amsgrad off), per parameter with its own step count t:
+//   t += 1; g += wd * p; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+// state(): "<i>.exp_avg", "<i>.exp_avg_sq" (parameter-shaped) and "<i>.step" (a [1]
+// host tensor holding t as a float, exact up to 2^24 steps) for every parameter that
+// has stepped, as PyTorch's state_dict keeps them. load_state requires all three per
+// parameter, shapes as the parameter's and a whole step >= 1.
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions opt);
+  void step() override;
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+
+ protected:
+  // decoupled: AdamW's weight decay (see below) instead of L2; name prefixes errors.
+  Adam(std::vector<Tensor> params, AdamOptions opt, bool decoupled, const char* name);
+
+ private:
+  AdamOptions opt_;
+  bool decoupled_;
+  const char* name_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;  // undefined until a parameter's first step
+  std::vector<int64_t> steps_;
+};
+
+struct AdamWOptions {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 1e-2f;  // decoupled, PyTorch's AdamW default
+};
+
+// PyTorch's AdamW: p -= lr * wd * p first, then Adam's update without L2 on the
+// gradient. State as Adam's.
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions opt);
+};
+
 // Scales all gradients so their global L2 norm is at most max_norm (PyTorch's
 // clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1). Returns the norm
 // before clipping.

@@ -91,30 +91,5 @@ TEST(Tensor, AskingForCudaWithoutABackendIsOneClearError) {
   }
 }
 
-TEST(Loss, CrossEntropyMatchesHandComputedValue) {
-  // logits (1, 3) = [1, 2, 3], target 2: loss = log(e^1 + e^2 + e^3) - 3.
-  Tensor logits = Tensor::from_vector({1, 3}, {1, 2, 3});
-  const double expected = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0;
-  EXPECT_NEAR(cross_entropy(logits, {2}).item(), expected, 1e-6);
-}
-
-TEST(Loss, CrossEntropyIsStableForLargeLogits) {
-  Tensor logits = Tensor::from_vector({1, 2}, {1000, 0});
-  EXPECT_NEAR(cross_entropy(logits, {0}).item(), 0.0, 1e-6);
-  EXPECT_NEAR(cross_entropy(logits, {1}).item(), 1000.0, 1e-3);
-}
-
-TEST(Loss, CrossEntropyGradientMatchesFiniteDifferences) {
-  std::vector<int32_t> targets{0, 4, 2, 2, 1};
-  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return cross_entropy(in[0], targets); }, {param({5, 5}, 3)}));
-}
-
-TEST(Loss, CrossEntropyRejectsOutOfRangeTargetsAndCountMismatch) {
-  EXPECT_THROW(cross_entropy(Tensor::zeros({2, 3}), {0, 3}), std::invalid_argument);
-  EXPECT_THROW(cross_entropy(Tensor::zeros({2, 3}), {0, -1}), std::invalid_argument);
-  EXPECT_THROW(cross_entropy(Tensor::zeros({2, 3}), {0}), std::invalid_argument);
-  EXPECT_THROW(cross_entropy(Tensor::zeros({6}), {0}), std::invalid_argument);
-}
-
 }  // namespace
 }  // namespace quartet::engine
