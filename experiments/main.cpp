@@ -106,7 +106,9 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--data-dir", eval_data, "dataset folder; default: the workload's");
   eval_cmd->add_option("--batch", eval_batch, "evaluation batch")->check(CLI::PositiveNumber);
 
+  bool schema_markdown = false;
   auto* schema_cmd = app.add_subcommand("schema", "Print the experiment file's JSON Schema");
+  schema_cmd->add_flag("--markdown", schema_markdown, "print the fields as a Markdown table instead");
 
   std::filesystem::path role_run;
   std::string role_arm, role_name;
@@ -137,7 +139,8 @@ int main(int argc, char** argv) {
     if (*list_cmd) return cmd_list(list_what);
     if (*eval_cmd) return cmd_eval(eval_weights, eval_workload, eval_model, eval_data, eval_batch);
     if (*schema_cmd) {
-      std::cout << to_json_schema(spec_schema(), "Quartet experiment").dump(2) << "\n";
+      if (schema_markdown) std::cout << to_markdown_table(spec_schema());
+      else std::cout << to_json_schema(spec_schema(), "Quartet experiment").dump(2) << "\n";
       return 0;
     }
     if (*role_cmd) return run_role(role_run, role_arm, role_name, role_resume);

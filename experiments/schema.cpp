@@ -56,6 +56,7 @@ std::string describe_allowed(const Field& f) {
     for (size_t i = 0; i < f.one_of.size(); ++i) s += (i ? ", \"" : "\"") + f.one_of[i] + "\"";
     return s;
   }
+  if (f.type == FieldType::array) return f.minimum ? "an array of at least " + number_str(*f.minimum) + " entries" : s;
   if (f.minimum) s += " ≥ " + number_str(*f.minimum);
   if (f.exclusive_minimum) s += " > " + number_str(*f.exclusive_minimum);
   if (f.maximum) s += (f.minimum || f.exclusive_minimum ? " and ≤ " : " ≤ ") + number_str(*f.maximum);
@@ -139,6 +140,24 @@ json schema_of(const Field& f) {
 }
 
 }  // namespace
+
+namespace {
+
+void markdown_rows(const Field& f, const std::string& path, std::string& out) {
+  std::string def = f.default_value.is_null() ? (f.required ? "required" : "—") : "`" + f.default_value.dump() + "`";
+  out += "| `" + path + "` | " + describe_allowed(f) + " | " + def + " | " + f.description + " |\n";
+  for (const Field& m : f.fields) markdown_rows(m, path + "." + m.name, out);
+  if (f.type == FieldType::array && !f.items.empty())
+    for (const Field& m : f.items[0].fields) markdown_rows(m, path + "[]." + m.name, out);
+}
+
+}  // namespace
+
+std::string to_markdown_table(const Field& root) {
+  std::string out = "| field | allowed | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const Field& m : root.fields) markdown_rows(m, m.name, out);
+  return out;
+}
 
 json to_json_schema(const Field& root, const std::string& title) {
   json s = schema_of(root);

@@ -42,6 +42,10 @@ void validate_and_fill(nlohmann::json& value, const Field& field, const std::str
 // JSON Schema (draft 2020-12) for `root`.
 nlohmann::json to_json_schema(const Field& root, const std::string& title);
 
+// A Markdown table with one row per field (dotted path, allowed values, default,
+// description), for docs/spec.md.
+std::string to_markdown_table(const Field& root);
+
 // "an integer ≥ 1", "one of \"sgd\", \"adam\"": what `field` allows, in words.
 std::string describe_allowed(const Field& field);
 

@@ -41,14 +41,41 @@ Field train_field() {
   Field momentum = number("momentum", "SGD momentum", 0.0);
   momentum.minimum = 0.0;
   momentum.maximum = 1.0;
-  Field wd = number("weight_decay", "L2 weight decay", 0.0);
+  Field wd = number("weight_decay", "weight decay: L2 on the gradient (sgd, adam), decoupled (adamw)", 0.0);
   wd.minimum = 0.0;
+  Field beta1 = number("beta1", "adam, adamw: first-moment decay", 0.9);
+  beta1.minimum = 0.0;
+  beta1.maximum = 0.999999;
+  Field beta2 = number("beta2", "adam, adamw: second-moment decay", 0.999);
+  beta2.minimum = 0.0;
+  beta2.maximum = 0.999999;
+  Field eps = number("eps", "adam, adamw: added to the denominator", 1e-8);
+  eps.minimum = 0.0;
   Field optimizer{.name = "optimizer", .type = FieldType::object, .description = "the optimizer",
                   .default_value = json::object()};
-  optimizer.fields = {string("name", "optimizer", "sgd", {"sgd"}), lr, momentum,
-                      Field{.name = "nesterov", .type = FieldType::boolean, .description = "Nesterov momentum",
+  optimizer.fields = {string("name", "optimizer", "sgd", {"sgd", "adam", "adamw"}), lr, momentum,
+                      Field{.name = "nesterov", .type = FieldType::boolean, .description = "sgd: Nesterov momentum",
                             .default_value = false},
-                      wd};
+                      wd, beta1, beta2, eps};
+  Field gamma = number("gamma", "step: decay factor", 0.1);
+  gamma.exclusive_minimum = 0.0;
+  Field min_lr = number("min_lr", "cosine: the rate at the end", 0.0);
+  min_lr.minimum = 0.0;
+  Field start = number("warmup_start_factor", "warm-up starts at this fraction of the rate", 1.0 / 3.0);
+  start.exclusive_minimum = 0.0;
+  start.maximum = 1.0;
+  Field schedule{.name = "schedule", .type = FieldType::object,
+                 .description = "learning-rate schedule over optimizer steps", .default_value = json::object()};
+  schedule.fields = {
+      string("name", "schedule", "constant", {"constant", "step", "cosine"}),
+      integer("step_size", "step: decay every this many optimizer steps", 1, 1),
+      gamma,
+      min_lr,
+      integer("warmup_steps", "linear warm-up steps in front of the schedule; 0: none", 0, 0),
+      start,
+      integer("scale_base_batch",
+              "linear scaling rule (Goyal et al. 2017): lr x batch / this; 0: off", 0, 0),
+  };
   Field target = number("target", "quality (test accuracy) to reach; time and samples to it are reported");
   target.exclusive_minimum = 0.0;
   target.maximum = 1.0;
@@ -60,6 +87,7 @@ Field train_field() {
       required(integer("batch", "samples behind one optimizer step of the global model", 1)),
       target,
       optimizer,
+      schedule,
       clip,
       integer("eval_batch", "batch size for test-set evaluation", 1, 1000),
       integer("max_steps", "stop each arm after this many optimizer steps; 0: no limit", 0, 0),
@@ -115,8 +143,14 @@ TrainSpec train_from(const json& t) {
   s.batch = t.at("batch").get<int64_t>();
   if (t.contains("target")) s.target = t.at("target").get<double>();
   const json& o = t.at("optimizer");
-  s.optimizer = {o.at("name").get<std::string>(), o.at("lr").get<double>(), o.at("momentum").get<double>(),
-                 o.at("nesterov").get<bool>(), o.at("weight_decay").get<double>()};
+  s.optimizer = {o.at("name").get<std::string>(), o.at("lr").get<double>(),       o.at("momentum").get<double>(),
+                 o.at("nesterov").get<bool>(),        o.at("weight_decay").get<double>(), o.at("beta1").get<double>(),
+                 o.at("beta2").get<double>(),         o.at("eps").get<double>()};
+  const json& sc = t.at("schedule");
+  s.schedule = {sc.at("name").get<std::string>(),         sc.at("step_size").get<int64_t>(),
+                sc.at("gamma").get<double>(),             sc.at("min_lr").get<double>(),
+                sc.at("warmup_steps").get<int64_t>(),     sc.at("warmup_start_factor").get<double>(),
+                sc.at("scale_base_batch").get<int64_t>()};
   s.clip_grad_norm = t.at("clip_grad_norm").get<double>();
   s.eval_batch = t.at("eval_batch").get<int64_t>();
   s.max_steps = t.at("max_steps").get<int64_t>();
@@ -187,6 +221,8 @@ ExperimentSpec parse_spec(json j) {
     a["train"] = train;
     arm.train = train_from(train);
 
+    if (arm.train.optimizer.nesterov && arm.train.optimizer.name != "sgd")
+      throw SpecError(path + ".train.optimizer.nesterov: only sgd has Nesterov momentum");
     if (arm.train.optimizer.nesterov && arm.train.optimizer.momentum <= 0.0)
       throw SpecError(path + ".train.optimizer.nesterov: Nesterov momentum needs momentum > 0");
     arm.micro_batches = a.value("micro_batches", int64_t{1});

@@ -19,6 +19,17 @@ struct OptimizerSpec {
   double momentum = 0.0;
   bool nesterov = false;
   double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+struct ScheduleSpec {
+  std::string name = "constant";
+  int64_t step_size = 1;
+  double gamma = 0.1;
+  double min_lr = 0.0;
+  int64_t warmup_steps = 0;
+  double warmup_start_factor = 1.0 / 3.0;
+  int64_t scale_base_batch = 0;
 };
 
 struct TrainSpec {
@@ -26,6 +37,7 @@ struct TrainSpec {
   int64_t batch = 64;  // samples behind one optimizer step of the global model
   std::optional<double> target;  // quality to reach (accuracy)
   OptimizerSpec optimizer;
+  ScheduleSpec schedule;
   double clip_grad_norm = 0.0;  // 0: off
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;  // 0: no limit; a cap for quick runs and tests

@@ -22,11 +22,20 @@ trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& ar
   c.eval_batch = t.eval_batch;
   c.max_steps = t.max_steps;
   c.target = t.target;
-  c.sgd = {.lr = static_cast<float>(t.optimizer.lr),
-           .momentum = static_cast<float>(t.optimizer.momentum),
-           .dampening = 0.0f,
-           .nesterov = t.optimizer.nesterov,
-           .weight_decay = static_cast<float>(t.optimizer.weight_decay)};
+  const OptimizerSpec& o = t.optimizer;
+  c.optimizer = {o.name,
+                 static_cast<float>(o.lr),
+                 static_cast<float>(o.momentum),
+                 o.nesterov,
+                 static_cast<float>(o.weight_decay),
+                 static_cast<float>(o.beta1),
+                 static_cast<float>(o.beta2),
+                 static_cast<float>(o.eps)};
+  const ScheduleSpec& s = t.schedule;
+  c.schedule = {s.name,         s.step_size,
+                static_cast<float>(s.gamma), static_cast<float>(s.min_lr),
+                s.warmup_steps, static_cast<float>(s.warmup_start_factor),
+                s.scale_base_batch};
   c.clip_grad_norm = t.clip_grad_norm;
   c.seed = spec.seed;
   return c;

@@ -1,5 +1,6 @@
 #include "trainers/local_loop.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "engine/autograd.h"
@@ -25,7 +26,11 @@ void train_locally(const RoleContext& ctx) {
 
   std::shared_ptr<engine::Model> model = wl.make_model(ctx.model_name, cfg.seed);
   engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
-  engine::SGD optimizer(model->parameters(), cfg.sgd);
+  std::unique_ptr<engine::Optimizer> opt = make_optimizer(cfg.optimizer, model->parameters());
+  engine::Optimizer& optimizer = *opt;
+  int64_t total_steps = cfg.epochs * steps_per_epoch;
+  if (cfg.max_steps > 0) total_steps = std::min(total_steps, cfg.max_steps);
+  const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, total_steps);
 
   Position pos;
   if (ctx.resume) {
@@ -59,6 +64,7 @@ void train_locally(const RoleContext& ctx) {
         r.backward += t.seconds();
       }
       Stopwatch t;
+      optimizer.set_lr(schedule->lr_at(pos.step));
       if (cfg.clip_grad_norm > 0.0) engine::clip_grad_norm(optimizer.params(), cfg.clip_grad_norm);
       optimizer.step();
       r.optimizer = t.seconds();
@@ -72,13 +78,17 @@ void train_locally(const RoleContext& ctx) {
       r.lr = optimizer.lr();
       capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
       const bool epoch_end = b + 1 == steps_per_epoch || capped;
+      // Memory is that of training: evaluation's larger batches would otherwise set the
+      // peaks, so they are taken before it and reset after it.
+      const engine::MemStats train_mem = engine::memory_stats();
       if (epoch_end) {
         Stopwatch te;
         const double value = wl.evaluate(*model, wl.test_set(), cfg.eval_batch);
         r.eval = Evaluation{wl.metric_name(), value, wl.test_set().size(), te.seconds()};
+        engine::reset_memory_peaks();
       }
       r.wall = wall0 + clock.seconds();
-      records.write(to_json(r, ctx.arm, ctx.role, ctx.rank));
+      records.write(to_json(r, ctx.arm, ctx.role, ctx.rank, train_mem));
       if (capped) break;
     }
     if (!capped) {

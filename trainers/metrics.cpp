@@ -16,9 +16,9 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank) {
+nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
+                       const engine::MemStats& mem) {
   using nlohmann::json;
-  const engine::MemStats mem = engine::memory_stats();
   json memory = json::object();
   for (int i = 0; i < engine::kMemTagCount; ++i)
     memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {{"current", mem.current[i]},

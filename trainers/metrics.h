@@ -35,9 +35,10 @@ struct StepRecord {
   std::optional<Evaluation> eval;
 };
 
-// Serialises a record with this process's memory figures (per tag current and peak,
-// peak RSS) taken now.
-nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank);
+// Serialises a record with memory figures `mem` (per tag current and peak; by default
+// taken now) and this process's peak RSS.
+nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
+                       const engine::MemStats& mem = engine::memory_stats());
 
 // Peak resident set size of this process, bytes.
 int64_t peak_rss_bytes();

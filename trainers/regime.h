@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/optim.h"
+#include "trainers/optimizer.h"
 #include "workloads/workload.h"
 
 namespace quartet::trainers {
@@ -23,7 +23,8 @@ struct TrainConfig {
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;       // 0: no cap
   std::optional<double> target;
-  engine::SgdOptions sgd;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
   double clip_grad_norm = 0.0;
   uint64_t seed = 1;           // shuffling (weights come from the arm's initial weights)
 };

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "experiments/schema.h"
 #include "experiments/spec.h"
@@ -128,6 +129,19 @@ TEST(Spec, NesterovWithoutMomentumIsRefused) {
   expect_error(j, ".train.optimizer.nesterov: Nesterov momentum needs momentum > 0");
 }
 
+TEST(Spec, AdamAndSchedulesParse) {
+  json j = valid();
+  j["train"]["optimizer"] = {{"name", "adamw"}, {"lr", 0.001}, {"weight_decay", 0.01}};
+  j["train"]["schedule"] = {{"name", "cosine"}, {"warmup_steps", 10}, {"scale_base_batch", 256}};
+  ExperimentSpec s = parse_spec(j);
+  EXPECT_EQ(s.arms[0].train.optimizer.name, "adamw");
+  EXPECT_EQ(s.arms[0].train.schedule.name, "cosine");
+  EXPECT_EQ(s.arms[0].train.schedule.warmup_steps, 10);
+  EXPECT_EQ(s.arms[0].train.schedule.scale_base_batch, 256);
+  j["train"]["schedule"]["name"] = "exponential";
+  expect_error(j, "spec.train.schedule.name: unknown value \"exponential\"; expected one of \"constant\", \"step\", \"cosine\"");
+}
+
 TEST(Spec, CudaDeviceIsRefusedOnACpuOnlyBuild) {
   json j = valid();
   j["arms"][0]["device"] = "cuda:0";
@@ -183,6 +197,15 @@ TEST(Schema, CheckedInSchemaMatchesTheGeneratedOne) {
   ASSERT_TRUE(in) << "docs/spec.schema.json is missing; regenerate with: build/quartet schema > docs/spec.schema.json";
   EXPECT_EQ(json::parse(in), to_json_schema(spec_schema(), "Quartet experiment"))
       << "regenerate with: build/quartet schema > docs/spec.schema.json";
+}
+
+TEST(Schema, SpecDocumentationListsEveryFieldAsGenerated) {
+  std::ifstream in(std::string(QUARTET_SOURCE_DIR) + "/docs/spec.md");
+  ASSERT_TRUE(in) << "docs/spec.md is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find(to_markdown_table(spec_schema())), std::string::npos)
+      << "docs/spec.md's field table is stale; regenerate it with: build/quartet schema --markdown";
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ class LocalLoop : public ::testing::Test {
     c.config.max_steps = max_steps;
     c.config.epochs = epochs;
     c.config.eval_batch = 64;
-    c.config.sgd = {.lr = 0.05f, .momentum = 0.9f};
+    c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
     c.config.seed = 5;
     c.workload = workload_.get();
     return c;
@@ -107,6 +107,24 @@ TEST_F(LocalLoop, WritesOneRecordPerStepWithAnEvaluationAtTheEnd) {
   EXPECT_EQ(steps, 8);
   EXPECT_EQ(evals, 1);
   EXPECT_TRUE(fs::exists(checkpoint_path(root_ / "rec")));
+}
+
+TEST_F(LocalLoop, RecordsTheScheduledLearningRateOfEveryStep) {
+  RoleContext c = context("sched", 1, 5);
+  c.config.schedule = {.name = "step", .step_size = 2, .gamma = 0.5f};
+  make_single()->run_role(c);
+  std::ifstream in(records_path(root_ / "sched", "trainer"));
+  std::string line;
+  std::vector<float> lrs;
+  while (std::getline(in, line)) lrs.push_back(nlohmann::json::parse(line)["lr"].get<float>());
+  EXPECT_EQ(lrs, (std::vector<float>{0.05f, 0.05f, 0.025f, 0.025f, 0.0125f}));
+}
+
+TEST_F(LocalLoop, AdamArmTrainsAndChangesTheWeights) {
+  RoleContext c = context("adam", 1, 4);
+  c.config.optimizer = {.name = "adam", .lr = 1e-3f};
+  make_single()->run_role(c);
+  EXPECT_GT(max_abs_diff(final_weights("adam"), engine::load_safetensors(init_.string())), 1e-4);
 }
 
 // A run resumed from its first checkpoint ends where an uninterrupted run ends.
