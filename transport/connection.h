@@ -1,0 +1,124 @@
+#pragma once
+
+// One framed TCP connection (standalone Asio) with counters, deadlines and an optional
+// emulated link. Blocking calls; one thread sends and one thread receives at a time
+// (the two may run at once), and close() may be called from any thread.
+//
+// The socket is non-blocking underneath; every read and write waits in poll() for at
+// most what is left of its deadline, so a peer that stops sending (or reading) costs a
+// TimeoutError, never a hang. Sockets share one process-wide io_context that is never
+// run, so a connection costs one file descriptor and no thread.
+
+#include <asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/frame.h"
+#include "transport/link.h"
+
+namespace quartet::transport {
+
+struct Counters {
+  int64_t bytes_sent = 0;      // headers included: what crossed the socket
+  int64_t bytes_received = 0;
+  int64_t messages_sent = 0;
+  int64_t messages_received = 0;
+};
+
+struct Frame {
+  MessageType type = MessageType::hello;
+  std::vector<std::byte> payload;
+};
+
+using Deadline = std::chrono::steady_clock::duration;
+
+// A read or write that missed its deadline; the connection is closed.
+class TimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The peer closed the connection between frames, or close() was called. (A peer that
+// closes in the middle of a frame produced a truncated frame: FrameError.)
+class ConnectionClosed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Connection {
+ public:
+  // Connects to host:port (an IP address or a name) within `timeout`; TCP_NODELAY on.
+  // Throws std::runtime_error naming the address and the reason (refused, timed out).
+  static std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, Deadline timeout);
+  // Takes an accepted, open socket (servers); the socket's io_context need not outlive
+  // the connection.
+  explicit Connection(asio::ip::tcp::socket socket);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends one frame whose payload is the concatenation of `pieces` (no copy of them:
+  // header and pieces go to the socket as one gather write).
+  // requires the payload to be at most max_frame_bytes
+  // ensures with a link set, the frame leaves no earlier than its serialisation time
+  //   (bytes * 8 / bandwidth, after the previous frame was through) plus the latency;
+  //   `timeout` counts from then, for the socket write alone
+  // Throws std::invalid_argument (too large), TimeoutError past `timeout`,
+  // ConnectionClosed after close(), std::runtime_error when the peer is gone. After a
+  // TimeoutError or a failure part way, the connection is closed (the stream is broken).
+  void send(MessageType type, std::span<const std::span<const std::byte>> pieces, Deadline timeout);
+  void send(MessageType type, std::span<const std::byte> payload, Deadline timeout);
+  // Receives one frame within `timeout` (for the whole frame, so a peer that dribbles
+  // bytes still times out). The header is checked (magic, version, type, length at most
+  // max_frame_bytes) before the payload is allocated; the CRC after it is read.
+  // Throws FrameError (malformed or truncated), TimeoutError, ConnectionClosed (the
+  // peer closed between frames). After any throw the connection is closed.
+  Frame receive(Deadline timeout);
+
+  // The largest payload this connection sends or accepts (default kDefaultMaxFrameBytes).
+  void set_max_frame_bytes(uint32_t n) { max_frame_bytes_ = n; }
+  uint32_t max_frame_bytes() const { return max_frame_bytes_; }
+  // Shapes what this end sends; a profile with bandwidth 0 and latency 0 (loopback)
+  // does not shape.
+  void set_link(const LinkProfile& link) { link_ = link; }
+  const LinkProfile& link() const { return link_; }
+  Counters counters() const;
+  std::string peer() const;  // "127.0.0.1:43210"
+  // Shuts the socket down both ways: blocked send()/receive() calls on other threads
+  // return (ConnectionClosed) and the peer sees end of stream. Idempotent; the file
+  // descriptor itself is released by the destructor.
+  void close();
+  bool is_closed() const;
+
+ private:
+  void write_all(std::span<const std::span<const std::byte>> pieces, std::chrono::steady_clock::time_point deadline);
+  // Reads exactly out.size() bytes; returns how many arrived before the peer closed.
+  size_t read_exact(std::span<std::byte> out, std::chrono::steady_clock::time_point deadline, const char* what);
+  void add_sent(int64_t bytes, int64_t messages);
+  void add_received(int64_t bytes, int64_t messages);
+
+  asio::ip::tcp::socket socket_;
+  std::string peer_;
+  uint32_t max_frame_bytes_ = kDefaultMaxFrameBytes;
+  LinkProfile link_;
+  std::chrono::steady_clock::time_point link_free_at_{};
+  mutable std::mutex counters_mutex_;
+  Counters counters_;
+  mutable std::mutex close_mutex_;
+  std::condition_variable close_cv_;  // wakes a send() waiting on its link
+  bool closed_ = false;
+};
+
+// The run's secret: 128 bits from the OS CSPRNG (getrandom), as 32 lowercase hex digits.
+std::string make_token();
+// Compares two tokens in time that depends on their lengths only, not their contents.
+bool tokens_equal(const std::string& a, const std::string& b);
+
+}  // namespace quartet::transport
