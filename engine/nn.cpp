@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/autograd.h"
+#include "engine/ops/op_checks.h"
 
 namespace quartet::engine {
 
@@ -102,6 +103,56 @@ Conv::Conv(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kerne
 }
 
 Tensor Conv::forward(const Tensor& x) { return conv(x, weight, bias, options); }
+
+ConvTranspose::ConvTranspose(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel,
+                             ConvTransposeOptions opt, Generator& gen, bool with_bias)
+    : options(std::move(opt)) {
+  if (in_channels < 1 || out_channels < 1 || kernel.empty())
+    throw std::invalid_argument("ConvTranspose: channels must be >= 1 and a kernel size given");
+  Shape shape{in_channels, out_channels};
+  int64_t fan_in = out_channels;
+  for (int64_t k : kernel) {
+    if (k < 1) throw std::invalid_argument("ConvTranspose: kernel sizes must be >= 1");
+    shape.push_back(k);
+    fan_in *= k;
+  }
+  weight = register_parameter("weight", init_uniform(shape, fan_in, gen));
+  if (with_bias) bias = register_parameter("bias", init_uniform({out_channels}, fan_in, gen));
+}
+
+Dropout::Dropout(float p, uint64_t seed) : p(p), gen_(seed) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument("Dropout: p must be in [0, 1), got " + detail::float_str(p));
+}
+
+Tensor Dropout::forward(const Tensor& x) { return training() ? dropout(x, p, gen_) : x; }
+
+BatchNorm::BatchNorm(int64_t channels, float eps, float momentum) {
+  if (channels < 1)
+    throw std::invalid_argument("BatchNorm: channels must be >= 1, got " + std::to_string(channels));
+  options.eps = eps;
+  options.momentum = momentum;
+  MemTagScope tag(MemTag::parameters);
+  weight = register_parameter("weight", Tensor::full({channels}, 1.0f));
+  bias = register_parameter("bias", Tensor::zeros({channels}));
+  running_mean = register_buffer("running_mean", Tensor::zeros({channels}));
+  running_var = register_buffer("running_var", Tensor::full({channels}, 1.0f));
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  return batch_norm(x, weight, bias, running_mean, running_var, training(), options);
+}
+
+GroupNorm::GroupNorm(int64_t groups, int64_t channels, float eps, bool affine) : groups(groups), eps(eps) {
+  if (groups < 1 || channels < 1 || channels % groups != 0)
+    throw std::invalid_argument("GroupNorm: groups must be >= 1 and divide the channels, got " +
+                                std::to_string(groups) + " groups for " + std::to_string(channels) +
+                                " channels");
+  if (!affine) return;
+  MemTagScope tag(MemTag::parameters);
+  weight = register_parameter("weight", Tensor::full({channels}, 1.0f));
+  bias = register_parameter("bias", Tensor::zeros({channels}));
+}
 
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(children().size()), std::move(m));

@@ -77,6 +77,34 @@ class Conv2d : public Conv {
       : Conv(in_channels, out_channels, {kernel, kernel}, std::move(opt), gen, bias) {}
 };
 
+class Conv3d : public Conv {
+ public:
+  Conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel, ConvOptions opt, Generator& gen,
+         bool bias = true)
+      : Conv(in_channels, out_channels, {kernel, kernel, kernel}, std::move(opt), gen, bias) {}
+};
+
+// weight (in, out, *kernel), PyTorch's layout, and PyTorch's init: its fan_in comes from
+// weight.size(1), so the bound is 1/sqrt(out_channels * prod(kernel)) for weight and bias.
+class ConvTranspose : public Module {
+ public:
+  // kernel: one size per spatial dim (2 or 3).
+  ConvTranspose(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel,
+                ConvTransposeOptions opt, Generator& gen, bool bias = true);
+  Tensor forward(const Tensor& x) override { return conv_transpose(x, weight, bias, options); }
+  Tensor weight, bias;
+  ConvTransposeOptions options;
+};
+
+class Upsample : public Module {
+ public:
+  explicit Upsample(std::vector<int64_t> scale, UpsampleMode mode = UpsampleMode::nearest)
+      : scale(std::move(scale)), mode(mode) {}
+  Tensor forward(const Tensor& x) override { return upsample(x, scale, mode); }
+  std::vector<int64_t> scale;
+  UpsampleMode mode;
+};
+
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return relu(x); }
@@ -87,6 +115,82 @@ class MaxPool : public Module {
   explicit MaxPool(PoolOptions opt) : options(std::move(opt)) {}
   Tensor forward(const Tensor& x) override { return max_pool(x, options); }
   PoolOptions options;
+};
+
+class AvgPool : public Module {
+ public:
+  explicit AvgPool(PoolOptions opt) : options(std::move(opt)) {}
+  Tensor forward(const Tensor& x) override { return avg_pool(x, options); }
+  PoolOptions options;
+};
+
+// (N, C, *spatial) -> (N, C).
+class GlobalAvgPool : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return global_avg_pool(x); }
+};
+
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(float negative_slope = 0.01f) : negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
+  float negative_slope;
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+};
+
+// Inverted dropout while training, the identity in eval mode. Owns its generator, seeded
+// here, so the same seed drops the same elements on every run. requires 0 <= p < 1.
+class Dropout : public Module {
+ public:
+  explicit Dropout(float p = 0.5f, uint64_t seed = 0);
+  Tensor forward(const Tensor& x) override;
+  Generator& generator() { return gen_; }  // for checkpoints: state() / set_state()
+  float p;
+
+ private:
+  Generator gen_;
+};
+
+// Parameters weight (1s) and bias (0s), buffers running_mean (0s) and running_var (1s),
+// named as PyTorch names them; PyTorch's num_batches_tracked buffer is not kept (it only
+// matters for momentum=None), so a PyTorch state dict needs that entry dropped to load.
+// Input (N, C), (N, C, H, W) or (N, C, D, H, W). training() picks batch or running
+// statistics. With a reducer set, training statistics span every process (SyncBatchNorm).
+class BatchNorm : public Module {
+ public:
+  explicit BatchNorm(int64_t channels, float eps = 1e-5f, float momentum = 0.1f);
+  Tensor forward(const Tensor& x) override;
+  // The reducer must outlive this module's forward and backward passes; null: local only.
+  void set_reducer(StatsReducer* reducer) { options.reducer = reducer; }
+  Tensor weight, bias, running_mean, running_var;
+  BatchNormOptions options;
+};
+
+// groups must divide channels; affine: weight (1s) and bias (0s) per channel.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t groups, int64_t channels, float eps = 1e-5f, bool affine = true);
+  Tensor forward(const Tensor& x) override { return group_norm(x, groups, weight, bias, eps); }
+  int64_t groups;
+  float eps;
+  Tensor weight, bias;  // undefined unless affine
+};
+
+// Per-sample, per-channel statistics in training and eval alike (PyTorch's InstanceNorm
+// defaults: affine=false, no running statistics): group_norm with groups == channels.
+class InstanceNorm : public GroupNorm {
+ public:
+  explicit InstanceNorm(int64_t channels, float eps = 1e-5f, bool affine = false)
+      : GroupNorm(channels, channels, eps, affine) {}
 };
 
 class Flatten : public Module {

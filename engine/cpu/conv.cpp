@@ -34,26 +34,31 @@ struct Geometry {
   int64_t rows() const { return out[0] * out[1]; }
 };
 
-Geometry make_geometry(const Tensor& x, const Tensor& weight, const ConvOptions& opt) {
+// x_shape: the conv's input (N, Cin, *in); out_shape: its output (N, Cout, *out), given
+// rather than derived so that a transposed conv (whose output_padding may leave extra
+// input cells no window reaches) walks the same geometry.
+Geometry make_geometry(const Shape& x_shape, const Shape& out_shape, const Tensor& weight,
+                       const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& dilation) {
   Geometry g;
-  const int spatial = x.dim() - 2;
-  g.n = x.size(0);
-  g.cin = x.size(1);
-  g.cout = weight.size(0);
+  const int spatial = static_cast<int>(x_shape.size()) - 2;
+  g.n = x_shape[0];
+  g.cin = x_shape[1];
+  g.cout = out_shape[1];
   for (int i = 0; i < spatial; ++i) {
     const int d = 3 - spatial + i;
-    g.in[d] = x.size(2 + i);
+    g.in[d] = x_shape[2 + i];
     g.k[d] = weight.size(2 + i);
-    g.stride[d] = opt.stride[i];
-    g.pad[d] = opt.padding[i];
-    g.dil[d] = opt.dilation[i];
-    g.out[d] = (g.in[d] + 2 * g.pad[d] - g.dil[d] * (g.k[d] - 1) - 1) / g.stride[d] + 1;
+    g.stride[d] = stride[i];
+    g.pad[d] = padding[i];
+    g.dil[d] = dilation[i];
+    g.out[d] = out_shape[2 + i];
   }
   for (int d = 0; d < 3; ++d) {
     g.in_size *= g.in[d];
     g.out_size *= g.out[d];
     g.k_size *= g.k[d];
-    g.pointwise = g.pointwise && g.k[d] == 1 && g.stride[d] == 1 && g.pad[d] == 0;
+    g.pointwise = g.pointwise && g.k[d] == 1 && g.stride[d] == 1 && g.pad[d] == 0 && g.in[d] == g.out[d];
   }
   return g;
 }
@@ -174,19 +179,14 @@ ViewC patches(const float* x, const Geometry& g, int64_t r0, int64_t r1, float* 
   return ViewC(buf, g.kdim(), nc, Stride(nc));
 }
 
-}  // namespace
-
-void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
-                  Tensor& out) {
-  const Geometry g = make_geometry(x, weight, opt);
+// y (N, Cout, *out) = W col(x) + bias: the conv forward pass. bias may be null.
+void forward_core(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
   const int64_t K = g.kdim(), L = g.out_size, rows = g.rows(), chunk = rows_per_chunk(g);
   const BatchLoop loop(g);
   MemTagScope tag(MemTag::workspace);
   Tensor buffers = g.pointwise ? Tensor() : Tensor::empty({loop.slots(), K * chunk * g.out[2]});
 
-  const ViewC w(weight.data(), g.cout, K, Stride(K));
-  const float* px = x.data();
-  float* py = out.data();
+  const ViewC w(pw, g.cout, K, Stride(K));
   loop.run([&](int64_t n, int slot) {
     const float* xn = px + n * g.cin * g.in_size;
     float* yn = py + n * g.cout * L;
@@ -195,74 +195,111 @@ void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, con
       const int64_t r1 = std::min(rows, r0 + chunk), c0 = r0 * g.out[2], nc = (r1 - r0) * g.out[2];
       View y(yn + c0, g.cout, nc, Stride(L));
       y.noalias() = w * patches(xn, g, r0, r1, buf);
-      if (bias.defined()) y.colwise() += Eigen::Map<const Eigen::VectorXf>(bias.data(), g.cout);
+      if (bias) y.colwise() += Eigen::Map<const Eigen::VectorXf>(bias, g.cout);
     }
   });
 }
 
-void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
-                   Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
-  const Geometry g = make_geometry(x, weight, opt);
+// The conv backward pass without the bias: dx (like x) = col2im(W^T dy) and dw (like W)
+// = sum over samples of dy col(x)^T, each overwritten; a null pointer skips that one
+// (px may then be null too when dw is skipped).
+// ensures: results do not depend on thread scheduling (fixed summation order).
+void backward_core(const Geometry& g, const float* px, const float* pw, const float* pdy, float* pdx,
+                   float* pdw) {
   const int64_t K = g.kdim(), L = g.out_size, rows = g.rows(), chunk = rows_per_chunk(g);
-  const bool gx = grad_x.defined(), gw = grad_weight.defined();
-  const float* pdy = grad_out.data();
-
-  if (gx || gw) {
-    const BatchLoop loop(g);
-    MemTagScope tag(MemTag::workspace);
-    Tensor buffers = g.pointwise ? Tensor() : Tensor::empty({loop.slots(), K * chunk * g.out[2]});
-    // Each thread sums its samples' weight gradients into its own slot (slot 0 is
-    // grad_weight); the slots are then added in slot order, so the result is the same
-    // on every run.
-    Tensor partials;
-    if (gw) {
-      grad_weight.fill_(0.0f);
-      if (loop.slots() > 1) partials = Tensor::zeros({loop.slots() - 1, g.cout * K});
-    }
-    const ViewC w(weight.data(), g.cout, K, Stride(K));
-    const float* px = x.data();
-    float* pdx = gx ? grad_x.data() : nullptr;
-    loop.run([&](int64_t n, int slot) {
-      const float* xn = px + n * g.cin * g.in_size;
-      const float* dyn = pdy + n * g.cout * L;
-      float* dxn = gx ? pdx + n * g.cin * g.in_size : nullptr;
-      float* buf = g.pointwise ? nullptr : buffers.data() + slot * K * chunk * g.out[2];
-      float* dw = !gw ? nullptr : slot == 0 ? grad_weight.data() : partials.data() + (slot - 1) * g.cout * K;
-      if (gx && !g.pointwise) std::fill_n(dxn, g.cin * g.in_size, 0.0f);
-      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-        const int64_t r1 = std::min(rows, r0 + chunk), c0 = r0 * g.out[2], nc = (r1 - r0) * g.out[2];
-        const ViewC dy(dyn + c0, g.cout, nc, Stride(L));
-        if (gw) {  // dW += dY col^T
-          View(dw, g.cout, K, Stride(K)).noalias() += dy * patches(xn, g, r0, r1, buf).transpose();
-        }
-        if (gx) {  // dcol = W^T dY, scattered back onto the input (buf is free again)
-          if (g.pointwise) {
-            View(dxn + c0, g.cin, nc, Stride(L)).noalias() = w.transpose() * dy;
-          } else {
-            View(buf, K, nc, Stride(nc)).noalias() = w.transpose() * dy;
-            col2im(buf, g, r0, r1, dxn);
-          }
+  const bool gx = pdx != nullptr, gw = pdw != nullptr;
+  if (!gx && !gw) return;
+  const BatchLoop loop(g);
+  MemTagScope tag(MemTag::workspace);
+  Tensor buffers = g.pointwise ? Tensor() : Tensor::empty({loop.slots(), K * chunk * g.out[2]});
+  // Each thread sums its samples' weight gradients into its own slot (slot 0 is pdw);
+  // the slots are then added in slot order, so the result is the same on every run.
+  Tensor partials;
+  if (gw) {
+    std::fill_n(pdw, g.cout * K, 0.0f);
+    if (loop.slots() > 1) partials = Tensor::zeros({loop.slots() - 1, g.cout * K});
+  }
+  const ViewC w(pw, g.cout, K, Stride(K));
+  loop.run([&](int64_t n, int slot) {
+    const float* xn = gw ? px + n * g.cin * g.in_size : nullptr;
+    const float* dyn = pdy + n * g.cout * L;
+    float* dxn = gx ? pdx + n * g.cin * g.in_size : nullptr;
+    float* buf = g.pointwise ? nullptr : buffers.data() + slot * K * chunk * g.out[2];
+    float* dw = !gw ? nullptr : slot == 0 ? pdw : partials.data() + (slot - 1) * g.cout * K;
+    if (gx && !g.pointwise) std::fill_n(dxn, g.cin * g.in_size, 0.0f);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t r1 = std::min(rows, r0 + chunk), c0 = r0 * g.out[2], nc = (r1 - r0) * g.out[2];
+      const ViewC dy(dyn + c0, g.cout, nc, Stride(L));
+      if (gw) {  // dW += dY col^T
+        View(dw, g.cout, K, Stride(K)).noalias() += dy * patches(xn, g, r0, r1, buf).transpose();
+      }
+      if (gx) {  // dcol = W^T dY, scattered back onto the input (buf is free again)
+        if (g.pointwise) {
+          View(dxn + c0, g.cin, nc, Stride(L)).noalias() = w.transpose() * dy;
+        } else {
+          View(buf, K, nc, Stride(nc)).noalias() = w.transpose() * dy;
+          col2im(buf, g, r0, r1, dxn);
         }
       }
-    });
-    if (gw) {
-      Eigen::Map<Eigen::VectorXf> total(grad_weight.data(), g.cout * K);
-      for (int s = 1; s < loop.slots(); ++s)
-        total += Eigen::Map<const Eigen::VectorXf>(partials.data() + (s - 1) * g.cout * K, g.cout * K);
     }
+  });
+  if (gw) {
+    Eigen::Map<Eigen::VectorXf> total(pdw, g.cout * K);
+    for (int s = 1; s < loop.slots(); ++s)
+      total += Eigen::Map<const Eigen::VectorXf>(partials.data() + (s - 1) * g.cout * K, g.cout * K);
   }
+}
 
-  if (grad_bias.defined()) {  // db[co] = sum over samples and positions, one thread per channel
-    float* db = grad_bias.data();
-    const bool parallel = g.n * g.cout * L > (int64_t{1} << 16);
+// out[c] = the sum of p (N, C, L) over samples and positions, one thread per channel.
+void channel_sums(const float* p, int64_t n, int64_t c, int64_t l, float* out) {
+  const bool parallel = n * c * l > (int64_t{1} << 16);
 #pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel)
-    for (int64_t co = 0; co < g.cout; ++co) {
-      float s = 0.0f;
-      for (int64_t n = 0; n < g.n; ++n)
-        s += Eigen::Map<const Eigen::VectorXf>(pdy + (n * g.cout + co) * L, L).sum();
-      db[co] = s;
-    }
+  for (int64_t co = 0; co < c; ++co) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += Eigen::Map<const Eigen::VectorXf>(p + (i * c + co) * l, l).sum();
+    out[co] = s;
   }
+}
+
+}  // namespace
+
+void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
+                  Tensor& out) {
+  const Geometry g = make_geometry(x.shape(), out.shape(), weight, opt.stride, opt.padding, opt.dilation);
+  forward_core(g, x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, out.data());
+}
+
+void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
+                   Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  const Geometry g =
+      make_geometry(x.shape(), grad_out.shape(), weight, opt.stride, opt.padding, opt.dilation);
+  backward_core(g, x.data(), weight.data(), grad_out.data(), grad_x.defined() ? grad_x.data() : nullptr,
+                grad_weight.defined() ? grad_weight.data() : nullptr);
+  if (grad_bias.defined()) channel_sums(grad_out.data(), g.n, g.cout, g.out_size, grad_bias.data());
+}
+
+// A transposed conv is the conv whose input is its output: weight (Cin, Cout, *k) is
+// that conv's (Cout', Cin', *k), x plays the conv's output and out its input.
+void conv_transpose_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const ConvTransposeOptions& opt, Tensor& out) {
+  const Geometry g = make_geometry(out.shape(), x.shape(), weight, opt.stride, opt.padding, opt.dilation);
+  backward_core(g, nullptr, weight.data(), x.data(), out.data(), nullptr);
+  if (bias.defined()) {
+    const Eigen::Map<const Eigen::VectorXf> b(bias.data(), g.cin);
+    for (int64_t n = 0; n < g.n; ++n)
+      View(out.data() + n * g.cin * g.in_size, g.cin, g.in_size, Stride(g.in_size)).colwise() += b;
+  }
+}
+
+void conv_transpose_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                             const ConvTransposeOptions& opt, Tensor& grad_x, Tensor& grad_weight,
+                             Tensor& grad_bias) {
+  const Geometry g =
+      make_geometry(grad_out.shape(), x.shape(), weight, opt.stride, opt.padding, opt.dilation);
+  if (grad_x.defined()) forward_core(g, grad_out.data(), weight.data(), nullptr, grad_x.data());
+  if (grad_weight.defined())
+    backward_core(g, grad_out.data(), weight.data(), x.data(), nullptr, grad_weight.data());
+  if (grad_bias.defined()) channel_sums(grad_out.data(), g.n, g.cin, g.in_size, grad_bias.data());
 }
 
 }  // namespace quartet::engine::cpu

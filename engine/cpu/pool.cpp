@@ -42,6 +42,34 @@ void window_range(int64_t start, int64_t k, int64_t in, int64_t& lo, int64_t& hi
   hi = std::min(k, in - start);
 }
 
+// Calls fn(output index, origin, rd, rh, rw) for every output cell of one plane: origin
+// is the plane index of the window's first cell (which may lie in the padding), r* the
+// kernel ranges [lo, hi) that fall on real cells.
+template <class Fn>
+void for_each_window(const Geometry& g, Fn&& fn) {
+  for (int64_t od = 0; od < g.out[0]; ++od) {
+    const int64_t d0 = od * g.stride[0] - g.pad[0];
+    std::array<int64_t, 2> rd;
+    window_range(d0, g.k[0], g.in[0], rd[0], rd[1]);
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      const int64_t h0 = oh * g.stride[1] - g.pad[1];
+      std::array<int64_t, 2> rh;
+      window_range(h0, g.k[1], g.in[1], rh[0], rh[1]);
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+        const int64_t w0 = ow * g.stride[2] - g.pad[2];
+        std::array<int64_t, 2> rw;
+        window_range(w0, g.k[2], g.in[2], rw[0], rw[1]);
+        // Index of the window's origin (possibly in the padding) in the plane.
+        const int64_t origin = (d0 * g.in[1] + h0) * g.in[2] + w0;
+        fn((od * g.out[1] + oh) * g.out[2] + ow, origin, rd, rh, rw);
+      }
+    }
+  }
+}
+
+// Planes split across threads when there is enough work.
+bool parallel_planes(const Geometry& g) { return g.planes * g.out_size > (int64_t{1} << 14); }
+
 }  // namespace
 
 void max_pool_forward(const Tensor& x, const PoolOptions& opt, Tensor& out, Tensor& argmax) {
@@ -113,6 +141,68 @@ void max_pool_backward(const Tensor& grad_out, const Tensor& argmax, const PoolO
           dxp[(id * g.in[1] + ih) * g.in[2] + iw] += gp[o];
         }
   }
+}
+
+void avg_pool_forward(const Tensor& x, const PoolOptions& opt, Tensor& out) {
+  const Geometry g = make_geometry(x.shape(), out.shape(), opt);
+  const float inv_cells = 1.0f / static_cast<float>(g.k[0] * g.k[1] * g.k[2]);
+  const float* px = x.data();
+  float* py = out.data();
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel_planes(g))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = px + p * g.in_size;
+    float* yp = py + p * g.out_size;
+    for_each_window(g, [&](int64_t o, int64_t origin, auto rd, auto rh, auto rw) {
+      float s = 0.0f;
+      for (int64_t kd = rd[0]; kd < rd[1]; ++kd)
+        for (int64_t kh = rh[0]; kh < rh[1]; ++kh) {
+          const int64_t row = origin + (kd * g.in[1] + kh) * g.in[2];
+          for (int64_t kw = rw[0]; kw < rw[1]; ++kw) s += xp[row + kw];
+        }
+      yp[o] = s * inv_cells;
+    });
+  }
+}
+
+void avg_pool_backward(const Tensor& grad_out, const PoolOptions& opt, Tensor& grad_x) {
+  const Geometry g = make_geometry(grad_x.shape(), grad_out.shape(), opt);
+  const float inv_cells = 1.0f / static_cast<float>(g.k[0] * g.k[1] * g.k[2]);
+  const float* pg = grad_out.data();
+  float* pdx = grad_x.data();
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel_planes(g))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* gp = pg + p * g.out_size;
+    float* dxp = pdx + p * g.in_size;
+    std::fill_n(dxp, g.in_size, 0.0f);
+    for_each_window(g, [&](int64_t o, int64_t origin, auto rd, auto rh, auto rw) {
+      const float share = gp[o] * inv_cells;
+      for (int64_t kd = rd[0]; kd < rd[1]; ++kd)
+        for (int64_t kh = rh[0]; kh < rh[1]; ++kh) {
+          const int64_t row = origin + (kd * g.in[1] + kh) * g.in[2];
+          for (int64_t kw = rw[0]; kw < rw[1]; ++kw) dxp[row + kw] += share;
+        }
+    });
+  }
+}
+
+void global_avg_pool_forward(const Tensor& x, Tensor& out) {
+  const int64_t planes = out.numel(), cells = x.numel() / planes;
+  const float* px = x.data();
+  float* py = out.data();
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (x.numel() > (int64_t{1} << 16))
+  for (int64_t p = 0; p < planes; ++p) {
+    double s = 0.0;
+    for (int64_t i = 0; i < cells; ++i) s += px[p * cells + i];
+    py[p] = static_cast<float>(s / static_cast<double>(cells));
+  }
+}
+
+void global_avg_pool_backward(const Tensor& grad_out, Tensor& grad_x) {
+  const int64_t planes = grad_out.numel(), cells = grad_x.numel() / planes;
+  const float* pg = grad_out.data();
+  float* pdx = grad_x.data();
+  const float inv_cells = 1.0f / static_cast<float>(cells);
+  for (int64_t p = 0; p < planes; ++p) std::fill_n(pdx + p * cells, cells, pg[p] * inv_cells);
 }
 
 }  // namespace quartet::engine::cpu

@@ -1,8 +1,8 @@
 #pragma once
 
-// Max pooling over 1 to 3 spatial dims. Kernels take tensors the op has already checked
-// and allocated; `opt` holds exactly one kernel, stride and padding value per spatial dim.
-// x: (N, C, *in), out / argmax / grad_out: (N, C, *out).
+// Max and average pooling over 1 to 3 spatial dims. Kernels take tensors the op has
+// already checked and allocated; `opt` holds exactly one kernel, stride and padding value
+// per spatial dim. x: (N, C, *in), out / argmax / grad_out: (N, C, *out).
 
 #include "engine/ops.h"
 #include "engine/tensor.h"
@@ -17,5 +17,19 @@ void max_pool_forward(const Tensor& x, const PoolOptions& opt, Tensor& out, Tens
 
 // grad_x (overwritten) = each grad_out element added at its window's winner.
 void max_pool_backward(const Tensor& grad_out, const Tensor& argmax, const PoolOptions& opt, Tensor& grad_x);
+
+// out = the sum of each window's real cells divided by the kernel's cell count: padded
+// cells count as zeros (PyTorch's count_include_pad). The op keeps padding <= kernel / 2
+// and floors the output size, so every window lies inside the padded input.
+void avg_pool_forward(const Tensor& x, const PoolOptions& opt, Tensor& out);
+
+// grad_x (overwritten) = each grad_out element / cells, spread over its window's real cells.
+void avg_pool_backward(const Tensor& grad_out, const PoolOptions& opt, Tensor& grad_x);
+
+// out (N, C) = the mean of each (n, c) plane of x (N, C, *spatial).
+void global_avg_pool_forward(const Tensor& x, Tensor& out);
+
+// grad_x (overwritten) = grad_out[n, c] / (spatial cells) at every cell of plane (n, c).
+void global_avg_pool_backward(const Tensor& grad_out, Tensor& grad_x);
 
 }  // namespace quartet::engine::cpu

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/autograd.h"
+#include "engine/nn.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "tests/engine/gradcheck.h"
@@ -16,6 +17,7 @@ namespace {
 
 using testing::gradcheck;
 using testing::GradcheckOptions;
+using testing::random_tensor;
 
 Tensor leaf(const Shape& shape, const std::vector<float>& values) {
   Tensor t = Tensor::from_vector(shape, values);
@@ -173,6 +175,122 @@ TEST(MaxPool, MaxPoolRejectsWrongNumberOfKernelValues) {
   EXPECT_TRUE(throws_invalid_argument(
       [] { max_pool(Tensor::zeros({1, 1, 4, 4, 4}), {.kernel = {2, 2}}); },
       {"max_pool3d", "kernel expects 1 or 3 values, got 2", "[1, 1, 4, 4, 4]"}));
+}
+
+// ---- average pooling ----
+
+void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+}
+
+Tensor param(const Shape& shape, uint64_t seed) {
+  Tensor t = random_tensor(shape, seed);
+  t.set_requires_grad(true);
+  return t;
+}
+
+TEST(AvgPool, AvgPool2dForwardMatchesHandComputedValues) {
+  Tensor x = Tensor::from_vector({1, 1, 4, 4}, {1, 5, 2, 0,  //
+                                                3, 4, 8, 6,  //
+                                                9, 0, 1, 2,  //
+                                                7, 11, 3, 10});
+  Tensor y = avg_pool(x, {.kernel = {2}});
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{13 / 4.0f, 16 / 4.0f, 27 / 4.0f, 16 / 4.0f}));
+}
+
+TEST(AvgPool, AvgPool2dPaddedCellsCountAsZeros) {
+  // Every 3x3 window covers the four ones and five padded cells.
+  Tensor y = avg_pool(Tensor::full({1, 1, 2, 2}, 1.0f), {.kernel = {3}, .stride = {1}, .padding = {1}});
+  expect_near(y.to_vector(), {4 / 9.0f, 4 / 9.0f, 4 / 9.0f, 4 / 9.0f}, 1e-6f);
+}
+
+TEST(AvgPool, AvgPool1dWithPaddingMatchesHandComputedValues) {
+  // Windows {pad, 3, -1}, {-1, 4, 1}, {1, -5, pad}, each divided by 3.
+  Tensor x = Tensor::from_vector({1, 1, 5}, {3, -1, 4, 1, -5});
+  Tensor y = avg_pool(x, {.kernel = {3}, .stride = {2}, .padding = {1}});
+  expect_near(y.to_vector(), {2 / 3.0f, 4 / 3.0f, -4 / 3.0f}, 1e-6f);
+}
+
+TEST(AvgPool, AvgPool3dForwardMatchesHandComputedValues) {
+  // x (D=2, H=2, W=4); two 2x2x2 blocks summing to 33 and 31.
+  Tensor x = Tensor::from_vector({1, 1, 2, 2, 4}, {3, 1, 4, 1, 5, 9, 2, 6,  // d = 0
+                                                   5, 3, 5, 8, 0, 7, 2, 3});  // d = 1
+  Tensor y = avg_pool(x, {.kernel = {2}});
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 1, 1, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{33 / 8.0f, 31 / 8.0f}));
+}
+
+TEST(AvgPool, AvgPool2dGradientSpreadsEvenlyOverTheWindow) {
+  Tensor x = leaf({1, 1, 2, 2}, {1, 2, 3, 4});
+  avg_pool(x, {.kernel = {2}}).backward(Tensor::from_vector({1, 1, 1, 1}, {2}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+}
+
+TEST(AvgPool, AvgPool2dGradientsMatchFiniteDifferences) {
+  const PoolOptions opt{.kernel = {3}, .stride = {2}, .padding = {1}};
+  EXPECT_TRUE(
+      gradcheck([&](const TensorList& in) { return avg_pool(in[0], opt); }, {param({2, 3, 7, 6}, 1)}));
+}
+
+TEST(AvgPool, AvgPool3dGradientsMatchFiniteDifferences) {
+  const PoolOptions opt{.kernel = {2, 3, 2}, .stride = {1, 2, 2}, .padding = {1, 1, 0}};
+  EXPECT_TRUE(
+      gradcheck([&](const TensorList& in) { return avg_pool(in[0], opt); }, {param({1, 2, 5, 6, 3}, 2)}));
+}
+
+TEST(AvgPool, AvgPoolRejectsInputOfWrongRank) {
+  EXPECT_TRUE(throws_invalid_argument([] { avg_pool(Tensor::zeros({3, 4}), {}); },
+                                      {"avg_pool: input (N, C, *spatial)", "[3, 4]"}));
+}
+
+TEST(AvgPool, AvgPoolRejectsPaddingPastHalfTheKernel) {
+  EXPECT_TRUE(throws_invalid_argument(
+      [] { avg_pool(Tensor::zeros({1, 1, 4, 4, 4}), {.kernel = {2}, .padding = {2}}); },
+      {"avg_pool3d", "padding [2, 2, 2]", "kernel [2, 2, 2]", "[1, 1, 4, 4, 4]"}));
+}
+
+TEST(AvgPool, AvgPoolModuleAppliesTheOp) {
+  Tensor x = random_tensor({1, 2, 4, 4}, 3);
+  EXPECT_EQ(AvgPool({.kernel = {2}})(x).to_vector(), avg_pool(x, {.kernel = {2}}).to_vector());
+}
+
+// ---- global average pooling ----
+
+TEST(GlobalAvgPool, GlobalAvgPool2dAveragesEachPlane) {
+  // Planes (0, 0) = 1..6 and (0, 1) = its negation.
+  Tensor x = Tensor::from_vector({1, 2, 2, 3}, {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6});
+  Tensor y = global_avg_pool(x);
+  EXPECT_EQ(y.shape(), (Shape{1, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{3.5f, -3.5f}));
+}
+
+TEST(GlobalAvgPool, GlobalAvgPool3dAveragesEachVolume) {
+  std::vector<float> v(2 * 8);
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(i);
+  Tensor y = global_avg_pool(Tensor::from_vector({2, 1, 2, 2, 2}, v));
+  EXPECT_EQ(y.shape(), (Shape{2, 1}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{3.5f, 11.5f}));
+}
+
+TEST(GlobalAvgPool, GlobalAvgPool2dGradientsMatchFiniteDifferences) {
+  EXPECT_TRUE(
+      gradcheck([](const TensorList& in) { return global_avg_pool(in[0]); }, {param({2, 3, 5, 3}, 1)}));
+}
+
+TEST(GlobalAvgPool, GlobalAvgPool3dGradientsMatchFiniteDifferences) {
+  EXPECT_TRUE(
+      gradcheck([](const TensorList& in) { return global_avg_pool(in[0]); }, {param({2, 2, 3, 3, 5}, 2)}));
+}
+
+TEST(GlobalAvgPool, GlobalAvgPoolRejectsInputWithoutSpatialDims) {
+  EXPECT_TRUE(throws_invalid_argument([] { global_avg_pool(Tensor::zeros({2, 3})); },
+                                      {"global_avg_pool: input (N, C, *spatial)", "[2, 3]"}));
+}
+
+TEST(GlobalAvgPool, GlobalAvgPoolModuleMapsToBatchByChannels) {
+  EXPECT_EQ(GlobalAvgPool()(Tensor::zeros({4, 3, 2, 2, 2})).shape(), (Shape{4, 3}));
 }
 
 }  // namespace
