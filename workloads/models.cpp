@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <stdexcept>
+#include <string>
 
 #include "engine/random.h"
 
@@ -11,9 +12,18 @@ namespace {
 using engine::Generator;
 using engine::Model;
 using engine::Sequential;
+using engine::Tensor;
+using engine::TensorList;
 
 engine::ConvOptions padding(int64_t p) {
   engine::ConvOptions o;
+  o.padding = {p};
+  return o;
+}
+
+engine::ConvOptions stride_padding(int64_t s, int64_t p) {
+  engine::ConvOptions o;
+  o.stride = {s};
   o.padding = {p};
   return o;
 }
@@ -71,6 +81,98 @@ std::shared_ptr<Model> build_cnn(Generator& gen) {
   return m;
 }
 
+// The first half of a residual block, a stage of its own so that a cut can fall inside
+// the block: x -> {relu(bn1(conv1(x))), shortcut(x)}. The second tensor is the skip
+// connection travelling to the next stage. shortcut is the identity when the shape is
+// kept, else a strided 1x1 conv + BatchNorm projection (ResNet's option B), applied here
+// so the skip crosses a cut at the block's output size.
+// x: (N, in, H, W) -> {(N, out, H/s, W/s), (N, out, H/s, W/s)}.
+class ResidualFork : public engine::Module {
+ public:
+  ResidualFork(int64_t in_channels, int64_t out_channels, int64_t stride, Generator& gen) {
+    conv1_ = std::make_shared<engine::Conv2d>(in_channels, out_channels, 3, stride_padding(stride, 1), gen, false);
+    bn1_ = std::make_shared<engine::BatchNorm>(out_channels);
+    register_module("conv1", conv1_);
+    register_module("bn1", bn1_);
+    if (stride != 1 || in_channels != out_channels) {
+      shortcut_ = std::make_shared<Sequential>();
+      shortcut_->emplace<engine::Conv2d>(in_channels, out_channels, 1, stride_padding(stride, 0), gen, false)
+          .emplace<engine::BatchNorm>(out_channels);
+      register_module("shortcut", shortcut_);
+    }
+  }
+
+  TensorList forward_list(const TensorList& inputs) override {
+    if (inputs.size() != 1)
+      throw std::invalid_argument("ResidualFork takes one tensor (the block input), got " +
+                                  std::to_string(inputs.size()));
+    const Tensor& x = inputs[0];
+    return {engine::relu(bn1_->forward(conv1_->forward(x))), shortcut_ ? shortcut_->forward(x) : x};
+  }
+
+  Tensor forward(const Tensor&) override {
+    throw std::logic_error("ResidualFork returns two tensors {main, skip}; call forward_list");
+  }
+
+ private:
+  std::shared_ptr<engine::Conv2d> conv1_;
+  std::shared_ptr<engine::BatchNorm> bn1_;
+  std::shared_ptr<Sequential> shortcut_;  // null: identity
+};
+
+// The second half: {main, skip} -> relu(bn2(conv2(main)) + skip), shapes kept.
+class ResidualJoin : public engine::Module {
+ public:
+  ResidualJoin(int64_t channels, Generator& gen) {
+    conv2_ = std::make_shared<engine::Conv2d>(channels, channels, 3, stride_padding(1, 1), gen, false);
+    bn2_ = std::make_shared<engine::BatchNorm>(channels);
+    register_module("conv2", conv2_);
+    register_module("bn2", bn2_);
+  }
+
+  TensorList forward_list(const TensorList& inputs) override {
+    if (inputs.size() != 2)
+      throw std::invalid_argument("ResidualJoin takes two tensors {main, skip}, got " +
+                                  std::to_string(inputs.size()));
+    return {engine::relu(engine::add(bn2_->forward(conv2_->forward(inputs[0])), inputs[1]))};
+  }
+
+  Tensor forward(const Tensor&) override {
+    throw std::logic_error("ResidualJoin takes two tensors {main, skip}; call forward_list");
+  }
+
+ private:
+  std::shared_ptr<engine::Conv2d> conv2_;
+  std::shared_ptr<engine::BatchNorm> bn2_;
+};
+
+// A small CIFAR-style ResNet (He et al. 2016) for 28x28: a 3x3 stem and three basic
+// blocks of 16, 32, 64 channels, each split into a fork and a join stage, so that half
+// of the cuts send two tensors. 1x28x28 -> 16x28x28 -> 16x28x28 -> 32x14x14 -> 64x7x7
+// -> 64 -> 10. Convolutions before a BatchNorm have no bias, as in torchvision.
+std::shared_ptr<Model> build_resnet_mini(Generator& gen) {
+  auto m = std::make_shared<Model>();
+  auto stem = seq();
+  stem->emplace<engine::Conv2d>(1, 16, 3, padding(1), gen, false)
+      .emplace<engine::BatchNorm>(16)
+      .emplace<engine::ReLU>();
+  m->add_stage("stem", stem);
+  struct Block {
+    const char* name;
+    int64_t in, out, stride;
+  };
+  for (const Block& b : {Block{"layer1", 16, 16, 1}, Block{"layer2", 16, 32, 2}, Block{"layer3", 32, 64, 2}}) {
+    m->add_stage(std::string(b.name) + "a", std::make_shared<ResidualFork>(b.in, b.out, b.stride, gen));
+    m->add_stage(std::string(b.name) + "b", std::make_shared<ResidualJoin>(b.out, gen));
+  }
+  auto head = seq();
+  // Flatten of (N, 64) is the identity; it keeps the indices of PyTorch's usual
+  // AdaptiveAvgPool2d(1) + Flatten + Linear head.
+  head->emplace<engine::GlobalAvgPool>().emplace<engine::Flatten>(1).emplace<engine::Linear>(64, 10, gen);
+  m->add_stage("head", head);
+  return m;
+}
+
 struct Entry {
   const char* name;
   const char* description;
@@ -82,6 +184,10 @@ const std::vector<Entry>& registry() {
       {"mlp", "three fully connected layers 784-256-128-10 with ReLU", build_mlp},
       {"lenet5", "LeNet-5: two 5x5 conv + max-pool blocks (6, 16 channels), then 120-84-10", build_lenet5},
       {"cnn", "two 3x3 conv + max-pool blocks (32, 64 channels), then 128-10", build_cnn},
+      {"resnet-mini",
+       "ResNet with BatchNorm: 3x3 stem, three basic blocks (16, 32, 64 channels; 1x1 projection "
+       "shortcuts), global average pool, 64-10; each block is two stages, the skip crossing the cut",
+       build_resnet_mini},
   };
   return entries;
 }
