@@ -1,0 +1,440 @@
+#include "experiments/bench_collectives.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "experiments/wiring.h"
+#include "transport/collectives.h"
+#include "transport/coordinator.h"
+#include "transport/gloo_collectives.h"
+#include "transport/store.h"
+#if QUARTET_WITH_NCCL
+#include "transport/nccl/nccl_collectives.h"
+#endif
+
+extern char** environ;
+
+namespace quartet::experiments {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using transport::Collectives;
+
+constexpr const char* kArm = "bench-collectives";
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
+
+// Ctrl-C or SIGTERM while ranks run: stop them and reap them before leaving.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+// ---------------------------------------------------------------------------------
+// The parent: coordinator, rank processes, reaping.
+
+struct RankProcess {
+  pid_t pid = -1;
+  int status = 0;
+  bool done = false;
+};
+
+pid_t spawn_rank(const std::string& exe, const std::vector<std::string>& args, const std::string& token) {
+  std::vector<char*> argv;
+  std::vector<std::string> a = args;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  // The token travels in the environment, never in argv (ps shows argv to everyone).
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "QUARTET_TOKEN=", 14) != 0) env.emplace_back(*e);
+  env.push_back("QUARTET_TOKEN=" + token);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start a rank process (" + exe + "): " + std::strerror(rc));
+  return pid;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  return "unknown status";
+}
+
+// Reaps every rank. Once one fails (or the deadline passes, or a rank vanishes) the
+// others are stopped: SIGTERM, then SIGKILL after a grace period. Returns the first
+// failure, empty when all exited 0.
+std::string reap_ranks(std::vector<RankProcess>& ranks, Clock::time_point deadline,
+                       const std::function<std::string()>& outside_failure) {
+  std::string failure;
+  Clock::time_point kill_at = Clock::time_point::max();
+  bool terminated = false;
+  for (;;) {
+    bool all_done = true;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      RankProcess& p = ranks[r];
+      if (p.done) continue;
+      const pid_t got = waitpid(p.pid, &p.status, WNOHANG);
+      if (got == p.pid || (got < 0 && errno == ECHILD)) {
+        p.done = true;
+        if (got == p.pid && !(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0) && failure.empty())
+          failure = "rank " + std::to_string(r) + " failed (" + describe_status(p.status) + ")";
+      } else {
+        all_done = false;
+      }
+    }
+    if (all_done) return failure;
+    const auto now = Clock::now();
+    if (failure.empty()) failure = outside_failure();
+    if (failure.empty() && g_interrupted) failure = "interrupted";
+    if (failure.empty() && now > deadline) failure = "the benchmark ran past its timeout";
+    if (!failure.empty() && !terminated) {
+      for (auto& p : ranks)
+        if (!p.done) kill(p.pid, SIGTERM);
+      terminated = true;
+      kill_at = now + 5s;
+    }
+    if (terminated && now > kill_at) {
+      for (auto& p : ranks)
+        if (!p.done) kill(p.pid, SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot find the quartet executable (/proc/self/exe)");
+  return p.string();
+}
+
+// ---------------------------------------------------------------------------------
+// A rank: buffers, checks, timing.
+
+// Host or device memory for one size. For NCCL the host copy stages uploads and checks.
+class BenchBuffer {
+ public:
+  BenchBuffer(const std::string& backend, size_t floats) : host_(floats) {
+#if QUARTET_WITH_NCCL
+    // On the device the communicator made current on this thread.
+    if (backend == "nccl") device_ = std::make_unique<transport::DeviceBuffer>(-1, floats);
+#else
+    (void)backend;
+#endif
+  }
+  std::vector<float>& host() { return host_; }
+  std::span<float> data() {
+#if QUARTET_WITH_NCCL
+    if (device_) return device_->span();
+#endif
+    return host_;
+  }
+  void upload() {
+#if QUARTET_WITH_NCCL
+    if (device_) device_->upload(host_);
+#endif
+  }
+  void download() {
+#if QUARTET_WITH_NCCL
+    if (device_) device_->download(host_);
+#endif
+  }
+
+ private:
+#if QUARTET_WITH_NCCL
+  std::unique_ptr<transport::DeviceBuffer> device_;
+#endif
+  std::vector<float> host_;
+};
+
+// A block of L in-place sums multiplies everything by N each time, so the values of a
+// block are chosen to stay normal floats: rank r, element i starts at
+// (r+1)(i%7+1) 2^-e and ends at (i%7+1) N(N+1)/2 N^(L-1) 2^-e. Checking the end of a
+// block checks every all-reduce in it: a lost or doubled contribution anywhere is off
+// by far more than the rounding (N-1) 2^-24 per step.
+struct Block {
+  int length = 0;
+  int exponent = 0;
+};
+
+std::vector<Block> plan_blocks(int iters, int ranks) {
+  const double growth = std::log2(static_cast<double>(std::max(ranks, 2)));
+  const int max_length = static_cast<int>(std::floor(100.0 / growth)) + 1;
+  std::vector<Block> blocks;
+  for (int left = iters; left > 0;) {
+    Block b;
+    b.length = std::min(left, max_length);
+    b.exponent = static_cast<int>(std::ceil((b.length - 1) * growth));
+    blocks.push_back(b);
+    left -= b.length;
+  }
+  return blocks;
+}
+
+void fill_block(std::vector<float>& host, int rank, const Block& b) {
+  const float scale = std::ldexp(1.0f, -b.exponent);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)) * scale;
+}
+
+// Elements off by more than the tolerance after the block.
+int64_t count_wrong(const std::vector<float>& host, int ranks, const Block& b) {
+  const double n = ranks;
+  const double base = n * (n + 1.0) / 2.0 * std::pow(n, b.length - 1) * std::ldexp(1.0, -b.exponent);
+  const double tolerance = 1e-4;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < host.size(); ++i) {
+    const double expect = base * static_cast<double>(i % 7 + 1);
+    if (!(std::fabs(host[i] - expect) <= tolerance * expect)) ++wrong;  // NaN counts as wrong
+  }
+  return wrong;
+}
+
+std::unique_ptr<Collectives> make_collectives(const BenchRankOptions& o, transport::CoordinatorStore& store) {
+  if (o.backend == "gloo") {
+    transport::GlooOptions go;
+    go.hostname = o.gloo_host;
+    return transport::make_gloo_collectives(store, o.rank, o.ranks, transport::gloo_options_from_environment(go));
+  }
+#if QUARTET_WITH_NCCL
+  if (o.backend == "nccl") return transport::make_nccl_collectives(store, o.rank, o.ranks);
+#endif
+  throw InputError("--backend " + o.backend + ": this build has no such backend");
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_byte_sizes(const std::string& list) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, comma - start);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    int64_t mult = 1;
+    const std::string suffix = end ? std::string(end) : "";
+    if (suffix == "K" || suffix == "k") mult = 1 << 10;
+    else if (suffix == "M" || suffix == "m") mult = 1 << 20;
+    else if (suffix == "G" || suffix == "g") mult = int64_t{1} << 30;
+    else if (!suffix.empty()) mult = 0;
+    if (item.empty() || end == item.c_str() || mult == 0 || v <= 0)
+      throw InputError("--sizes: \"" + item + "\" is not a size (examples: 4096, 1M, 64M, 1G)");
+    const int64_t bytes = v * mult;
+    if (bytes % 4 != 0) throw InputError("--sizes: " + item + " is not a whole number of floats (4 bytes each)");
+    out.push_back(bytes);
+    start = comma + 1;
+  }
+  return out;
+}
+
+int bench_collectives_main(const BenchCollectivesOptions& options) {
+  if (options.backend != "gloo" && options.backend != "nccl")
+    throw InputError("--backend: expected gloo or nccl, got " + options.backend);
+#if !QUARTET_WITH_NCCL
+  if (options.backend == "nccl")
+    throw InputError("--backend nccl: this quartet was built without NCCL (no CUDA toolkit found at build time)");
+#endif
+  if (options.ranks < 1) throw InputError("--ranks: expected at least 1, got " + std::to_string(options.ranks));
+  if (options.iters < 1) throw InputError("--iters: expected at least 1, got " + std::to_string(options.iters));
+  if (options.warmup < 0) throw InputError("--warmup: expected 0 or more");
+  parse_byte_sizes(options.sizes);  // refuse bad input before any process starts
+
+  std::string vanished_why;
+  std::mutex why_mutex;
+  transport::CoordinatorOptions co;
+  co.host = options.host;
+  co.heartbeat_timeout = 60s;
+  co.on_vanished = [&](const transport::RoleId& who, const std::string& why) {
+    std::lock_guard lock(why_mutex);
+    if (vanished_why.empty()) vanished_why = "rank " + who.name() + " vanished: " + why;
+  };
+  transport::Coordinator coordinator(co);
+  coordinator.declare_arm(kArm, options.ranks);
+
+  const std::string exe = self_exe();
+  g_interrupted = 0;
+  InterruptGuard guard;
+  std::vector<RankProcess> ranks(static_cast<size_t>(options.ranks));
+  try {
+    for (int r = 0; r < options.ranks; ++r) {
+      ranks[r].pid = spawn_rank(exe,
+                                {"quartet", kBenchCollectivesRankCommand, "--coordinator", coordinator.address(),
+                                 "--backend", options.backend, "--rank", std::to_string(r), "--ranks",
+                                 std::to_string(options.ranks), "--sizes", options.sizes, "--iters",
+                                 std::to_string(options.iters), "--warmup", std::to_string(options.warmup),
+                                 "--gloo-host", options.host},
+                                coordinator.token());
+    }
+  } catch (...) {
+    for (auto& p : ranks)
+      if (p.pid > 0) kill(p.pid, SIGKILL);
+    for (auto& p : ranks)
+      if (p.pid > 0) waitpid(p.pid, &p.status, 0);
+    throw;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000.0));
+  auto why_vanished = [&] {
+    std::lock_guard lock(why_mutex);
+    return vanished_why;
+  };
+  std::string failure = reap_ranks(ranks, deadline, why_vanished);
+  if (failure.empty()) failure = why_vanished();
+  if (!failure.empty()) {
+    std::cerr << "quartet bench-collectives: " << failure << "\n";
+    return g_interrupted ? 130 : 1;
+  }
+  return 0;
+}
+
+int bench_collectives_rank_main(const BenchRankOptions& o) {
+  const std::vector<int64_t> sizes = parse_byte_sizes(o.sizes);
+  const auto [host, port] = transport::parse_host_port(o.coordinator);
+  transport::ClientOptions co;
+  co.host = host;
+  co.port = port;
+  co.arm = kArm;
+  co.role = "rank" + std::to_string(o.rank);
+  co.requested_rank = o.rank;
+  transport::CoordinatorClient client(co);
+  transport::CoordinatorStore store(client, std::string(kArm) + "/" + o.backend + "/");
+  std::unique_ptr<Collectives> c = make_collectives(o, store);
+  const int n = c->size();
+  const std::vector<Block> blocks = plan_blocks(o.iters, n);
+
+  if (c->rank() == 0) {
+    std::printf("# quartet bench-collectives: all_reduce (float32 sum, in place), backend %s, %d rank%s, %s\n",
+                c->backend(), n, n == 1 ? "" : "s", o.gloo_host.c_str());
+    std::printf("# %d timed iterations per size after %d warm-up; time: the slowest rank's mean; "
+                "busbw = algbw * 2(N-1)/N; every element of every block of iterations checked\n#\n",
+                o.iters, o.warmup);
+    std::printf("# %12s %12s %6s %6s %12s %12s %12s %6s\n", "size(B)", "count", "type", "redop", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "check");
+    std::fflush(stdout);
+  }
+  bool all_ok = true;
+  double busbw_sum = 0.0;
+  for (const int64_t bytes : sizes) {
+    const size_t count = static_cast<size_t>(bytes / 4);
+    BenchBuffer buffer(o.backend, count);
+    // Warm-up on zeros: the values do not matter, only the connections and caches.
+    std::fill(buffer.host().begin(), buffer.host().end(), 0.0f);
+    buffer.upload();
+    for (int i = 0; i < o.warmup; ++i) c->all_reduce(buffer.data());
+
+    double seconds = 0.0;
+    int64_t wrong = 0;
+    for (const Block& b : blocks) {
+      fill_block(buffer.host(), c->rank(), b);
+      buffer.upload();
+      c->barrier();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < b.length; ++i) c->all_reduce(buffer.data());
+      seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      buffer.download();
+      wrong += count_wrong(buffer.host(), n, b);
+    }
+    // Rank 0 learns every rank's mean time and wrong count.
+    std::vector<float> mine{static_cast<float>(seconds / o.iters), static_cast<float>(wrong)};
+    std::vector<float> all(2 * static_cast<size_t>(n));
+    c->all_gather(mine, all);
+    if (c->rank() == 0) {
+      double t = 0.0;
+      int64_t total_wrong = 0;
+      for (int r = 0; r < n; ++r) {
+        t = std::max(t, static_cast<double>(all[2 * r]));
+        total_wrong += static_cast<int64_t>(all[2 * r + 1]);
+      }
+      const double algbw = static_cast<double>(bytes) / t / 1e9;
+      const double busbw = algbw * transport::bus_bandwidth_factor(transport::CollectiveKind::all_reduce, n);
+      busbw_sum += busbw;
+      const bool ok = total_wrong == 0;
+      all_ok = all_ok && ok;
+      std::printf("  %12lld %12zu %6s %6s %12.1f %12.3f %12.3f %6s\n", static_cast<long long>(bytes), count, "float",
+                  "sum", t * 1e6, algbw, busbw, ok ? "ok" : "FAIL");
+      if (!ok) std::printf("#   %lld wrong elements over all ranks\n", static_cast<long long>(total_wrong));
+      std::fflush(stdout);
+    }
+  }
+  if (c->rank() == 0) {
+    std::printf("# Avg bus bandwidth: %.3f GB/s over %zu size%s\n", busbw_sum / static_cast<double>(sizes.size()),
+                sizes.size(), sizes.size() == 1 ? "" : "s");
+    std::fflush(stdout);
+  }
+  // Everyone has printed or checked before anyone tears the group down.
+  c->barrier();
+  c.reset();
+  client.leave();
+  return all_ok ? 0 : 1;
+}
+
+BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchCollectivesOptions& bench,
+                                                        BenchRankOptions& rank) {
+  BenchCollectivesCommands out;
+  out.bench = app.add_subcommand("bench-collectives",
+                                 "All-reduce bandwidth of the collectives over N local rank processes "
+                                 "(nccl-tests' columns, every result checked)");
+  out.bench->add_option("--backend", bench.backend, "gloo (CPU) or nccl (GPU)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
+  out.bench->add_option("--ranks", bench.ranks, "rank processes")->check(CLI::PositiveNumber);
+  out.bench->add_option("--sizes", bench.sizes, "buffer sizes in bytes, comma-separated (K, M, G = 1024^n)");
+  out.bench->add_option("--iters", bench.iters, "timed all-reduces per size")->check(CLI::PositiveNumber);
+  out.bench->add_option("--warmup", bench.warmup, "untimed all-reduces per size first")->check(CLI::NonNegativeNumber);
+  out.bench->add_option("--host", bench.host, "address of the coordinator and the ranks' Gloo devices");
+  out.bench->add_option("--timeout", bench.timeout_s, "seconds before the ranks are stopped")
+      ->check(CLI::PositiveNumber);
+
+  out.rank = app.add_subcommand(kBenchCollectivesRankCommand, "one rank of bench-collectives (internal)");
+  out.rank->group("");  // hidden from --help
+  out.rank->add_option("--coordinator", rank.coordinator, "HOST:PORT")->required();
+  out.rank->add_option("--backend", rank.backend);
+  out.rank->add_option("--rank", rank.rank)->required();
+  out.rank->add_option("--ranks", rank.ranks)->required();
+  out.rank->add_option("--sizes", rank.sizes);
+  out.rank->add_option("--iters", rank.iters);
+  out.rank->add_option("--warmup", rank.warmup);
+  out.rank->add_option("--gloo-host", rank.gloo_host);
+  return out;
+}
+
+}  // namespace quartet::experiments

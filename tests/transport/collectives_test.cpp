@@ -1,0 +1,319 @@
+// Gloo collectives with ranks as threads of one process over an in-memory store (the
+// Gloo test style). Values are small integers, so float sums are exact.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "transport/collectives.h"
+#include "transport/gloo_collectives.h"
+#include "transport/store.h"
+
+namespace quartet::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+GlooOptions test_options() {
+  GlooOptions o;
+  o.timeout = 60s;
+  return o;
+}
+
+// Runs fn(collectives) on `ranks` threads, each its own Gloo rank; rethrows the first error.
+void run_ranks(int ranks, const std::function<void(Collectives&)>& fn, GlooOptions options = test_options()) {
+  MemoryStore store;
+  std::vector<std::thread> threads;
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto c = make_gloo_collectives(store, r, ranks, options);
+        fn(*c);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Rank r's value at index i: (r + 1) * (i % 7 + 1); the sum over N ranks is
+// N(N+1)/2 * (i % 7 + 1), exact in float for these sizes.
+float value(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
+float summed(int ranks, size_t i) { return static_cast<float>(ranks * (ranks + 1) / 2 * static_cast<int>(i % 7 + 1)); }
+
+// Sizes: one float, not a multiple of the ranks, and several 1 MiB segments per rank.
+const std::vector<size_t> kSizes = {1, 1001, (size_t{3} << 20) / 4 * 3 + 5};
+
+void expect_all_reduce_exact(int ranks) {
+  run_ranks(ranks, [&](Collectives& c) {
+    for (size_t n : kSizes) {
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i) data[i] = value(c.rank(), i);
+      c.all_reduce(data);
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; ++i) wrong += data[i] != summed(ranks, i);
+      EXPECT_EQ(wrong, 0u) << "rank " << c.rank() << " of " << ranks << ", " << n << " floats";
+    }
+  });
+}
+
+TEST(GlooCollectives, AllReduceTwoRanksGivesExactSums) { expect_all_reduce_exact(2); }
+TEST(GlooCollectives, AllReduceFourRanksGivesExactSums) { expect_all_reduce_exact(4); }
+TEST(GlooCollectives, AllReduceThreeRanksGivesExactSums) { expect_all_reduce_exact(3); }
+
+TEST(GlooCollectives, AllReduceAverageDividesBySize) {
+  run_ranks(4, [](Collectives& c) {
+    std::vector<float> data(100, static_cast<float>(c.rank() * 2));  // 0, 2, 4, 6: mean 3
+    c.all_reduce(data, ReduceOp::average);
+    for (float v : data) EXPECT_EQ(v, 3.0f);
+  });
+}
+
+TEST(GlooCollectives, SingleRankAllReduceKeepsData) {
+  run_ranks(1, [](Collectives& c) {
+    std::vector<float> data{1, 2, 3};
+    c.all_reduce(data);
+    c.all_reduce(data, ReduceOp::average);
+    EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));
+    c.barrier();
+  });
+}
+
+void expect_reduce_scatter(int ranks, size_t k, GlooOptions options) {
+  run_ranks(
+      ranks,
+      [&](Collectives& c) {
+        std::vector<float> data(k * ranks);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = value(c.rank(), i);
+        c.reduce_scatter(data);
+        size_t wrong = 0;
+        for (size_t i = 0; i < k; ++i) {
+          const size_t g = c.rank() * k + i;
+          wrong += data[g] != summed(ranks, g);
+        }
+        EXPECT_EQ(wrong, 0u) << "rank " << c.rank() << " of " << ranks << ", chunk " << k;
+      },
+      options);
+}
+
+TEST(GlooCollectives, ReduceScatterGivesEachRankItsChunkSum) {
+  for (int ranks : {2, 3, 4}) {
+    for (size_t k : {size_t{1}, size_t{5}, size_t{4097}}) expect_reduce_scatter(ranks, k, test_options());
+  }
+}
+
+TEST(GlooCollectives, ReduceScatterWithManySegmentsPerChunk) {
+  GlooOptions o = test_options();
+  o.max_segment_bytes = 4096;  // 1000 floats per segment: 100 segments per chunk
+  expect_reduce_scatter(3, 100003, o);
+}
+
+TEST(GlooCollectives, ReduceScatterAverage) {
+  run_ranks(2, [](Collectives& c) {
+    std::vector<float> data(8, c.rank() == 0 ? 1.0f : 3.0f);
+    c.reduce_scatter(data, ReduceOp::average);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(data[c.rank() * 4 + i], 2.0f);
+  });
+}
+
+TEST(GlooCollectives, ReduceScatterRefusesSizeNotAMultipleOfRanks) {
+  run_ranks(2, [](Collectives& c) {
+    std::vector<float> data(5);
+    EXPECT_THROW(c.reduce_scatter(data), std::invalid_argument);
+  });
+}
+
+TEST(GlooCollectives, AllGatherCollectsEveryRanksInput) {
+  run_ranks(4, [](Collectives& c) {
+    const size_t k = 1000;
+    std::vector<float> input(k);
+    for (size_t i = 0; i < k; ++i) input[i] = static_cast<float>(c.rank() * 10000 + i);
+    std::vector<float> output(4 * k, -1.0f);
+    c.all_gather(input, output);
+    for (int r = 0; r < 4; ++r)
+      for (size_t i = 0; i < k; ++i) ASSERT_EQ(output[r * k + i], static_cast<float>(r * 10000 + i));
+  });
+}
+
+TEST(GlooCollectives, AllGatherInPlace) {
+  run_ranks(3, [](Collectives& c) {
+    const size_t k = 7;
+    std::vector<float> buffer(3 * k, -1.0f);
+    for (size_t i = 0; i < k; ++i) buffer[c.rank() * k + i] = static_cast<float>(c.rank() + 1);
+    c.all_gather(std::span<const float>(buffer).subspan(c.rank() * k, k), buffer);
+    for (int r = 0; r < 3; ++r)
+      for (size_t i = 0; i < k; ++i) ASSERT_EQ(buffer[r * k + i], static_cast<float>(r + 1));
+  });
+}
+
+TEST(GlooCollectives, AllGatherRefusesWrongOutputSize) {
+  run_ranks(2, [](Collectives& c) {
+    std::vector<float> in(3), out(5);
+    EXPECT_THROW(c.all_gather(in, out), std::invalid_argument);
+  });
+}
+
+TEST(GlooCollectives, BroadcastCopiesRootToEveryRank) {
+  for (int root : {0, 2}) {
+    run_ranks(3, [&](Collectives& c) {
+      std::vector<float> data(70000, static_cast<float>(c.rank()));
+      c.broadcast(data, root);
+      for (float v : data) ASSERT_EQ(v, static_cast<float>(root));
+    });
+  }
+}
+
+TEST(GlooCollectives, BroadcastRefusesRootOutsideGroup) {
+  run_ranks(2, [](Collectives& c) {
+    std::vector<float> data(3);
+    EXPECT_THROW(c.broadcast(data, 2), std::invalid_argument);
+  });
+}
+
+TEST(GlooCollectives, BarrierReturnsOnlyOnceEveryRankEntered) {
+  std::atomic<int> entered{0};
+  run_ranks(4, [&](Collectives& c) {
+    // The last rank is late; nobody may leave before it arrives.
+    if (c.rank() == 3) std::this_thread::sleep_for(200ms);
+    entered.fetch_add(1);
+    c.barrier();
+    EXPECT_EQ(entered.load(), 4) << "rank " << c.rank() << " left the barrier early";
+  });
+}
+
+TEST(GlooCollectives, AsyncAllReduceCompletesWhileCallerComputes) {
+  run_ranks(2, [](Collectives& c) {
+    const size_t n = size_t{4} << 20;  // 16 MiB
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = value(c.rank(), i);
+    Work work = c.all_reduce_async(data);
+    // Other work on this thread, never waiting: the operation must finish on its own.
+    volatile double sink = 0.0;
+    int64_t rounds = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!work.completed() && std::chrono::steady_clock::now() < deadline) {
+      for (int i = 0; i < 10000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
+      ++rounds;
+    }
+    ASSERT_TRUE(work.completed()) << "the async all-reduce did not finish in the background";
+    EXPECT_GT(rounds, 0);
+    work.wait();
+    EXPECT_GT(work.seconds(), 0.0);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += data[i] != summed(2, i);
+    EXPECT_EQ(wrong, 0u);
+  });
+}
+
+TEST(GlooCollectives, AsyncOperationsRunInIssueOrder) {
+  run_ranks(3, [](Collectives& c) {
+    // b: broadcast from rank 2 then all-reduce gives 3+3+3 = 9; the other order gives
+    // 6. The blocking all-reduce of a waits for the queue: 3 * 6 = 18.
+    std::vector<float> a(1000, static_cast<float>(c.rank() + 1));
+    std::vector<float> b(1000, static_cast<float>(c.rank() + 1));
+    std::vector<Work> works;
+    works.push_back(c.all_reduce_async(a));    // a = 6
+    works.push_back(c.broadcast_async(a, 1));  // a = 6
+    works.push_back(c.broadcast_async(b, 2));  // b = 3
+    works.push_back(c.all_reduce_async(b));    // b = 9
+    c.all_reduce(a);                           // after the queue: a = 18
+    for (auto& w : works) w.wait();
+    for (float v : a) ASSERT_EQ(v, 18.0f);
+    for (float v : b) ASSERT_EQ(v, 9.0f);
+  });
+}
+
+TEST(GlooCollectives, ManyAsyncBucketsAllComplete) {
+  run_ranks(2, [](Collectives& c) {
+    std::vector<std::vector<float>> buckets(32, std::vector<float>(2500, static_cast<float>(c.rank() + 1)));
+    std::vector<Work> works;
+    for (auto& b : buckets) works.push_back(c.all_reduce_async(b, ReduceOp::average));
+    for (auto& w : works) w.wait();
+    for (auto& b : buckets)
+      for (float v : b) ASSERT_EQ(v, 1.5f);
+  });
+}
+
+TEST(GlooCollectives, StatsCountAlgorithmicBytesPerRank) {
+  run_ranks(4, [](Collectives& c) {
+    std::vector<float> data(1024);  // S = 4096 bytes
+    std::vector<float> shard(256);
+    c.all_reduce(data);
+    c.all_reduce_async(data).wait();
+    c.reduce_scatter(data);
+    c.all_gather(shard, data);
+    c.broadcast(data, 0);
+    c.barrier();
+    const CollectiveStats s = c.stats();
+    EXPECT_EQ(s[CollectiveKind::all_reduce].ops, 2);
+    EXPECT_EQ(s[CollectiveKind::all_reduce].bytes, 2 * 6144);  // 2 (N-1)/N S
+    EXPECT_EQ(s[CollectiveKind::reduce_scatter].bytes, 3072);  // (N-1)/N S
+    EXPECT_EQ(s[CollectiveKind::all_gather].bytes, 3072);      // (N-1)/N S, S gathered
+    EXPECT_EQ(s[CollectiveKind::broadcast].bytes, 4096);       // S
+    EXPECT_EQ(s[CollectiveKind::barrier].ops, 1);
+    EXPECT_EQ(s[CollectiveKind::barrier].bytes, 0);
+    EXPECT_EQ(s.total().ops, 6);
+    EXPECT_EQ(s.total().bytes, 2 * 6144 + 3072 + 3072 + 4096);
+    EXPECT_GT(s[CollectiveKind::all_reduce].seconds, 0.0);
+    c.reset_stats();
+    EXPECT_EQ(c.stats().total().ops, 0);
+  });
+}
+
+TEST(CollectiveFormulas, AlgorithmicBytesFollowRingFormulas) {
+  const int64_t s = 64 << 20;
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::all_reduce, s, 2), s);
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::all_reduce, s, 4), s * 3 / 2);
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::reduce_scatter, s, 4), s * 3 / 4);
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::all_gather, s, 8), s * 7 / 8);
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::broadcast, s, 8), s);
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::barrier, s, 8), 0);
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::all_reduce, s, 1), 0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollectiveKind::all_reduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollectiveKind::all_gather, 4), 0.75);
+}
+
+TEST(GlooCollectives, OperationFailsWithRankWhenAPeerIsGone) {
+  GlooOptions o = test_options();
+  o.timeout = 10s;
+  MemoryStore store;
+  std::unique_ptr<Collectives> c0, c1;
+  std::thread t([&] { c1 = make_gloo_collectives(store, 1, 2, o); });
+  c0 = make_gloo_collectives(store, 0, 2, o);
+  t.join();
+  c1.reset();  // rank 1 is gone
+  std::vector<float> data(1000, 1.0f);
+  try {
+    c0->all_reduce(data);
+    FAIL() << "all_reduce succeeded without its peer";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 of 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryStore, WaitTimesOutNamingTheMissingKey) {
+  MemoryStore store;
+  store.set("a", {'1'});
+  try {
+    store.wait({"a", "b"}, 50ms);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("b"), std::string::npos);
+  }
+  EXPECT_EQ(store.get("a"), std::vector<char>{'1'});
+}
+
+}  // namespace
+}  // namespace quartet::transport

@@ -1,0 +1,254 @@
+#include "transport/collectives.h"
+
+#include <stdexcept>
+
+namespace quartet::transport {
+
+const char* collective_kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::barrier: return "barrier";
+  }
+  return "unknown";
+}
+
+double bus_bandwidth_factor(CollectiveKind kind, int ranks) {
+  if (ranks <= 1) return 0.0;
+  const double n = ranks;
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2.0 * (n - 1.0) / n;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_gather: return (n - 1.0) / n;
+    case CollectiveKind::broadcast: return 1.0;
+    case CollectiveKind::barrier: return 0.0;
+  }
+  return 0.0;
+}
+
+int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  // Integer arithmetic: exact for sizes that divide evenly, floor otherwise.
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2 * (ranks - 1) * bytes / ranks;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_gather: return (ranks - 1) * bytes / ranks;
+    case CollectiveKind::broadcast: return bytes;
+    case CollectiveKind::barrier: return 0;
+  }
+  return 0;
+}
+
+CollectiveTotals CollectiveStats::total() const {
+  CollectiveTotals t;
+  for (const auto& k : by_kind) {
+    t.ops += k.ops;
+    t.bytes += k.bytes;
+    t.seconds += k.seconds;
+  }
+  return t;
+}
+
+void Work::wait() const {
+  if (!state_) return;
+  std::unique_lock lock(state_->mutex);
+  state_->done_cv.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::completed() const {
+  if (!state_) return true;
+  std::lock_guard lock(state_->mutex);
+  return state_->done;
+}
+
+double Work::seconds() const {
+  if (!state_) return 0.0;
+  std::lock_guard lock(state_->mutex);
+  return state_->seconds;
+}
+
+Collectives::~Collectives() { stop_worker(); }
+
+void Collectives::stop_worker() {
+  {
+    std::unique_lock lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void Collectives::execute(Task& task) {
+  const auto start = std::chrono::steady_clock::now();
+  std::exception_ptr error;
+  try {
+    task.run();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    std::lock_guard lock(mutex_);
+    if (!error) {
+      CollectiveTotals& t = stats_.by_kind[static_cast<int>(task.kind)];
+      t.ops += 1;
+      t.bytes += algorithmic_bytes(task.kind, task.bytes, size());
+      t.seconds += seconds;
+    }
+  }
+  {
+    std::lock_guard lock(task.state->mutex);
+    task.state->done = true;
+    task.state->error = error;
+    task.state->seconds = seconds;
+  }
+  task.state->done_cv.notify_all();
+}
+
+void Collectives::worker_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    // Wait for work, and for an inline operation on the caller's thread to finish.
+    cv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty() && !busy_); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    execute(task);
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+Work Collectives::submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async) {
+  Task task{kind, bytes, std::move(run), std::make_shared<detail::WorkState>()};
+  Work work(task.state);
+  std::unique_lock lock(mutex_);
+  if (stopping_) throw std::logic_error("collectives: an operation was issued after the group was shut down");
+  if (!async) {
+    // Blocking: run on this thread once everything issued before has finished, which
+    // keeps the issue order without a thread hand-off.
+    cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    busy_ = true;
+    lock.unlock();
+    execute(task);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    cv_.notify_all();
+    work.wait();  // rethrows
+    return work;
+  }
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  queue_.push_back(std::move(task));
+  lock.unlock();
+  cv_.notify_all();
+  return work;
+}
+
+namespace {
+
+void check_not_empty(size_t n, const char* op) {
+  if (n == 0) throw std::invalid_argument(std::string("collectives: ") + op + " of an empty buffer");
+}
+
+}  // namespace
+
+Work Collectives::all_reduce_async(std::span<float> data, ReduceOp op) {
+  check_not_empty(data.size(), "all_reduce");
+  return submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size_bytes()),
+                [this, data, op] { run_all_reduce(data, op); }, true);
+}
+
+void Collectives::all_reduce(std::span<float> data, ReduceOp op) {
+  check_not_empty(data.size(), "all_reduce");
+  submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size_bytes()),
+         [this, data, op] { run_all_reduce(data, op); }, false);
+}
+
+namespace {
+
+void check_reduce_scatter(size_t n, int ranks) {
+  check_not_empty(n, "reduce_scatter");
+  if (n % static_cast<size_t>(ranks) != 0)
+    throw std::invalid_argument("collectives: reduce_scatter of " + std::to_string(n) +
+                                " floats: expected a multiple of the group size " + std::to_string(ranks));
+}
+
+void check_all_gather(size_t in, size_t out, int ranks) {
+  check_not_empty(in, "all_gather");
+  if (out != in * static_cast<size_t>(ranks))
+    throw std::invalid_argument("collectives: all_gather of " + std::to_string(in) + " floats per rank needs an output of " +
+                                std::to_string(in * static_cast<size_t>(ranks)) + " floats, got " +
+                                std::to_string(out));
+}
+
+void check_root(int root, int ranks) {
+  if (root < 0 || root >= ranks)
+    throw std::invalid_argument("collectives: broadcast root " + std::to_string(root) + " outside 0.." +
+                                std::to_string(ranks - 1));
+}
+
+}  // namespace
+
+Work Collectives::reduce_scatter_async(std::span<float> data, ReduceOp op) {
+  check_reduce_scatter(data.size(), size());
+  return submit(CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size_bytes()),
+                [this, data, op] { run_reduce_scatter(data, op); }, true);
+}
+
+void Collectives::reduce_scatter(std::span<float> data, ReduceOp op) {
+  check_reduce_scatter(data.size(), size());
+  submit(CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size_bytes()),
+         [this, data, op] { run_reduce_scatter(data, op); }, false);
+}
+
+Work Collectives::all_gather_async(std::span<const float> input, std::span<float> output) {
+  check_all_gather(input.size(), output.size(), size());
+  return submit(CollectiveKind::all_gather, static_cast<int64_t>(output.size_bytes()),
+                [this, input, output] { run_all_gather(input, output); }, true);
+}
+
+void Collectives::all_gather(std::span<const float> input, std::span<float> output) {
+  check_all_gather(input.size(), output.size(), size());
+  submit(CollectiveKind::all_gather, static_cast<int64_t>(output.size_bytes()),
+         [this, input, output] { run_all_gather(input, output); }, false);
+}
+
+Work Collectives::broadcast_async(std::span<float> data, int root) {
+  check_not_empty(data.size(), "broadcast");
+  check_root(root, size());
+  return submit(CollectiveKind::broadcast, static_cast<int64_t>(data.size_bytes()),
+                [this, data, root] { run_broadcast(data, root); }, true);
+}
+
+void Collectives::broadcast(std::span<float> data, int root) {
+  check_not_empty(data.size(), "broadcast");
+  check_root(root, size());
+  submit(CollectiveKind::broadcast, static_cast<int64_t>(data.size_bytes()),
+         [this, data, root] { run_broadcast(data, root); }, false);
+}
+
+Work Collectives::barrier_async() {
+  return submit(CollectiveKind::barrier, 0, [this] { run_barrier(); }, true);
+}
+
+void Collectives::barrier() { submit(CollectiveKind::barrier, 0, [this] { run_barrier(); }, false); }
+
+CollectiveStats Collectives::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Collectives::reset_stats() {
+  std::lock_guard lock(mutex_);
+  stats_ = CollectiveStats{};
+}
+
+}  // namespace quartet::transport

@@ -1,0 +1,153 @@
+#pragma once
+
+// Collectives over the ranks of one data-parallel group: all-reduce, reduce-scatter,
+// all-gather, broadcast, barrier on float buffers (host memory for Gloo, device memory
+// for NCCL). Every operation exists synchronously and asynchronously; asynchronous ones
+// run on one background worker per group in the order they were issued (FIFO), so a
+// trainer can launch bucket all-reduces from grad-ready hooks while backward runs.
+//
+// Every rank of a group must issue the same operations in the same order with the same
+// sizes. Bytes are counted as the algorithm moves them per rank (nccl-tests' busbw
+// convention; Gloo and NCCL expose no counters), see algorithmic_bytes().
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+
+namespace quartet::transport {
+
+enum class ReduceOp { sum, average };
+
+enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier };
+inline constexpr int kCollectiveKinds = 5;
+const char* collective_kind_name(CollectiveKind kind);
+
+// Bytes one rank sends for an operation whose full buffer is `bytes` (S) over `ranks` (N):
+// ring all-reduce 2(N-1)/N * S; reduce-scatter and all-gather (N-1)/N * S, S being the
+// whole (unscattered, gathered) buffer; broadcast S; barrier 0. One rank moves nothing.
+int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks);
+// busbw = algbw * this factor (nccl-tests): 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 0.
+double bus_bandwidth_factor(CollectiveKind kind, int ranks);
+
+struct CollectiveTotals {
+  int64_t ops = 0;
+  int64_t bytes = 0;     // algorithmic bytes sent by this rank
+  double seconds = 0.0;  // time spent executing (not queued)
+};
+
+struct CollectiveStats {
+  std::array<CollectiveTotals, kCollectiveKinds> by_kind{};
+  const CollectiveTotals& operator[](CollectiveKind kind) const { return by_kind[static_cast<int>(kind)]; }
+  CollectiveTotals total() const;
+};
+
+namespace detail {
+struct WorkState {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::exception_ptr error;
+  double seconds = 0.0;
+};
+}  // namespace detail
+
+// The handle of an issued operation. The buffers it names must stay alive and untouched
+// until wait() returns.
+class Work {
+ public:
+  Work() = default;  // an empty handle, complete
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+  // Blocks until the operation finished; rethrows its error (every call does).
+  void wait() const;
+  bool completed() const;
+  // Execution time of the finished operation; 0 before.
+  double seconds() const;
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+class Collectives {
+ public:
+  virtual ~Collectives();
+  Collectives(const Collectives&) = delete;
+  Collectives& operator=(const Collectives&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* backend() const = 0;  // "gloo", "nccl"
+
+  // data: the same number of floats on every rank; ensures every rank holds the sum
+  // (or the mean) of all ranks' data.
+  void all_reduce(std::span<float> data, ReduceOp op = ReduceOp::sum);
+  Work all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::sum);
+
+  // data: size() * k floats, in place; ensures data[rank()*k, (rank()+1)*k) holds the
+  // reduction of that chunk over all ranks. The other chunks are left unspecified.
+  void reduce_scatter(std::span<float> data, ReduceOp op = ReduceOp::sum);
+  Work reduce_scatter_async(std::span<float> data, ReduceOp op = ReduceOp::sum);
+
+  // input: k floats; output: size() * k floats; ensures output[r*k, (r+1)*k) is rank r's
+  // input. input may be the output's own chunk (in place).
+  void all_gather(std::span<const float> input, std::span<float> output);
+  Work all_gather_async(std::span<const float> input, std::span<float> output);
+
+  // Ensures every rank's data equals root's.
+  void broadcast(std::span<float> data, int root);
+  Work broadcast_async(std::span<float> data, int root);
+
+  // Returns once every rank has entered the barrier (and every operation issued before
+  // it has finished on this rank).
+  void barrier();
+  Work barrier_async();
+
+  CollectiveStats stats() const;
+  void reset_stats();
+
+ protected:
+  Collectives() = default;
+
+  // The backend's blocking operations, called one at a time, in issue order, on the
+  // worker or the calling thread. Sizes are already checked.
+  virtual void run_all_reduce(std::span<float> data, ReduceOp op) = 0;
+  virtual void run_reduce_scatter(std::span<float> data, ReduceOp op) = 0;
+  virtual void run_all_gather(std::span<const float> input, std::span<float> output) = 0;
+  virtual void run_broadcast(std::span<float> data, int root) = 0;
+  virtual void run_barrier() = 0;
+
+  // Derived destructors call this first: it finishes queued operations and joins the
+  // worker, so no run_* runs on a half-destroyed backend.
+  void stop_worker();
+
+ private:
+  struct Task {
+    CollectiveKind kind;
+    int64_t bytes;  // the buffer's S
+    std::function<void()> run;
+    std::shared_ptr<detail::WorkState> state;
+  };
+
+  Work submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async);
+  void execute(Task& task);
+  void worker_loop();
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool busy_ = false;      // an operation is executing (worker or inline)
+  bool stopping_ = false;
+  std::thread worker_;
+  CollectiveStats stats_;
+};
+
+}  // namespace quartet::transport

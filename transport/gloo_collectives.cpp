@@ -1,0 +1,245 @@
+#include "transport/gloo_collectives.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace quartet::transport {
+namespace {
+
+// Our own slot prefix for the ring reduce-scatter; Gloo's collectives use 0x01..0x08.
+constexpr uint8_t kReduceScatterSlotPrefix = 0x51;
+
+// out = a + b elementwise; out may be a or b. Compiled with the project's flags, so it
+// vectorises for this CPU (the packaged Gloo is built without AVX).
+void sum_floats(void* out, const void* a, const void* b, size_t n) {
+  float* o = static_cast<float*>(out);
+  const float* x = static_cast<const float*>(a);
+  const float* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void scale(std::span<float> data, float factor) {
+  for (float& v : data) v *= factor;
+}
+
+class GlooCollectives final : public Collectives {
+ public:
+  GlooCollectives(gloo::rendezvous::Store& store, int rank, int size, const GlooOptions& options)
+      : options_(options) {
+    if (size < 1 || rank < 0 || rank >= size)
+      throw std::invalid_argument("gloo: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                                  " is not a valid rank");
+    gloo::transport::tcp::attr attr;
+    attr.ai_family = AF_INET;
+    if (!options.interface.empty())
+      attr.iface = options.interface;
+    else
+      attr.hostname = options.hostname;
+    try {
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+      context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      context_->setTimeout(options.timeout);
+      context_->connectFullMesh(store, device_);
+      // A rank returns from connectFullMesh before its peers finish their handshakes;
+      // one that went away then would break theirs. Return once everyone is connected.
+      if (size > 1) {
+        gloo::BarrierOptions opts(context_);
+        opts.setTag(0);
+        opts.setTimeout(options.timeout);
+        gloo::barrier(opts);
+      }
+    } catch (const std::exception& e) {
+      throw std::runtime_error("gloo rendezvous failed for rank " + std::to_string(rank) + " of " +
+                               std::to_string(size) + " (listening on " +
+                               (options.interface.empty() ? options.hostname : options.interface) + "): " + e.what());
+    }
+  }
+
+  ~GlooCollectives() override { stop_worker(); }
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  const char* backend() const override { return "gloo"; }
+
+ protected:
+  void run_all_reduce(std::span<float> data, ReduceOp op) override {
+    if (size() > 1) {
+      guarded("all_reduce", [&](uint32_t tag) {
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(data.data(), data.size());
+        opts.setReduceFunction(&sum_floats);
+        opts.setTag(tag);
+        opts.setTimeout(options_.timeout);
+        opts.setMaxSegmentSize(options_.max_segment_bytes);
+        gloo::allreduce(opts);
+      });
+    }
+    if (op == ReduceOp::average) scale(data, 1.0f / static_cast<float>(size()));
+  }
+
+  void run_reduce_scatter(std::span<float> data, ReduceOp op) override {
+    const size_t chunk = data.size() / static_cast<size_t>(size());
+    if (size() > 1) guarded("reduce_scatter", [&](uint32_t tag) { ring_reduce_scatter(data, tag); });
+    if (op == ReduceOp::average)
+      scale(data.subspan(static_cast<size_t>(rank()) * chunk, chunk), 1.0f / static_cast<float>(size()));
+  }
+
+  void run_all_gather(std::span<const float> input, std::span<float> output) override {
+    float* own = output.data() + static_cast<size_t>(rank()) * input.size();
+    const bool in_place = input.data() == own;
+    if (size() == 1) {
+      if (!in_place) std::memmove(own, input.data(), input.size_bytes());
+      return;
+    }
+    guarded("all_gather", [&](uint32_t tag) {
+      gloo::AllgatherOptions opts(context_);
+      // Gloo primes the output with the input itself; in place it needs no input.
+      if (!in_place) opts.setInput(const_cast<float*>(input.data()), input.size());
+      opts.setOutput(output.data(), output.size());
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::allgather(opts);
+    });
+  }
+
+  void run_broadcast(std::span<float> data, int root) override {
+    if (size() == 1) return;
+    guarded("broadcast", [&](uint32_t tag) {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(data.data(), data.size());
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::broadcast(opts);
+    });
+  }
+
+  void run_barrier() override {
+    if (size() == 1) return;
+    guarded("barrier", [&](uint32_t tag) {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  // Runs one Gloo operation with the next tag; Gloo's errors become runtime_errors
+  // that say which operation on which rank failed.
+  template <typename F>
+  void guarded(const char* what, F&& f) {
+    const uint32_t tag = next_tag_++;
+    try {
+      f(tag);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("gloo ") + what + " failed on rank " + std::to_string(rank()) + " of " +
+                               std::to_string(size()) + ": " + e.what());
+    }
+  }
+
+  // Ring reduce-scatter in place over data = size() chunks of k floats. At ring step s
+  // (0..N-2) rank r sends chunk r-s-1 to r+1 and adds chunk r-s-2 from r-1 into its own
+  // copy, so after N-1 steps chunk r holds all ranks' sum. Each chunk moves as m >= 2
+  // segments with two in flight: the addition of one overlaps the transfer of the next.
+  void ring_reduce_scatter(std::span<float> data, uint32_t tag) {
+    const int n = size();
+    const int r = rank();
+    const size_t k = data.size() / static_cast<size_t>(n);
+    const size_t max_segment = std::max<size_t>(1, options_.max_segment_bytes / sizeof(float));
+    const size_t m = std::max<size_t>(2, (k + max_segment - 1) / max_segment);
+    const size_t segment = (k + m - 1) / m;
+    const int right = (r + 1) % n;
+    const int left = (r + n - 1) % n;
+    const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+
+    std::vector<float> tmp(2 * segment);
+    auto data_buf = context_->createUnboundBuffer(data.data(), data.size_bytes());
+    auto tmp_buf = context_->createUnboundBuffer(tmp.data(), tmp.size() * sizeof(float));
+
+    struct Io {
+      size_t send_offset, recv_offset, length;  // floats
+    };
+    auto io = [&](size_t i) {
+      const int s = static_cast<int>(i / m);
+      const size_t j = i % m;
+      const size_t send_chunk = static_cast<size_t>((r - s - 1 + 2 * n) % n);
+      const size_t recv_chunk = static_cast<size_t>((r - s - 2 + 2 * n) % n);
+      const size_t begin = std::min(j * segment, k);
+      const size_t length = std::min(segment, k - begin);
+      return Io{send_chunk * k + begin, recv_chunk * k + begin, length};
+    };
+    auto check = [&](bool ok, const char* what) {
+      if (!ok) throw std::runtime_error(std::string("reduce_scatter ") + what + " aborted");
+    };
+
+    const size_t total = static_cast<size_t>(n - 1) * m;
+    for (size_t i = 0; i < total + 2; ++i) {
+      if (i >= 2) {
+        // Finish the step issued two iterations ago: its segment from the left is
+        // added in before anything is sent from that region.
+        const Io prev = io(i - 2);
+        if (prev.length > 0) {
+          check(tmp_buf->waitRecv(options_.timeout), "receive");
+          sum_floats(data.data() + prev.recv_offset, data.data() + prev.recv_offset, tmp.data() + (i & 1) * segment,
+                     prev.length);
+          check(data_buf->waitSend(options_.timeout), "send");
+        }
+      }
+      if (i < total) {
+        const Io cur = io(i);
+        if (cur.length > 0) {
+          tmp_buf->recv(left, slot, (i & 1) * segment * sizeof(float), cur.length * sizeof(float));
+          data_buf->send(right, slot, cur.send_offset * sizeof(float), cur.length * sizeof(float));
+        }
+      }
+    }
+  }
+
+  GlooOptions options_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  uint32_t next_tag_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Collectives> make_gloo_collectives(gloo::rendezvous::Store& store, int rank, int size,
+                                                   const GlooOptions& options) {
+  return std::make_unique<GlooCollectives>(store, rank, size, options);
+}
+
+GlooOptions gloo_options_from_environment(GlooOptions base) {
+  if (const char* v = std::getenv("QUARTET_GLOO_HOST"); v && *v) base.hostname = v;
+  if (const char* v = std::getenv("QUARTET_GLOO_IFACE"); v && *v) base.interface = v;
+  if (const char* v = std::getenv("QUARTET_GLOO_TIMEOUT_S"); v && *v) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(s > 0))
+      throw std::invalid_argument(std::string("QUARTET_GLOO_TIMEOUT_S: expected seconds > 0, got \"") + v + "\"");
+    base.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+  }
+  if (const char* v = std::getenv("QUARTET_GLOO_SEGMENT_BYTES"); v && *v) {
+    char* end = nullptr;
+    const long long b = std::strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || b < 4)
+      throw std::invalid_argument(std::string("QUARTET_GLOO_SEGMENT_BYTES: expected bytes >= 4, got \"") + v + "\"");
+    base.max_segment_bytes = static_cast<size_t>(b);
+  }
+  return base;
+}
+
+}  // namespace quartet::transport
