@@ -1,8 +1,7 @@
 #include "experiments/launcher.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,20 +11,23 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
-#include <random>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "engine/safetensors.h"
 #include "engine/threads.h"
 #include "experiments/environment.h"
+#include "experiments/process.h"
 #include "experiments/progress.h"
 #include "experiments/results.h"
 #include "experiments/wiring.h"
+#include "trainers/metrics.h"
 #include "trainers/regime.h"
+#include "transport/connection.h"
+#include "transport/coordinator.h"
 #include "workloads/sampler.h"
-
-extern char** environ;
 
 namespace quartet::experiments {
 namespace {
@@ -54,24 +56,6 @@ class SignalGuard {
  private:
   struct sigaction old_int_ {}, old_term_ {};
 };
-
-fs::path self_exe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("cannot find the quartet executable (/proc/self/exe)");
-  return p;
-}
-
-std::string random_token() {
-  std::random_device rd("/dev/urandom");
-  std::ostringstream out;
-  for (int i = 0; i < 4; ++i) {
-    char buf[9];
-    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(rd()));
-    out << buf;
-  }
-  return out.str();
-}
 
 std::string timestamp() {
   std::time_t t = std::time(nullptr);
@@ -102,38 +86,19 @@ struct Child {
   std::string partial;
   int status = -1;  // exit status once reaped
   bool done = false;
+  bool remote = false;  // started by someone on another host; seen through the coordinator
 };
 
 pid_t spawn_role(const fs::path& exe, const fs::path& run_dir, const std::string& arm, const std::string& role,
-                 bool resume, const fs::path& log, int threads, const std::string& token) {
-  std::vector<std::string> args{"quartet", "role", "--run-dir", run_dir.string(), "--arm", arm, "--role", role};
-  if (resume) args.push_back("--resume");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  // The token travels in the environment, never in argv (ps shows argv to everyone).
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "QUARTET_THREADS=", 16) == 0 || std::strncmp(*e, "QUARTET_TOKEN=", 14) == 0) continue;
-    env.emplace_back(*e);
-  }
-  env.push_back("QUARTET_THREADS=" + std::to_string(threads));
-  env.push_back("QUARTET_TOKEN=" + token);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start role " + role + ": " + std::strerror(rc));
-  return pid;
+                 bool resume, const fs::path& log, int threads, const transport::Coordinator& coordinator) {
+  SpawnOptions o;
+  o.args = {"role", "--run-dir", run_dir.string(), "--arm", arm, "--role", role};
+  if (resume) o.args.push_back("--resume");
+  o.env = {{"QUARTET_THREADS", std::to_string(threads)},
+           {"QUARTET_TOKEN", coordinator.token()},
+           {"QUARTET_COORDINATOR", coordinator.address()}};
+  o.log = log;
+  return spawn_process(exe, o);
 }
 
 // New complete lines of a child's record file.
@@ -165,26 +130,98 @@ std::string last_error_line(const fs::path& log) {
   return last.empty() ? "no message (see " + log.string() + ")" : last;
 }
 
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
-  return "unknown status";
-}
-
 struct ArmOutcome {
   std::string status;  // finished, failed, interrupted
   json summary;
 };
 
+// The run's coordinator and what it hears: remote roles' records go into the same
+// record files as local roles' own appends; vanished roles fail their arm.
+class RunCoordinator {
+ public:
+  RunCoordinator(const fs::path& run_dir, const std::string& listen) : run_dir_(run_dir) {
+    transport::CoordinatorOptions o;
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) {
+      o.host = listen;
+    } else {
+      try {
+        std::tie(o.host, o.port) = transport::parse_host_port(listen);
+      } catch (const std::invalid_argument& e) {
+        throw InputError(std::string("--listen: ") + e.what());
+      }
+    }
+    if (const char* t = std::getenv("QUARTET_TOKEN"); t && *t) o.token = t;
+    o.on_record = [this](const transport::RoleId& from, std::string_view record) { write(from, record); };
+    o.on_vanished = [this](const transport::RoleId& role, const std::string& reason) {
+      std::lock_guard lock(mutex_);
+      vanished_[role.arm + "/" + role.role] = reason;
+    };
+    try {
+      coordinator_ = std::make_unique<transport::Coordinator>(std::move(o));
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--listen ") + listen + ": " + e.what());
+    }
+  }
+
+  const transport::Coordinator& coordinator() const { return *coordinator_; }
+  transport::Coordinator& coordinator() { return *coordinator_; }
+
+  // Why `role` of `arm` vanished, or "" while it has not.
+  std::string vanished(const std::string& arm, const std::string& role) const {
+    std::lock_guard lock(mutex_);
+    auto it = vanished_.find(arm + "/" + role);
+    return it == vanished_.end() ? "" : it->second;
+  }
+
+  // Whether a remote role has joined, and whether it has said goodbye.
+  std::pair<bool, bool> remote_state(const std::string& arm, const std::string& role) const {
+    for (const transport::RoleStatus& r : coordinator_->roles())
+      if (r.id.arm == arm && r.id.role == role) return {true, r.left};
+    return {false, false};
+  }
+
+  void close_writers() {
+    std::lock_guard lock(mutex_);
+    writers_.clear();
+  }
+
+ private:
+  void write(const transport::RoleId& from, std::string_view record) {
+    json j = json::parse(record, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return;  // not a record: nothing to keep
+    std::lock_guard lock(mutex_);
+    const std::string key = from.arm + "/" + from.role;
+    auto& w = writers_[key];
+    if (!w) {
+      const fs::path dir = run_dir_ / from.arm / "roles";
+      if (!fs::is_directory(dir)) return;  // an arm this run does not have
+      w = std::make_unique<trainers::JsonlWriter>(trainers::records_path(run_dir_ / from.arm, from.role).string());
+    }
+    w->write(j);
+  }
+
+  fs::path run_dir_;
+  std::unique_ptr<transport::Coordinator> coordinator_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::string> vanished_;
+  std::map<std::string, std::unique_ptr<trainers::JsonlWriter>> writers_;
+};
+
+// How long a remote role may take to join before its arm fails.
+constexpr auto kRemoteJoinTimeout = std::chrono::minutes(10);
+
 ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const ExperimentSpec& spec, const ArmSpec& arm,
-                   int index, int64_t train_size, bool resume, Progress& progress) {
+                   int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
   fs::create_directories(arm_dir / "roles");
   const trainers::TrainConfig cfg = train_config(spec, arm);
   const std::vector<std::string> roles = trainers::make_regime(arm.regime)->roles(cfg);
+  const int local_roles = static_cast<int>(roles.size() - arm.remote.size());
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / static_cast<int>(roles.size()));
-  const std::string token = random_token();
+  const int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / std::max(1, local_roles));
+  rc.coordinator().declare_arm(arm.name, static_cast<int>(roles.size()),
+                               json{{"spec", spec.json}, {"arm", arm.name}}.dump());
 
   int64_t total = cfg.epochs * workloads::batches_per_epoch(train_size, cfg.batch) * cfg.batch;
   if (cfg.max_steps > 0) total = std::min(total, cfg.max_steps * cfg.batch);
@@ -196,41 +233,70 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     c.role = role;
     c.records = trainers::records_path(arm_dir, role);
     c.log = arm_dir / "roles" / (role + ".log");
+    c.remote = std::find(arm.remote.begin(), arm.remote.end(), role) != arm.remote.end();
     children.push_back(std::move(c));
   }
-  for (Child& c : children) c.pid = spawn_role(exe, run_dir, arm.name, c.role, resume, c.log, threads, token);
+  for (Child& c : children) {
+    if (c.remote) {
+      std::cerr << "quartet: arm " << arm.name << " waits for role " << c.role << " from another host: run there\n"
+                << "  QUARTET_TOKEN=<the run's token> quartet role --coordinator "
+                << rc.coordinator().address() << " --arm " << arm.name << " --role " << c.role << "\n";
+      continue;
+    }
+    c.pid = spawn_role(exe, run_dir, arm.name, c.role, resume, c.log, threads, rc.coordinator());
+  }
 
   std::string failure;
   bool interrupted = false;
+  const auto started = std::chrono::steady_clock::now();
   auto drain = [&](Child& c) {
     for (const json& r : read_new_records(c)) progress.step(arm.name, r);
+  };
+  auto fail = [&](const std::string& why) {
+    if (failure.empty() && !g_signal) failure = why;
   };
   for (;;) {
     bool all_done = true;
     for (Child& c : children) {
       drain(c);
       if (c.done) continue;
+      if (const std::string why = rc.vanished(arm.name, c.role); !why.empty())
+        fail("role " + c.role + " vanished: " + why);
+      if (c.remote) {
+        const auto [joined, left] = rc.remote_state(arm.name, c.role);
+        if (left) {
+          c.done = true;
+          drain(c);
+        } else {
+          all_done = false;
+          if (!joined && std::chrono::steady_clock::now() - started > kRemoteJoinTimeout)
+            fail("remote role " + c.role + " did not join within 10 minutes");
+        }
+        continue;
+      }
       int status = 0;
       const pid_t r = waitpid(c.pid, &status, WNOHANG);
       if (r == c.pid) {
         c.done = true;
         c.status = status;
         drain(c);
-        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failure.empty() && !g_signal)
-          failure = "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log);
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+          fail("role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log));
       } else {
         all_done = false;
       }
     }
     if (all_done) break;
-    if (g_signal && !interrupted) {
-      interrupted = true;
+    if (g_signal || !failure.empty()) {
+      interrupted = interrupted || g_signal;
+      bool local_left = false;
       for (Child& c : children)
-        if (!c.done) kill(c.pid, SIGTERM);
-    }
-    if (!failure.empty()) {  // one role gone: the others cannot finish the arm
-      for (Child& c : children)
-        if (!c.done) kill(c.pid, SIGTERM);
+        if (!c.done && !c.remote) {
+          kill(c.pid, SIGTERM);
+          local_left = true;
+        }
+      // Remote roles cannot be stopped from here; they stop when the coordinator closes.
+      if (!local_left) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -318,7 +384,14 @@ int run_experiment(const RunOptions& opt) {
 
   SignalGuard signals;
   g_signal = 0;
-  const fs::path exe = self_exe();
+  const fs::path exe = self_executable();
+  RunCoordinator coordinator(run_dir, opt.listen);
+  if (!std::getenv("QUARTET_TOKEN")) {
+    // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
+    const fs::path token_file = run_dir / "token";
+    write_file_atomically(token_file, coordinator.coordinator().token() + "\n");
+    ::chmod(token_file.c_str(), 0600);
+  }
   progress->run_started(run_dir.string(), static_cast<int>(spec.arms.size()));
   std::vector<json> summaries;
   bool failed = false, interrupted = false;
@@ -331,7 +404,8 @@ int run_experiment(const RunOptions& opt) {
     }
     status["arms"][arm.name] = "running";
     write_json_atomically(run_dir / "run.json", status);
-    ArmOutcome outcome = run_arm(exe, run_dir, spec, arm, static_cast<int>(i), train_size, resume, *progress);
+    ArmOutcome outcome =
+        run_arm(exe, run_dir, spec, arm, static_cast<int>(i), train_size, resume, *progress, coordinator);
     status["arms"][arm.name] = outcome.status;
     summaries.push_back(outcome.summary);
     failed = failed || outcome.status == "failed";
@@ -340,6 +414,8 @@ int run_experiment(const RunOptions& opt) {
       break;
     }
   }
+  coordinator.coordinator().stop();
+  coordinator.close_writers();
   status["status"] = interrupted ? "interrupted" : failed ? "failed" : "finished";
   write_json_atomically(run_dir / "run.json", status);
   const std::string table = summary_table(spec.name, summaries);
@@ -353,23 +429,71 @@ int run_experiment(const RunOptions& opt) {
   return failed ? 1 : 0;
 }
 
-int run_role(const fs::path& run_dir, const std::string& arm_name, const std::string& role, bool resume) {
-  const json saved = read_json(run_dir / "spec.json");
-  const ExperimentSpec spec = parse_spec(saved.at("spec"));
-  const ArmSpec& arm = spec.arm(arm_name);
+int run_role(const RoleOptions& opt) {
   if (const char* t = std::getenv("QUARTET_THREADS")) engine::set_compute_threads(std::max(1, std::atoi(t)));
+  // Local roles learn the coordinator from the environment; remote ones from --coordinator.
+  std::string address = opt.coordinator;
+  if (address.empty())
+    if (const char* c = std::getenv("QUARTET_COORDINATOR")) address = c;
+  std::unique_ptr<transport::CoordinatorClient> client;
+  if (!address.empty()) {
+    transport::ClientOptions co;
+    try {
+      std::tie(co.host, co.port) = transport::parse_host_port(address);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(std::string("--coordinator: ") + e.what());
+    }
+    co.arm = opt.arm;
+    co.role = opt.role;
+    client = std::make_unique<transport::CoordinatorClient>(co);
+  }
+
+  json spec_json;
+  fs::path run_dir = opt.run_dir;
+  const bool remote = !opt.coordinator.empty();
+  if (remote) {
+    const json settings = json::parse(client->settings_json(), nullptr, false);
+    if (!settings.is_object() || !settings.contains("spec"))
+      throw std::runtime_error("the coordinator at " + address + " has no arm named " + opt.arm);
+    spec_json = settings["spec"];
+    run_dir = opt.work_dir.empty() ? fs::path("quartet-role-" + opt.arm + "-" + opt.role) : opt.work_dir;
+    fs::create_directories(run_dir / opt.arm / "roles");
+  } else {
+    spec_json = read_json(run_dir / "spec.json").at("spec");
+  }
+  const ExperimentSpec spec = parse_spec(spec_json);
+  const ArmSpec& arm = spec.arm(opt.arm);
   std::unique_ptr<workloads::Workload> wl = load_workload(spec);
+  if (remote && !fs::exists(run_dir / "init.safetensors"))  // same seed, same weights as the run's
+    engine::save_safetensors((run_dir / "init.safetensors").string(),
+                             wl->make_model(spec.workload.model, spec.seed)->state_dict());
   std::unique_ptr<trainers::Regime> regime = trainers::make_regime(arm.regime);
   trainers::RoleContext ctx;
   ctx.arm = arm.name;
-  ctx.role = role;
+  ctx.role = opt.role;
   ctx.arm_dir = run_dir / arm.name;
   ctx.init_weights = run_dir / "init.safetensors";
   ctx.model_name = spec.workload.model;
   ctx.config = train_config(spec, arm);
   ctx.workload = wl.get();
-  ctx.resume = resume;
+  ctx.resume = opt.resume;
+  if (remote) ctx.on_record = [&client](const std::string& line) { client->send_record(line); };
+  ctx.coordinator = client.get();
+  {
+    const std::vector<std::string> roles = regime->roles(ctx.config);
+    const auto it = std::find(roles.begin(), roles.end(), opt.role);
+    if (it == roles.end()) {
+      std::string known;
+      for (const auto& r : roles) known += (known.empty() ? "" : ", ") + r;
+      throw InputError("--role " + opt.role + ": not a role of arm " + arm.name + " (" + arm.regime +
+                       "); its roles are: " + known);
+    }
+    ctx.rank = static_cast<int>(it - roles.begin());  // a role's rank is its place in the regime's list
+  }
+  for (const json& a : spec.json.at("arms"))
+    if (a.at("name") == arm.name) ctx.arm_settings = a;
   regime->run_role(ctx);
+  if (client) client->leave();
   return 0;
 }
 

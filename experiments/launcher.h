@@ -11,6 +11,7 @@ struct RunOptions {
   std::string init;                   // initial weights (safetensors); empty: from the seed
   std::filesystem::path resume;       // continue this run folder
   std::string progress = "bar";       // bar, jsonl or none
+  std::string listen = "127.0.0.1";   // the coordinator's address: HOST or HOST:PORT
 };
 
 // `quartet run`: makes the run folder, runs the arms one after another, each as its
@@ -19,7 +20,18 @@ struct RunOptions {
 // printed), 130 interrupted (finished arms' results kept, the run marked interrupted).
 int run_experiment(const RunOptions& options);
 
-// `quartet role`: one role of one arm, inside a run folder made by run_experiment.
-int run_role(const std::filesystem::path& run_dir, const std::string& arm, const std::string& role, bool resume);
+struct RoleOptions {
+  std::filesystem::path run_dir;  // a local role: the run folder made by run_experiment
+  std::string coordinator;        // a remote role: HOST:PORT of the run's coordinator
+  std::filesystem::path work_dir; // a remote role: where its checkpoints and weights go
+  std::string arm;
+  std::string role;
+  bool resume = false;
+};
+
+// `quartet role`: one role of one arm. A local role (run_dir) reads the spec from the
+// run folder and appends its records there; a remote role (coordinator, token in
+// QUARTET_TOKEN) gets the spec from the coordinator and sends its records to it.
+int run_role(const RoleOptions& options);
 
 }  // namespace quartet::experiments

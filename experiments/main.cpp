@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bar", "jsonl", "none"}));
   run_cmd->add_option("--init", run.init, "initial weights for every arm (safetensors); default: from the seed");
   run_cmd->add_option("--resume", run.resume, "continue an interrupted run folder");
+  run_cmd->add_option("--listen", run.listen,
+                      "the coordinator's address, HOST or HOST:PORT (default 127.0.0.1, a fresh port); another "
+                      "address lets roles on other hosts join");
 
   std::string validate_path;
   auto* validate_cmd = app.add_subcommand("validate", "Check an experiment file; exit code 2 with the reason if bad");
@@ -110,14 +113,17 @@ int main(int argc, char** argv) {
   auto* schema_cmd = app.add_subcommand("schema", "Print the experiment file's JSON Schema");
   schema_cmd->add_flag("--markdown", schema_markdown, "print the fields as a Markdown table instead");
 
-  std::filesystem::path role_run;
-  std::string role_arm, role_name;
-  bool role_resume = false;
-  auto* role_cmd = app.add_subcommand("role", "Run one role of an arm (started by quartet run)");
-  role_cmd->add_option("--run-dir", role_run, "run folder")->required();
-  role_cmd->add_option("--arm", role_arm, "arm name")->required();
-  role_cmd->add_option("--role", role_name, "role name")->required();
-  role_cmd->add_flag("--resume", role_resume, "continue from the arm's checkpoint");
+  RoleOptions role;
+  auto* role_cmd = app.add_subcommand(
+      "role", "Run one role of an arm: started by quartet run, or by hand on another host with --coordinator "
+              "(the run's token in QUARTET_TOKEN)");
+  auto* role_run_opt = role_cmd->add_option("--run-dir", role.run_dir, "run folder (a role started by quartet run)");
+  role_cmd->add_option("--coordinator", role.coordinator, "HOST:PORT of the run's coordinator (a remote role)")
+      ->excludes(role_run_opt);
+  role_cmd->add_option("--work-dir", role.work_dir, "remote role: folder for its checkpoints and weights");
+  role_cmd->add_option("--arm", role.arm, "arm name")->required();
+  role_cmd->add_option("--role", role.role, "role name")->required();
+  role_cmd->add_flag("--resume", role.resume, "continue from the arm's checkpoint");
 
   try {
     app.parse(argc, argv);
@@ -143,7 +149,13 @@ int main(int argc, char** argv) {
       else std::cout << to_json_schema(spec_schema(), "Quartet experiment").dump(2) << "\n";
       return 0;
     }
-    if (*role_cmd) return run_role(role_run, role_arm, role_name, role_resume);
+    if (*role_cmd) {
+      if (role.run_dir.empty() == role.coordinator.empty()) {
+        std::cerr << "quartet role: give --run-dir (started by quartet run) or --coordinator HOST:PORT\n";
+        return 2;
+      }
+      return run_role(role);
+    }
   } catch (const SpecError& e) {
     std::cerr << "quartet: " << e.what() << "\n";
     return 2;
