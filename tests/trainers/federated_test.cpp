@@ -1,0 +1,293 @@
+// The federated regime end to end in one process: an in-process coordinator on
+// 127.0.0.1:0, the server and pool roles as threads over the real transport, and a
+// hand-written client where a test needs one that misbehaves.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "engine/safetensors.h"
+#include "engine/threads.h"
+#include "trainers/fl_client.h"
+#include "trainers/fl_protocol.h"
+#include "trainers/fl_roles.h"
+#include "trainers/local_loop.h"
+#include "trainers/regime.h"
+#include "trainers/regimes.h"
+#include "transport/coordinator.h"
+#include "transport/messages.h"
+#include "workloads/workload.h"
+
+namespace quartet::trainers {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+class Federated : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("federated_" + std::to_string(::getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    workloads::WorkloadConfig wc;
+    wc.name = "synthetic";
+    wc.model = "mlp";
+    wc.train_limit = 256;
+    wc.test_limit = 64;
+    workload_ = workloads::make_workload(wc);
+    init_ = root_ / "init.safetensors";
+    engine::save_safetensors(init_.string(), workload_->make_model("mlp", 3)->state_dict());
+    coordinator_ = std::make_unique<transport::Coordinator>(transport::CoordinatorOptions{});
+    // Roles share this process: one compute thread each, so concurrent OpenMP teams do
+    // not change reduction orders from run to run (processes each have their own).
+    engine::set_compute_threads(1);
+  }
+  void TearDown() override {
+    coordinator_.reset();
+    fs::remove_all(root_);
+  }
+
+  std::unique_ptr<transport::CoordinatorClient> join(const std::string& arm, const std::string& role) {
+    transport::ClientOptions o;
+    o.host = "127.0.0.1";
+    o.port = coordinator_->port();
+    o.token = coordinator_->token();
+    o.arm = arm;
+    o.role = role;
+    return std::make_unique<transport::CoordinatorClient>(o);
+  }
+
+  RoleContext context(const std::string& arm, const std::string& role, const json& settings, int64_t batch) {
+    RoleContext c;
+    c.arm = arm;
+    c.role = role;
+    c.arm_dir = root_ / arm;
+    fs::create_directories(c.arm_dir / "roles");
+    c.init_weights = init_;
+    c.model_name = "mlp";
+    c.config.batch = batch;
+    c.config.eval_batch = 64;
+    c.config.optimizer = {.name = "sgd", .lr = 0.1f};
+    c.config.seed = 5;
+    c.config.arm_settings = settings;
+    c.arm_settings = settings;
+    c.workload = workload_.get();
+    return c;
+  }
+
+  // Runs every role of the arm but `skip` as threads; rethrows the first failure.
+  void run_arm(const std::string& arm, const json& settings, int64_t batch, const std::vector<std::string>& skip = {},
+               bool resume = false) {
+    auto regime = make_regime("federated");
+    RoleContext probe = context(arm, "server", settings, batch);
+    const auto roles = regime->roles(probe.config);
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(roles.size());
+    for (size_t i = 0; i < roles.size(); ++i) {
+      if (std::find(skip.begin(), skip.end(), roles[i]) != skip.end()) continue;
+      threads.emplace_back([&, i] {
+        try {
+          auto client = join(arm, roles[i]);
+          RoleContext ctx = context(arm, roles[i], settings, batch);
+          ctx.rank = static_cast<int>(i);
+          ctx.coordinator = client.get();
+          ctx.resume = resume;
+          regime->run_role(ctx);
+          client->leave();
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  std::vector<json> round_records(const std::string& arm) {
+    std::vector<json> out;
+    std::ifstream in(records_path(root_ / arm, "server"));
+    std::string line;
+    while (std::getline(in, line)) {
+      json j = json::parse(line);
+      if (j.value("type", "") == "step") out.push_back(j);
+    }
+    return out;
+  }
+
+  engine::NamedTensors final_weights(const std::string& arm) {
+    return engine::load_safetensors(final_weights_path(root_ / arm).string());
+  }
+
+  fs::path root_, init_;
+  std::unique_ptr<workloads::Workload> workload_;
+  std::unique_ptr<transport::Coordinator> coordinator_;
+};
+
+double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    const float* pa = a[i].second.data();
+    const float* pb = b[i].second.data();
+    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
+  }
+  return worst;
+}
+
+// FedSGD (McMahan et al. 2017): one client holding the whole training set, one local
+// step whose batch is its whole partition, is one step of `single` on the same samples.
+// The two sum the batch's gradient in different orders: 1e-6 on weights of ~0.05.
+TEST_F(Federated, OneClientOneStepOverItsPartitionEqualsOneSingleStep) {
+  const json fl = {{"clients", 1}, {"fraction", 1.0}, {"local_epochs", 1}, {"rounds", 1}, {"processes", 1}};
+  run_arm("fed", fl, 256);
+  RoleContext single = context("single", "trainer", json::object(), 256);
+  single.config.epochs = 1;
+  make_single()->run_role(single);
+  const double diff = max_abs_diff(final_weights("fed"), final_weights("single"));
+  EXPECT_LT(diff, 1e-6);
+  const auto rounds = round_records("fed");
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_DOUBLE_EQ(rounds[0]["epoch"].get<double>(), 1.0);
+  EXPECT_EQ(rounds[0]["samples"].get<int64_t>(), 256);
+}
+
+// Bytes per round are the model's bytes, down and up, per asked client, plus framing:
+// frame headers, tensor names and shapes, RoundStart and UpdateDone. Framing <= 1%.
+TEST_F(Federated, BytesPerRoundAreModelBytesTimesClientsTimesTwoPlusUnderOnePercent) {
+  const json fl = {{"clients", 4}, {"fraction", 0.5}, {"local_epochs", 1}, {"rounds", 2}, {"processes", 2},
+                   {"partition", {{"kind", "dirichlet"}, {"alpha", 0.5}}}};
+  run_arm("fed", fl, 16);
+  const auto rounds = round_records("fed");
+  ASSERT_EQ(rounds.size(), 2u);
+  int64_t previous_total = 0;
+  for (const json& r : rounds) {
+    const json& round = r["round"];
+    const int64_t model = round["model_bytes"].get<int64_t>();
+    const int64_t sampled = static_cast<int64_t>(round["sampled"].size());
+    EXPECT_EQ(sampled, 2);
+    EXPECT_EQ(round["completed"].get<int64_t>(), 2);
+    const int64_t analytic = model * sampled * 2;
+    const int64_t total = round["bytes"]["total"].get<int64_t>();
+    const double framing = static_cast<double>(total - analytic) / static_cast<double>(analytic);
+    std::printf("round %lld: model %lld B, sampled %lld, bytes %lld (analytic %lld), framing %.4f%%\n",
+                static_cast<long long>(round["index"].get<int64_t>()), static_cast<long long>(model),
+                static_cast<long long>(sampled), static_cast<long long>(total), static_cast<long long>(analytic),
+                100.0 * framing);
+    EXPECT_GT(total, analytic);
+    EXPECT_LE(framing, 0.01);
+    int64_t per_client = 0;
+    for (const json& c : round["clients"]) {
+      EXPECT_GT(c["bytes_down"].get<int64_t>(), model);
+      EXPECT_GT(c["bytes_up"].get<int64_t>(), model);
+      per_client += c["bytes_down"].get<int64_t>() + c["bytes_up"].get<int64_t>();
+    }
+    EXPECT_EQ(per_client, total);
+    // The record's cumulative counters are the sum of the rounds'.
+    EXPECT_EQ(r["bytes_sent"].get<int64_t>() + r["bytes_received"].get<int64_t>(), previous_total + total);
+    previous_total += total;
+    EXPECT_TRUE(r.contains("eval"));
+  }
+}
+
+TEST_F(Federated, CompressedUpdatesCountFewerBytesAndStillTrain) {
+  const json fp16 = {{"clients", 2}, {"rounds", 1}, {"processes", 1}, {"compress", "fp16"}};
+  run_arm("fp16", fp16, 32);
+  const json topk = {{"clients", 2}, {"rounds", 1}, {"processes", 1}, {"compress", "topk"}, {"topk_fraction", 0.1}};
+  run_arm("topk", topk, 32);
+  const json r16 = round_records("fp16").at(0)["round"], rk = round_records("topk").at(0)["round"];
+  const int64_t model = r16["model_bytes"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(r16["bytes"]["up"].get<int64_t>()), model * 2 / 2.0, model * 0.01);
+  EXPECT_NEAR(static_cast<double>(rk["bytes"]["up"].get<int64_t>()), model * 2 * 0.1 * 2.0, model * 0.01);
+  EXPECT_GT(max_abs_diff(final_weights("fp16"), engine::load_safetensors(init_.string())), 1e-4);
+}
+
+// A client that waits for its weights and then pretends to train forever (a straggler),
+// or vanishes mid-round; `behave` says which. Runs until the server closes.
+void misbehaving_client(transport::Coordinator& coord, const std::string& arm, int64_t id, bool vanish,
+                        std::atomic<int>& rounds_seen) {
+  const std::string address = *coord.kv_get(fl::server_address_key(arm), 60000ms);
+  const std::string token = *coord.kv_get(fl::server_token_key(arm), 60000ms);
+  const auto [host, port] = transport::parse_host_port(address);
+  auto conn = transport::Connection::connect(host, port, 30s);
+  transport::send_message(*conn, transport::MessageType::hello,
+                          transport::Hello{token, fl::kClientRolePrefix + std::to_string(id)}, 30s);
+  transport::receive_message<transport::Welcome>(*conn, transport::MessageType::welcome, 30s);
+  try {
+    for (;;) {
+      const transport::Frame f = conn->receive(std::chrono::minutes(5));
+      if (f.type == transport::MessageType::shutdown) return;
+      conn->receive(std::chrono::minutes(5));  // the weights
+      ++rounds_seen;
+      if (vanish) {
+        conn->close();  // as a killed process: the socket goes, nothing is said
+        return;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+}
+
+TEST_F(Federated, ClientThatVanishesMidRoundIsLeftOutAndTheRoundCompletes) {
+  const json fl = {{"clients", 3}, {"rounds", 2}, {"processes", 3}, {"min_clients", 2}};
+  std::atomic<int> seen{0};
+  std::thread bad([&] { misbehaving_client(*coordinator_, "fed", 2, /*vanish=*/true, seen); });
+  run_arm("fed", fl, 16, {"pool2"});
+  bad.join();
+  EXPECT_EQ(seen.load(), 1);
+  const auto rounds = round_records("fed");
+  ASSERT_EQ(rounds.size(), 2u);
+  for (const json& r : rounds) {
+    EXPECT_EQ(r["round"]["completed"].get<int64_t>(), 2) << r.dump();
+    EXPECT_TRUE(r["round"]["aggregated"].get<bool>());
+    ASSERT_EQ(r["round"]["dropped"].size(), 1u);
+    EXPECT_EQ(r["round"]["dropped"][0]["client"].get<int64_t>(), 2);
+  }
+  EXPECT_EQ(rounds[1]["round"]["dropped"][0]["reason"].get<std::string>(), "not connected");
+  EXPECT_TRUE(fs::exists(final_weights_path(root_ / "fed")));
+}
+
+TEST_F(Federated, StragglerPastTheDeadlineIsLeftOutAndLogged) {
+  const json fl = {{"clients", 3}, {"rounds", 2}, {"processes", 3}, {"deadline_s", 1.5}};
+  std::atomic<int> seen{0};
+  std::thread slow([&] { misbehaving_client(*coordinator_, "fed", 1, /*vanish=*/false, seen); });
+  run_arm("fed", fl, 16, {"pool1"});
+  slow.join();
+  const auto rounds = round_records("fed");
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_EQ(rounds[0]["round"]["completed"].get<int64_t>(), 2);
+  ASSERT_EQ(rounds[0]["round"]["dropped"].size(), 1u);
+  EXPECT_NE(rounds[0]["round"]["dropped"][0]["reason"].get<std::string>().find("deadline"), std::string::npos);
+  EXPECT_GE(rounds[0]["round"]["time"]["collect"].get<double>(), 1.4);
+  // Still holding round 1's work in round 2: busy, left out again.
+  EXPECT_NE(rounds[1]["round"]["dropped"][0]["reason"].get<std::string>().find("busy"), std::string::npos);
+}
+
+// The server checkpoints every round: a server that stops after round 2 of 3 and is
+// resumed ends with the same weights as a run of 3 rounds straight through.
+TEST_F(Federated, ResumedServerEndsWithTheWeightsOfAnUninterruptedRun) {
+  json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2}, {"strategy", "fedavgm"},
+             {"server_momentum", 0.9}};
+  run_arm("straight", fl, 16);
+  json two = fl;
+  two["rounds"] = 2;  // the checkpoint after round 2 is what a server killed in round 3 leaves
+  run_arm("resumed", two, 16);
+  run_arm("resumed", fl, 16, {}, /*resume=*/true);
+  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  const auto rounds = round_records("resumed");
+  ASSERT_EQ(rounds.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(rounds[i]["step"].get<int64_t>(), i + 1);
+}
+
+}  // namespace
+}  // namespace quartet::trainers

@@ -1,0 +1,165 @@
+#include "trainers/fl_strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "trainers/fl_compress.h"
+
+namespace quartet::trainers::fl {
+namespace {
+
+// Hand values chosen so every weighted sum is exact in binary: 1*1 + 3*5 = 16, / 4 = 4.
+TEST(FlStrategy, WeightedAverageIsExactOnHandValues) {
+  std::vector<ClientResult> r = {
+      {.client = 7, .samples = 1, .weights = {{1.0f, -2.0f}, {0.5f}}},
+      {.client = 2, .samples = 3, .weights = {{5.0f, 2.0f}, {0.25f}}},
+  };
+  const Params avg = weighted_average(r);
+  ASSERT_EQ(avg.size(), 2u);
+  EXPECT_EQ(avg[0][0], 4.0f);    // (1*1 + 3*5) / 4
+  EXPECT_EQ(avg[0][1], 1.0f);    // (1*-2 + 3*2) / 4
+  EXPECT_EQ(avg[1][0], 0.3125f); // (0.5 + 0.75) / 4
+}
+
+TEST(FlStrategy, WeightedAverageDoesNotDependOnArrivalOrder) {
+  std::vector<ClientResult> r;
+  for (int c = 0; c < 5; ++c)
+    r.push_back({.client = c, .samples = 3 + c, .weights = {{0.1f * c + 1e-7f, 1.0f / (c + 3)}}});
+  const Params a = weighted_average(r);
+  std::reverse(r.begin(), r.end());
+  const Params b = weighted_average(r);
+  EXPECT_EQ(a, b);
+}
+
+TEST(FlStrategy, WeightedAverageRefusesMismatchedShapesAndZeroSamples) {
+  std::vector<ClientResult> r = {{.client = 0, .samples = 1, .weights = {{1.0f}}},
+                                 {.client = 1, .samples = 1, .weights = {{1.0f, 2.0f}}}};
+  EXPECT_THROW(weighted_average(r), std::invalid_argument);
+  r[1] = {.client = 1, .samples = 0, .weights = {{1.0f}}};
+  EXPECT_THROW(weighted_average(r), std::invalid_argument);
+  EXPECT_THROW(weighted_average({}), std::invalid_argument);
+}
+
+// beta = 0, server_lr = 1 is plain FedAvg; with beta the velocity carries over.
+TEST(FlStrategy, ServerMomentumStepFollowsHsuEtAl) {
+  Params global = {{1.0f}}, velocity;
+  server_momentum_step(global, {{0.5f}}, velocity, 0.5, 1.0);  // d = 0.5, v = 0.5, g = 0.5
+  EXPECT_FLOAT_EQ(global[0][0], 0.5f);
+  EXPECT_FLOAT_EQ(velocity[0][0], 0.5f);
+  server_momentum_step(global, {{0.5f}}, velocity, 0.5, 1.0);  // d = 0, v = 0.25, g = 0.25
+  EXPECT_FLOAT_EQ(global[0][0], 0.25f);
+  EXPECT_FLOAT_EQ(velocity[0][0], 0.25f);
+}
+
+TEST(FlStrategy, FedAvgMWithoutMomentumEqualsFedAvg) {
+  std::vector<ClientResult> r = {{.client = 0, .samples = 2, .weights = {{1.0f, 3.0f}}},
+                                 {.client = 1, .samples = 2, .weights = {{3.0f, 5.0f}}}};
+  auto m = make_strategy({.name = "fedavgm", .server_momentum = 0.0, .server_lr = 1.0});
+  auto a = make_strategy({.name = "fedavg"});
+  EXPECT_EQ(m->aggregate({{0.0f, 0.0f}}, r), a->aggregate({{0.0f, 0.0f}}, r));
+  EXPECT_FALSE(m->state().empty());
+}
+
+TEST(FlStrategy, FedProxAddsMuTimesDistanceToTheGradient) {
+  std::vector<float> g = {1.0f, 1.0f};
+  add_proximal_gradient(g, std::vector<float>{2.0f, 0.0f}, std::vector<float>{1.0f, 1.0f}, 0.5f);
+  EXPECT_FLOAT_EQ(g[0], 1.5f);
+  EXPECT_FLOAT_EQ(g[1], 0.5f);
+  EXPECT_DOUBLE_EQ(make_strategy({.name = "fedprox", .mu = 0.1})->proximal_mu(), 0.1);
+  EXPECT_DOUBLE_EQ(make_strategy({.name = "fedavg"})->proximal_mu(), 0.0);
+  EXPECT_THROW(make_strategy({.name = "scaffold"}), std::invalid_argument);
+}
+
+TEST(FlStrategy, ClientSamplingIsSeededDistinctAndSized) {
+  EXPECT_EQ(clients_per_round(10, 0.5), 5);
+  EXPECT_EQ(clients_per_round(10, 0.01), 1);
+  EXPECT_EQ(clients_per_round(10, 0.1, 3), 3);
+  EXPECT_EQ(clients_per_round(3, 1.0, 1), 3);
+  const auto a = sample_clients(100, 10, 42, 3);
+  EXPECT_EQ(a, sample_clients(100, 10, 42, 3));
+  EXPECT_NE(a, sample_clients(100, 10, 42, 4));
+  EXPECT_NE(a, sample_clients(100, 10, 43, 3));
+  EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), 10u);
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  for (int64_t c : a) EXPECT_TRUE(c >= 0 && c < 100);
+  EXPECT_EQ(sample_clients(4, 4, 1, 1), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_THROW(sample_clients(4, 5, 1, 1), std::invalid_argument);
+}
+
+// Over many rounds every client is asked about equally often.
+TEST(FlStrategy, ClientSamplingIsRoughlyUniform) {
+  std::vector<int> hits(20, 0);
+  for (int r = 1; r <= 2000; ++r)
+    for (int64_t c : sample_clients(20, 5, 7, r)) ++hits[c];
+  for (int h : hits) EXPECT_NEAR(h, 500, 80);
+}
+
+TEST(FlCompress, HalfConversionRoundsToNearestEven) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);            // halfway to 65536: rounds to inf
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000);  // exactly half of it: to even (0)
+  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie: to even
+  EXPECT_EQ(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::numeric_limits<float>::quiet_NaN()))));
+  // Every half survives half -> float -> half.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaNs
+    ASSERT_EQ(float_to_half(half_to_float(static_cast<uint16_t>(h))), h) << h;
+  }
+}
+
+TEST(FlCompress, Fp16RoundTripIsWithinHalfPrecision) {
+  std::vector<float> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(std::sin(0.37f * i) * 0.01f);
+  const auto bytes = encode_fp16(v);
+  EXPECT_EQ(bytes.size(), 2 * v.size());
+  const auto back = decode_fp16(bytes, v.size());
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(back[i], v[i], std::abs(v[i]) * 1e-3 + 1e-7);
+  EXPECT_THROW(decode_fp16(bytes, v.size() + 1), std::invalid_argument);
+}
+
+TEST(FlCompress, TopKSendsTheLargestAndKeepsTheRestAsResidual) {
+  std::vector<float> residual;
+  const std::vector<float> d = {0.1f, -5.0f, 0.2f, 3.0f};
+  const auto bytes = encode_topk(d, 0.5, residual);  // k = 2
+  EXPECT_EQ(bytes.size(), 16u + 8u * 2u);
+  EXPECT_EQ(decode_topk(bytes, 4), (std::vector<float>{0.0f, -5.0f, 0.0f, 3.0f}));
+  EXPECT_EQ(residual, (std::vector<float>{0.1f, 0.0f, 0.2f, 0.0f}));
+  // Error feedback: the unsent values add to the next update.
+  const auto next = decode_topk(encode_topk(std::vector<float>{0.1f, 0.0f, 0.0f, 0.0f}, 0.25, residual), 4);
+  EXPECT_EQ(next, (std::vector<float>{0.2f, 0.0f, 0.0f, 0.0f}));
+  EXPECT_EQ(residual, (std::vector<float>{0.0f, 0.0f, 0.2f, 0.0f}));
+}
+
+// Nothing is lost: over rounds, what was sent plus what is left equals what was given.
+TEST(FlCompress, TopKErrorFeedbackConservesTheSum) {
+  std::vector<float> residual, sent(50, 0.0f), given(50, 0.0f);
+  for (int r = 0; r < 20; ++r) {
+    std::vector<float> d(50);
+    for (int i = 0; i < 50; ++i) d[i] = std::cos(0.7f * i + r) * 0.5f;
+    for (int i = 0; i < 50; ++i) given[i] += d[i];
+    const auto dense = decode_topk(encode_topk(d, 0.1, residual), 50);
+    for (int i = 0; i < 50; ++i) sent[i] += dense[i];
+  }
+  for (int i = 0; i < 50; ++i) EXPECT_NEAR(sent[i] + residual[i], given[i], 1e-5);
+}
+
+TEST(FlCompress, TopKRefusesMalformedBytes) {
+  std::vector<float> residual;
+  auto bytes = encode_topk(std::vector<float>{1.0f, 2.0f, 3.0f}, 0.5, residual);
+  EXPECT_THROW(decode_topk(bytes, 4), std::invalid_argument);
+  bytes.pop_back();
+  EXPECT_THROW(decode_topk(bytes, 3), std::invalid_argument);
+  auto bad = encode_topk(std::vector<float>{1.0f, 2.0f, 3.0f}, 0.5, residual);
+  bad[16] = std::byte{9};  // first index out of range
+  EXPECT_THROW(decode_topk(bad, 3), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace quartet::trainers::fl

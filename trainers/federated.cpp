@@ -1,0 +1,45 @@
+// The federated regime: a server role runs the rounds (trainers/fl_server.cpp), pool
+// roles host the virtual clients (trainers/fl_pool.cpp); the strategy
+// (trainers/fl_strategy.h) decides whom to ask and how to average. See docs/federated.md.
+
+#include <stdexcept>
+
+#include "trainers/fl_roles.h"
+#include "trainers/regimes.h"
+
+namespace quartet::trainers {
+namespace {
+
+class Federated : public Regime {
+ public:
+  std::vector<std::string> roles(const TrainConfig& config) const override {
+    const fl::FederatedSettings s = fl::federated_settings(config.arm_settings);
+    std::vector<std::string> out{"server"};
+    for (int64_t p = 0; p < s.processes; ++p) out.push_back("pool" + std::to_string(p));
+    return out;
+  }
+
+  void run_role(const RoleContext& ctx) const override {
+    const fl::FederatedSettings s = fl::federated_settings(ctx.arm_settings);
+    if (ctx.role == "server") return fl::run_server(ctx, s);
+    if (ctx.role.starts_with("pool")) {
+      int64_t index = -1;
+      try {
+        index = std::stoll(ctx.role.substr(4));
+      } catch (const std::exception&) {
+      }
+      if (index < 0 || index >= s.processes)
+        throw std::invalid_argument("federated: no role \"" + ctx.role + "\" (pool0..pool" +
+                                    std::to_string(s.processes - 1) + ")");
+      return fl::run_pool(ctx, s, index);
+    }
+    throw std::invalid_argument("federated: no role \"" + ctx.role + "\"; the roles are server and pool0..pool" +
+                                std::to_string(s.processes - 1));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Regime> make_federated() { return std::make_unique<Federated>(); }
+
+}  // namespace quartet::trainers

@@ -1,0 +1,92 @@
+#include "trainers/fl_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "engine/autograd.h"
+#include "trainers/metrics.h"
+#include "workloads/sampler.h"
+
+namespace quartet::trainers::fl {
+
+Params params_of(const engine::Module& m) {
+  Params p;
+  for (const auto& [name, t] : m.state_dict()) {
+    const float* d = t.data();
+    p.emplace_back(d, d + t.numel());
+  }
+  return p;
+}
+
+void load_params(engine::Module& m, const Params& p) {
+  engine::NamedTensors sd = m.state_dict();
+  if (sd.size() != p.size())
+    throw std::invalid_argument("federated weights: " + std::to_string(p.size()) + " tensors for a model of " +
+                                std::to_string(sd.size()));
+  for (size_t i = 0; i < sd.size(); ++i) {
+    engine::Tensor& t = sd[i].second;
+    if (static_cast<int64_t>(p[i].size()) != t.numel())
+      throw std::invalid_argument("federated weights: " + sd[i].first + " has " + std::to_string(p[i].size()) +
+                                  " values, the model " + std::to_string(t.numel()));
+    std::memcpy(t.data(), p[i].data(), p[i].size() * sizeof(float));
+  }
+}
+
+int64_t params_bytes(const Params& p) {
+  int64_t n = 0;
+  for (const auto& t : p) n += static_cast<int64_t>(t.size() * sizeof(float));
+  return n;
+}
+
+LocalResult train_client(engine::Model& model, const workloads::Workload& wl, const std::vector<int64_t>& indices,
+                         const Params& global, const LocalConfig& cfg, int64_t client, int64_t round) {
+  if (indices.empty()) throw std::invalid_argument("client " + std::to_string(client) + " has no samples");
+  load_params(model, global);
+  model.train();
+  const std::vector<engine::Tensor> params = model.parameters();
+  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(cfg.optimizer, params);
+  const int64_t batch = std::min<int64_t>(cfg.batch, static_cast<int64_t>(indices.size()));
+  const int64_t steps_per_epoch = workloads::batches_per_epoch(static_cast<int64_t>(indices.size()), batch);
+  const uint64_t client_seed = workloads::mix_seed(cfg.seed ^ workloads::mix_seed(0xc11e47ULL + static_cast<uint64_t>(client)));
+  const auto& train = wl.train_set();
+
+  LocalResult r;
+  double loss_sum = 0.0;
+  for (int64_t e = 0; e < cfg.local_epochs; ++e) {
+    const std::vector<int64_t> order = workloads::shuffled(indices, client_seed, (round - 1) * cfg.local_epochs + e);
+    for (int64_t b = 0; b < steps_per_epoch; ++b) {
+      Stopwatch t;
+      workloads::Batch data = workloads::gather(train, workloads::batch_at(order, batch, b));
+      r.data += t.seconds();
+      t.restart();
+      optimizer->zero_grad();
+      engine::Tensor loss = wl.loss(model.forward(data.x), data.y);
+      r.forward += t.seconds();
+      t.restart();
+      loss_sum += loss.item();
+      loss.backward();
+      r.backward += t.seconds();
+      t.restart();
+      if (cfg.mu > 0.0) {
+        for (size_t i = 0; i < params.size(); ++i) {
+          engine::Tensor g = params[i].grad();
+          if (!g.defined()) continue;
+          add_proximal_gradient({g.data(), static_cast<size_t>(g.numel())},
+                                {params[i].data(), static_cast<size_t>(params[i].numel())}, global[i],
+                                static_cast<float>(cfg.mu));
+        }
+      }
+      if (cfg.clip_grad_norm > 0.0) engine::clip_grad_norm(params, cfg.clip_grad_norm);
+      optimizer->step();
+      r.optimizer += t.seconds();
+      r.steps += 1;
+      r.samples_processed += batch;
+    }
+  }
+  r.loss = r.steps > 0 ? loss_sum / static_cast<double>(r.steps) : 0.0;
+  r.weights = params_of(model);
+  return r;
+}
+
+}  // namespace quartet::trainers::fl
