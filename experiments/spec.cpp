@@ -1,10 +1,13 @@
 #include "experiments/spec.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "trainers/regime.h"
+#include "transport/link.h"
 #include "workloads/models.h"
 #include "workloads/workload.h"
 
@@ -95,6 +98,60 @@ Field train_field() {
   return train;
 }
 
+// The federated regime's arm fields (docs/federated.md). No schema defaults: other
+// regimes' arms stay free of them; parse_spec fills them for federated arms.
+const std::vector<std::string> kFederatedFields{"clients", "fraction", "local_epochs", "rounds", "partition",
+                                                "strategy", "mu", "server_momentum", "server_lr", "deadline_s",
+                                                "min_clients", "processes", "compress", "topk_fraction"};
+
+std::vector<Field> federated_fields() {
+  Field fraction = number("fraction", "federated: fraction C of the clients sampled each round (seeded), 0 < C <= 1");
+  fraction.exclusive_minimum = 0.0;
+  fraction.maximum = 1.0;
+  Field alpha = number("alpha", "dirichlet: concentration; small is skewed", 0.5);
+  alpha.exclusive_minimum = 0.0;
+  Field partition{.name = "partition", .type = FieldType::object,
+                  .description = "federated: how the training set is split among the clients"};
+  partition.fields = {string("kind", "iid, dirichlet (label skew) or shards (McMahan et al.)", "iid",
+                             {"iid", "dirichlet", "shards"}),
+                      alpha, integer("shards_per_client", "shards: shards per client", 1, 2)};
+  Field mu = number("mu", "fedprox: weight of the proximal term (mu/2)||w - w_global||^2");
+  mu.minimum = 0.0;
+  Field momentum = number("server_momentum", "fedavgm: server momentum beta");
+  momentum.minimum = 0.0;
+  momentum.maximum = 1.0;
+  Field server_lr = number("server_lr", "fedavgm: server learning rate");
+  server_lr.exclusive_minimum = 0.0;
+  Field deadline = number("deadline_s", "federated: seconds a round waits for its clients; later updates are left out");
+  deadline.exclusive_minimum = 0.0;
+  Field topk = number("topk_fraction", "compress topk: fraction of the update's values sent");
+  topk.exclusive_minimum = 0.0;
+  topk.maximum = 1.0;
+  return {
+      integer("clients", "federated: logical clients K, each with its own partition and connection", 1),
+      fraction,
+      integer("local_epochs", "federated: local epochs E per round, at the train batch", 1),
+      integer("rounds", "federated: communication rounds", 1),
+      partition,
+      string("strategy", "federated: how the server combines updates", nullptr, {"fedavg", "fedprox", "fedavgm"}),
+      mu,
+      momentum,
+      server_lr,
+      deadline,
+      integer("min_clients", "federated: fewest updates a round averages (else it keeps the weights); <= clients", 1),
+      integer("processes", "federated: pool processes hosting the virtual clients; default min(cores, clients)", 1),
+      string("compress",
+             "federated: encoding of client updates; data_parallel: of the gradients it reduces (none, fp16)",
+             nullptr, {"none", "fp16", "topk"}),
+      topk,
+  };
+}
+
+Field link_field(json def) {
+  return string("link", "emulated link for Asio traffic (transport/link.h presets)", std::move(def),
+                transport::link_profile_names());
+}
+
 Field make_schema() {
   Field workload{.name = "workload", .type = FieldType::object, .description = "dataset, model, loss and metric",
                  .required = true};
@@ -110,15 +167,36 @@ Field make_schema() {
 
   Field arm_train{.name = "train", .type = FieldType::object,
                   .description = "overrides of the experiment's train fields for this arm", .open = true};
+  Field bucket_mb = number("bucket_mb", "data_parallel: gradient bucket size in MiB; default 25 (PyTorch DDP's)");
+  bucket_mb.exclusive_minimum = 0.0;
+  Field zero = integer("zero", "data_parallel: ZeRO stage, 1 shards the optimizer state, 2 also the gradients; "
+                       "default 0", 0);
+  zero.maximum = 2;
   Field arm{.name = "arm", .type = FieldType::object, .description = "one regime and its settings"};
   arm.fields = {
       required(string("name", "the arm's name: a folder name in the run")),
       required(string("regime", "how the model is trained", nullptr, trainers::regime_names())),
-      integer("micro_batches", "accumulate: micro-batches per optimizer step; must divide the batch", 1),
+      integer("micro_batches",
+              "accumulate: micro-batches per optimizer step; data_parallel: per rank, gradients "
+              "communicated on the last only; the batch must split evenly",
+              1),
+      integer("ranks", "data_parallel (required): processes, each batch / ranks of every batch", 1),
+      string("backend", "data_parallel: collectives, \"gloo\" (CPU) or \"nccl\" (GPU); default \"gloo\"", nullptr,
+             {"gloo", "nccl"}),
+      bucket_mb,
+      Field{.name = "sync_bn", .type = FieldType::boolean,
+            .description = "data_parallel: SyncBatchNorm, batch statistics over every rank; default false"},
+      zero,
       arm_train,
       integer("threads", "compute threads per process; 0: cores / processes of the arm", 0),
       string("device", "\"cpu\" or \"cuda:N\""),
+      Field{.name = "remote",
+            .type = FieldType::array,
+            .description = "roles this run does not start: they join from other hosts with quartet role --coordinator",
+            .items = {Field{.name = "role", .type = FieldType::string, .description = "a role of the arm's regime"}}},
+      link_field(nullptr),
   };
+  for (Field& f : federated_fields()) arm.fields.push_back(std::move(f));
   Field arms{.name = "arms", .type = FieldType::array, .description = "the arms, run one after another",
              .required = true};
   arms.minimum = 1;
@@ -131,6 +209,7 @@ Field make_schema() {
       integer("seed", "seed of the initial weights, shuffling and partitions", 0, 1),
       integer("threads", "compute threads per process; 0: cores / processes of the arm", 0, 0),
       string("device", "\"cpu\" or \"cuda:N\"", "cpu"),
+      link_field("loopback"),
       train,
       arms,
   };
@@ -162,6 +241,84 @@ bool safe_folder_name(const std::string& s) {
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
   return true;
+}
+
+// data_parallel's fields only on its arms, their defaults filled so the spec as run says
+// what ran. `compress` is shared with federated, which checks it for its own arms.
+void check_data_parallel(json& a, const std::string& path, ArmSpec& arm) {
+  static const char* const kFields[] = {"ranks", "backend", "bucket_mb", "sync_bn", "zero"};
+  if (arm.regime != "data_parallel") {
+    for (const char* f : kFields)
+      if (a.contains(f))
+        throw SpecError(path + "." + f + ": only the data_parallel regime takes " + f + ", this arm is " + arm.regime);
+    return;
+  }
+  if (!a.contains("ranks")) throw SpecError(path + ".ranks: the data_parallel regime needs ranks (an integer ≥ 1)");
+  if (!a.contains("backend")) a["backend"] = "gloo";
+  if (!a.contains("bucket_mb")) a["bucket_mb"] = 25.0;
+  if (!a.contains("sync_bn")) a["sync_bn"] = false;
+  if (!a.contains("zero")) a["zero"] = 0;
+  if (!a.contains("compress")) a["compress"] = "none";
+  if (!a.contains("micro_batches")) a["micro_batches"] = 1;
+  const int64_t ranks = a.at("ranks").get<int64_t>();
+  if (ranks > 1024) throw SpecError(path + ".ranks: expected at most 1024 ranks, got " + std::to_string(ranks));
+  arm.ranks = static_cast<int>(ranks);
+  arm.backend = a.at("backend").get<std::string>();
+  arm.bucket_mb = a.at("bucket_mb").get<double>();
+  arm.sync_bn = a.at("sync_bn").get<bool>();
+  arm.zero = static_cast<int>(a.at("zero").get<int64_t>());
+  arm.compress = a.at("compress").get<std::string>();
+  if (arm.compress != "none" && arm.compress != "fp16")
+    throw SpecError(path + ".compress: data_parallel compresses gradients as \"none\" or \"fp16\", got \"" +
+                    arm.compress + "\"");
+  if (arm.backend == "nccl")
+    throw SpecError(path + ".backend: \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; use "
+                    "\"gloo\" (CPU)");
+  const int64_t parts = arm.ranks * arm.micro_batches;
+  if (arm.train.batch % parts != 0)
+    throw SpecError(path + ".ranks: the batch " + std::to_string(arm.train.batch) + " does not split evenly over " +
+                    std::to_string(arm.ranks) + " ranks x " + std::to_string(arm.micro_batches) +
+                    " micro_batches; it must be a multiple of ranks x micro_batches (" + std::to_string(parts) + ")");
+}
+
+// Federated fields only on federated arms; their defaults filled, so the spec as run
+// says what ran (processes: min(cores, clients) of the machine that parsed it).
+void check_federated(json& a, const std::string& regime, const json& experiment_link, const std::string& path) {
+  if (regime != "federated") {
+    for (const std::string& f : kFederatedFields)
+      if (a.contains(f) && !(f == "compress" && regime == "data_parallel"))
+        throw SpecError(path + "." + f + ": only the federated regime takes " + f + ", this arm is " + regime);
+    return;
+  }
+  if (!a.contains("clients")) a["clients"] = 10;
+  const int64_t clients = a.at("clients").get<int64_t>();
+  if (!a.contains("fraction")) a["fraction"] = 1.0;
+  if (!a.contains("local_epochs")) a["local_epochs"] = 1;
+  if (!a.contains("rounds")) a["rounds"] = 1;
+  if (!a.contains("partition")) a["partition"] = json::object();
+  validate_and_fill(a["partition"], federated_fields()[4], path + ".partition");
+  if (!a.contains("strategy")) a["strategy"] = "fedavg";
+  if (!a.contains("mu")) a["mu"] = a.at("strategy") == "fedprox" ? 0.01 : 0.0;
+  if (a.at("strategy") != "fedprox" && a.at("mu").get<double>() != 0.0)
+    throw SpecError(path + ".mu: only the fedprox strategy has a proximal term, this arm's strategy is " +
+                    a.at("strategy").get<std::string>());
+  if (!a.contains("server_momentum")) a["server_momentum"] = a.at("strategy") == "fedavgm" ? 0.9 : 0.0;
+  if (!a.contains("server_lr")) a["server_lr"] = 1.0;
+  if (!a.contains("deadline_s")) a["deadline_s"] = 600.0;
+  if (!a.contains("min_clients")) a["min_clients"] = 1;
+  if (a.at("min_clients").get<int64_t>() > clients)
+    throw SpecError(path + ".min_clients: expected at most clients (" + std::to_string(clients) + "), got " +
+                    std::to_string(a.at("min_clients").get<int64_t>()));
+  if (!a.contains("processes")) {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    a["processes"] = std::min(cores, clients);
+  }
+  if (a.at("processes").get<int64_t>() > clients)
+    throw SpecError(path + ".processes: expected at most clients (" + std::to_string(clients) + "), got " +
+                    std::to_string(a.at("processes").get<int64_t>()) + "; a pool process without clients idles");
+  if (!a.contains("compress")) a["compress"] = "none";
+  if (!a.contains("topk_fraction")) a["topk_fraction"] = 0.01;
+  if (!a.contains("link")) a["link"] = experiment_link;
 }
 
 }  // namespace
@@ -226,17 +383,35 @@ ExperimentSpec parse_spec(json j) {
     if (arm.train.optimizer.nesterov && arm.train.optimizer.momentum <= 0.0)
       throw SpecError(path + ".train.optimizer.nesterov: Nesterov momentum needs momentum > 0");
     arm.micro_batches = a.value("micro_batches", int64_t{1});
-    if (a.contains("micro_batches") && arm.regime != "accumulate")
-      throw SpecError(path + ".micro_batches: only the accumulate regime takes micro_batches, this arm is " +
-                      arm.regime);
+    if (a.contains("micro_batches") && arm.regime != "accumulate" && arm.regime != "data_parallel")
+      throw SpecError(path + ".micro_batches: only the accumulate and data_parallel regimes take micro_batches, "
+                      "this arm is " + arm.regime);
     if (arm.train.batch % arm.micro_batches != 0)
       throw SpecError(path + ".micro_batches: " + std::to_string(arm.micro_batches) + " does not divide the batch " +
                       std::to_string(arm.train.batch) + "; batches must split evenly");
+    check_data_parallel(a, path, arm);
     arm.threads = static_cast<int>(a.contains("threads") ? a.at("threads").get<int64_t>() : j.at("threads").get<int64_t>());
     arm.device = a.contains("device") ? a.at("device").get<std::string>() : j.at("device").get<std::string>();
     if (arm.device != "cpu")
       throw SpecError(path + ".device: \"" + arm.device +
                       "\" is not available: this build of Quartet trains on \"cpu\" only (no CUDA backend)");
+    check_federated(a, arm.regime, j.at("link"), path);
+    if (a.contains("remote")) {
+      trainers::TrainConfig rc;
+      rc.arm_settings = a;
+      rc.ranks = arm.ranks;
+      const std::vector<std::string> roles = trainers::make_regime(arm.regime)->roles(rc);
+      for (const json& r : a.at("remote")) {
+        const std::string role = r.get<std::string>();
+        if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
+          std::string known;
+          for (const auto& k : roles) known += (known.empty() ? "\"" : ", \"") + k + "\"";
+          throw SpecError(path + ".remote: \"" + role + "\" is not a role of the " + arm.regime +
+                          " regime; its roles are " + known);
+        }
+        arm.remote.push_back(role);
+      }
+    }
     spec.arms.push_back(std::move(arm));
   }
   spec.json = std::move(j);

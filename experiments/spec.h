@@ -54,10 +54,18 @@ struct WorkloadSpec {
 struct ArmSpec {
   std::string name;
   std::string regime;
-  int64_t micro_batches = 1;
+  int64_t micro_batches = 1;  // accumulate; data_parallel: per rank
   TrainSpec train;
+  // data_parallel (docs/data_parallel.md)
+  int ranks = 1;
+  std::string backend = "gloo";  // gloo (CPU); nccl is refused by a build without CUDA
+  double bucket_mb = 25.0;       // gradient bucket size, MiB (DDP's default)
+  bool sync_bn = false;
+  int zero = 0;                  // 1: shard optimizer state; 2: also gradients
+  std::string compress = "none"; // none, fp16
   int threads = 0;  // 0: cores / processes of the arm
   std::string device = "cpu";
+  std::vector<std::string> remote;  // roles started on other hosts (quartet role --coordinator)
 };
 
 struct ExperimentSpec {

@@ -19,6 +19,7 @@ trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& ar
   c.epochs = t.epochs;
   c.batch = t.batch;
   c.micro_batches = arm.micro_batches;
+  c.ranks = arm.ranks;
   c.eval_batch = t.eval_batch;
   c.max_steps = t.max_steps;
   c.target = t.target;
@@ -38,6 +39,11 @@ trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& ar
                 s.scale_base_batch};
   c.clip_grad_norm = t.clip_grad_norm;
   c.seed = spec.seed;
+  // The arm's own fields (defaults filled by parse_spec): multi-process regimes size
+  // their roles from them.
+  if (spec.json.contains("arms"))
+    for (const auto& a : spec.json.at("arms"))
+      if (a.value("name", "") == arm.name) c.arm_settings = a;
   return c;
 }
 

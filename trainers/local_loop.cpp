@@ -11,6 +11,40 @@
 
 namespace quartet::trainers {
 
+LoopPlan plan_loop(const TrainConfig& cfg, int64_t train_size) {
+  LoopPlan p;
+  p.steps_per_epoch = workloads::batches_per_epoch(train_size, cfg.batch);
+  if (p.steps_per_epoch < 1)
+    throw std::invalid_argument("batch " + std::to_string(cfg.batch) + " is larger than the training set (" +
+                                std::to_string(train_size) + " samples)");
+  p.total_steps = cfg.epochs * p.steps_per_epoch;
+  if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
+  return p;
+}
+
+std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx) {
+  std::shared_ptr<engine::Model> model = ctx.workload->make_model(ctx.model_name, ctx.config.seed);
+  engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
+  return model;
+}
+
+void finish_step(const RoleContext& ctx, JsonlWriter& records, StepRecord& r, double wall0,
+                 const Stopwatch& clock, bool evaluate, engine::Model& model, const nlohmann::json& extra) {
+  const workloads::Workload& wl = *ctx.workload;
+  const engine::MemStats train_mem = engine::memory_stats();
+  if (evaluate) {
+    Stopwatch te;
+    const double value = wl.evaluate(model, wl.test_set(), ctx.config.eval_batch);
+    r.eval = Evaluation{wl.metric_name(), value, wl.test_set().size(), te.seconds()};
+    engine::reset_memory_peaks();
+  }
+  r.wall = wall0 + clock.seconds();
+  nlohmann::json record = to_json(r, ctx.arm, ctx.role, ctx.rank, train_mem);
+  record.update(extra);
+  records.write(record);
+  if (ctx.on_record) ctx.on_record(record.dump());
+}
+
 void train_locally(const RoleContext& ctx) {
   const TrainConfig& cfg = ctx.config;
   const workloads::Workload& wl = *ctx.workload;
@@ -18,19 +52,14 @@ void train_locally(const RoleContext& ctx) {
     throw std::invalid_argument("micro_batches " + std::to_string(cfg.micro_batches) + " does not divide batch " +
                                 std::to_string(cfg.batch));
   const workloads::ImageDataset& train = wl.train_set();
-  const int64_t steps_per_epoch = workloads::batches_per_epoch(train.size(), cfg.batch);
-  if (steps_per_epoch < 1)
-    throw std::invalid_argument("batch " + std::to_string(cfg.batch) + " is larger than the training set (" +
-                                std::to_string(train.size()) + " samples)");
+  const LoopPlan plan = plan_loop(cfg, train.size());
+  const int64_t steps_per_epoch = plan.steps_per_epoch;
   const int64_t micro = cfg.batch / cfg.micro_batches;
 
-  std::shared_ptr<engine::Model> model = wl.make_model(ctx.model_name, cfg.seed);
-  engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
+  std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   std::unique_ptr<engine::Optimizer> opt = make_optimizer(cfg.optimizer, model->parameters());
   engine::Optimizer& optimizer = *opt;
-  int64_t total_steps = cfg.epochs * steps_per_epoch;
-  if (cfg.max_steps > 0) total_steps = std::min(total_steps, cfg.max_steps);
-  const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, total_steps);
+  const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, plan.total_steps);
 
   Position pos;
   if (ctx.resume) {
@@ -78,17 +107,7 @@ void train_locally(const RoleContext& ctx) {
       r.lr = optimizer.lr();
       capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
       const bool epoch_end = b + 1 == steps_per_epoch || capped;
-      // Memory is that of training: evaluation's larger batches would otherwise set the
-      // peaks, so they are taken before it and reset after it.
-      const engine::MemStats train_mem = engine::memory_stats();
-      if (epoch_end) {
-        Stopwatch te;
-        const double value = wl.evaluate(*model, wl.test_set(), cfg.eval_batch);
-        r.eval = Evaluation{wl.metric_name(), value, wl.test_set().size(), te.seconds()};
-        engine::reset_memory_peaks();
-      }
-      r.wall = wall0 + clock.seconds();
-      records.write(to_json(r, ctx.arm, ctx.role, ctx.rank, train_mem));
+      finish_step(ctx, records, r, wall0, clock, epoch_end, *model);
       if (capped) break;
     }
     if (!capped) {

@@ -7,13 +7,15 @@
 namespace quartet::trainers {
 
 const std::vector<std::string>& regime_names() {
-  static const std::vector<std::string> names{"single", "accumulate"};
+  static const std::vector<std::string> names{"single", "accumulate", "data_parallel", "federated"};
   return names;
 }
 
 std::unique_ptr<Regime> make_regime(const std::string& name) {
   if (name == "single") return make_single();
   if (name == "accumulate") return make_accumulate();
+  if (name == "data_parallel") return make_data_parallel();
+  if (name == "federated") return make_federated();
   std::string known;
   for (const auto& n : regime_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown regime \"" + name + "\"; known regimes: " + known);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,12 +15,20 @@
 #include "trainers/optimizer.h"
 #include "workloads/workload.h"
 
+namespace quartet::transport {
+class CoordinatorClient;
+}
+
 namespace quartet::trainers {
 
 struct TrainConfig {
   int64_t epochs = 1;
   int64_t batch = 64;          // samples behind one optimizer step of the global model
-  int64_t micro_batches = 1;   // accumulate: micro-batches per step; must divide batch
+  int64_t micro_batches = 1;   // accumulate, data_parallel (per rank): micro-batches per step
+  int ranks = 1;               // data_parallel: processes, each batch / ranks of every batch
+  // The arm's regime fields as the spec gives them, defaults filled (federated: clients,
+  // processes, ...): roles() sizes multi-process arms from them. Same as RoleContext::arm_settings.
+  nlohmann::json arm_settings = nlohmann::json::object();
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;       // 0: no cap
   std::optional<double> target;
@@ -39,6 +48,14 @@ struct RoleContext {
   TrainConfig config;
   const workloads::Workload* workload = nullptr;
   bool resume = false;                 // continue from <arm_dir>/checkpoint.safetensors if present
+  // Also called with every record line the role writes (a remote role forwards them to
+  // the coordinator, which files them with the local roles' records).
+  std::function<void(const std::string& record)> on_record;
+  // This role's connection to the run's coordinator (registered as arm/role, with its
+  // rank and the arm's world size): collective bootstrap and rendezvous go through it.
+  transport::CoordinatorClient* coordinator = nullptr;
+  // The arm's settings as the spec gives them (regime-specific fields), defaults filled.
+  nlohmann::json arm_settings = nlohmann::json::object();
 };
 
 class Regime {

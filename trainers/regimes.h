@@ -8,4 +8,6 @@
 namespace quartet::trainers {
 std::unique_ptr<Regime> make_single();
 std::unique_ptr<Regime> make_accumulate();
+std::unique_ptr<Regime> make_data_parallel();
+std::unique_ptr<Regime> make_federated();
 }  // namespace quartet::trainers

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -249,6 +251,254 @@ TEST_F(Cli, InterruptedRunKeepsFinishedArmsAndResumeMatchesAnUninterruptedRun) {
   EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "finished");
   EXPECT_EQ(file_bytes(run / "acc" / "final.safetensors"), file_bytes(dir_ / "whole" / "acc" / "final.safetensors"));
   EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"), file_bytes(dir_ / "whole" / "single" / "final.safetensors"));
+}
+
+// Starts `quartet args...` in the background with output to `log` and extra environment.
+pid_t start_quartet(const std::vector<std::string>& args, const fs::path& log,
+                    const std::vector<std::string>& env = {}) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<std::string> all{QUARTET_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(QUARTET_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits for `pattern` in the file and returns the rest of that line after it.
+std::string wait_for_line(const fs::path& file, const std::string& pattern, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::istringstream lines(file_bytes(file));
+    std::string line;
+    while (std::getline(lines, line))
+      if (auto at = line.find(pattern); at != std::string::npos) return line.substr(at + pattern.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
+// A role started by hand "on another host" joins through the coordinator; its records
+// land in the run folder like a local role's.
+TEST_F(Cli, RemoteRoleJoinsThroughTheCoordinatorAndItsRecordsAreKept) {
+  json j = small_spec();
+  j["arms"] = json::array({{{"name", "single"}, {"regime", "single"}, {"remote", {"trainer"}}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
+                                       dir_ / "launcher.log");
+  const std::string address_line = wait_for_line(dir_ / "launcher.log", "--coordinator ", std::chrono::seconds(60));
+  ASSERT_FALSE(address_line.empty()) << file_bytes(dir_ / "launcher.log");
+  const std::string address = address_line.substr(0, address_line.find(' '));
+  std::string token = file_bytes(run / "token");
+  token.erase(token.find_last_not_of('\n') + 1);
+  ASSERT_EQ(token.size(), 32u);
+
+  const pid_t role = start_quartet({"role", "--coordinator", address, "--arm", "single", "--role", "trainer",
+                                    "--work-dir", (dir_ / "remote").string()},
+                                   dir_ / "role.log", {"QUARTET_TOKEN=" + token, "QUARTET_THREADS=1"});
+  EXPECT_EQ(wait_exit(role), 0) << file_bytes(dir_ / "role.log");
+  ASSERT_EQ(wait_exit(launcher), 0) << file_bytes(dir_ / "launcher.log");
+
+  // 256 samples / 32 per step, 2 epochs: 16 step records, sent over the network.
+  std::istringstream lines(file_bytes(run / "single" / "roles" / "trainer.jsonl"));
+  std::string line;
+  int steps = 0;
+  while (std::getline(lines, line)) EXPECT_EQ(json::parse(line)["step"], ++steps);
+  EXPECT_EQ(steps, 16);
+  EXPECT_EQ(json::parse(file_bytes(run / "single" / "summary.json"))["status"], "finished");
+  EXPECT_TRUE(fs::exists(dir_ / "remote" / "single" / "final.safetensors"));
+}
+
+TEST_F(Cli, RoleWithAWrongTokenIsRefused) {
+  json j = small_spec();
+  j["arms"] = json::array({{{"name", "single"}, {"regime", "single"}, {"remote", {"trainer"}}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
+                                       dir_ / "launcher.log");
+  const std::string address_line = wait_for_line(dir_ / "launcher.log", "--coordinator ", std::chrono::seconds(60));
+  ASSERT_FALSE(address_line.empty()) << file_bytes(dir_ / "launcher.log");
+  const std::string address = address_line.substr(0, address_line.find(' '));
+  const pid_t role = start_quartet({"role", "--coordinator", address, "--arm", "single", "--role", "trainer",
+                                    "--work-dir", (dir_ / "remote").string()},
+                                   dir_ / "role.log", {"QUARTET_TOKEN=00000000000000000000000000000000"});
+  EXPECT_NE(wait_exit(role), 0);
+  EXPECT_NE(file_bytes(dir_ / "role.log").find("token"), std::string::npos) << file_bytes(dir_ / "role.log");
+  kill(launcher, SIGINT);
+  EXPECT_EQ(wait_exit(launcher), 130) << file_bytes(dir_ / "launcher.log");
+}
+
+// A remote role that dies mid-run: the coordinator notices, the arm fails naming it.
+TEST_F(Cli, VanishedRemoteRoleFailsItsArmWithItsName) {
+  json j = small_spec();
+  j["train"]["epochs"] = 1000;
+  j["arms"] = json::array({{{"name", "single"}, {"regime", "single"}, {"remote", {"trainer"}}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
+                                       dir_ / "launcher.log");
+  const std::string address_line = wait_for_line(dir_ / "launcher.log", "--coordinator ", std::chrono::seconds(60));
+  ASSERT_FALSE(address_line.empty()) << file_bytes(dir_ / "launcher.log");
+  const std::string address = address_line.substr(0, address_line.find(' '));
+  std::string token = file_bytes(run / "token");
+  token.erase(token.find_last_not_of('\n') + 1);
+  const pid_t role = start_quartet({"role", "--coordinator", address, "--arm", "single", "--role", "trainer",
+                                    "--work-dir", (dir_ / "remote").string()},
+                                   dir_ / "role.log", {"QUARTET_TOKEN=" + token, "QUARTET_THREADS=1"});
+  // Let it train a little, then kill it without a goodbye.
+  ASSERT_FALSE(wait_for_line(run / "single" / "roles" / "trainer.jsonl", "\"step\":", std::chrono::seconds(120)).empty());
+  kill(role, SIGKILL);
+  wait_exit(role);
+  EXPECT_EQ(wait_exit(launcher), 1) << file_bytes(dir_ / "launcher.log");
+  const json summary = json::parse(file_bytes(run / "single" / "summary.json"));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_NE(summary["error"].get<std::string>().find("role trainer vanished"), std::string::npos) << summary["error"];
+}
+
+// Every float of a safetensors file in file order (F32 tensors only), read by hand: an
+// 8-byte little-endian header size, the JSON header, then the data.
+std::vector<float> safetensors_floats(const fs::path& p) {
+  const std::string bytes = file_bytes(p);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::vector<float> out((bytes.size() - 8 - n) / 4);
+  std::memcpy(out.data(), bytes.data() + 8 + n, out.size() * 4);
+  return out;
+}
+
+// data_parallel end to end: two rank processes rendezvous through the run's coordinator
+// and train over Gloo on 127.0.0.1; each writes its own records; the weights equal
+// single's with the same global batch. zero 2 is measured per process here (the
+// engine's memory figures are per process).
+TEST_F(Cli, DataParallelArmRunsTwoRankProcessesAndZeroTwoShardsTheirMemory) {
+  json j = small_spec();
+  j["train"]["epochs"] = 1;
+  j["arms"] = json::array({{{"name", "single"}, {"regime", "single"}},
+                           {{"name", "ddp-2"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0.1}},
+                           {{"name", "ddp-2-z2"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0.1},
+                            {"zero", 2}}});
+  const Result r = quartet({"run", write_spec(j).string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto read_records = [&](const std::string& arm, const std::string& role) {
+    std::vector<json> out;
+    std::istringstream lines(file_bytes(dir_ / "r" / arm / "roles" / (role + ".jsonl")));
+    std::string line;
+    while (std::getline(lines, line)) out.push_back(json::parse(line));
+    return out;
+  };
+  for (const char* arm : {"ddp-2", "ddp-2-z2"}) {
+    const json summary = json::parse(file_bytes(dir_ / "r" / arm / "summary.json"));
+    EXPECT_EQ(summary["status"], "finished") << arm;
+    EXPECT_EQ(summary["processes"], 2) << arm;
+    EXPECT_EQ(summary["samples"], 256) << arm;  // the arm's samples: 8 steps of the global batch
+    EXPECT_TRUE(fs::exists(dir_ / "r" / arm / "final.safetensors")) << arm;
+    for (const char* role : {"rank0", "rank1"}) {
+      const std::vector<json> recs = read_records(arm, role);
+      ASSERT_EQ(recs.size(), 8u) << arm << "/" << role;
+      EXPECT_GT(recs.back()["bytes_sent"].get<int64_t>(), 0);
+      EXPECT_EQ(recs.back()["comm"]["algorithmic"], true);
+    }
+    EXPECT_TRUE(read_records(arm, "rank0").back().contains("eval"));
+    EXPECT_FALSE(read_records(arm, "rank1").back().contains("eval"));
+    // The same update as single's up to float summation order (2e-6 on weights ~0.05).
+    const std::vector<float> a = safetensors_floats(dir_ / "r" / "single" / "final.safetensors");
+    const std::vector<float> b = safetensors_floats(dir_ / "r" / arm / "final.safetensors");
+    ASSERT_EQ(a.size(), b.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    EXPECT_LT(worst, 2e-6) << arm;
+  }
+  // Per process: the momentum buffers (zero 2 shards them) and the gradients (zero 2
+  // keeps its shard plus the bucket being filled) fall to 1/N plus one bucket.
+  for (const char* role : {"rank0", "rank1"}) {
+    const json z0 = read_records("ddp-2", role).back(), z2 = read_records("ddp-2-z2", role).back();
+    const int64_t bucket = z2["comm"]["largest_bucket_bytes"].get<int64_t>();
+    const int64_t opt0 = z0["memory"]["optimizer_state"]["peak"], opt2 = z2["memory"]["optimizer_state"]["peak"];
+    const int64_t grad0 = z0["memory"]["gradients"]["peak"], grad2 = z2["memory"]["gradients"]["peak"];
+    EXPECT_GT(opt0, 0);
+    EXPECT_LE(opt2, opt0 / 2 + bucket) << role;
+    EXPECT_LE(grad2, grad0 / 2 + bucket) << role;
+    EXPECT_LT(opt2, opt0) << role;
+  }
+}
+
+TEST_F(Cli, DataParallelBatchThatDoesNotSplitOverTheRanksExitsWith2) {
+  json j = small_spec();
+  j["arms"].push_back({{"name", "ddp-3"}, {"regime", "data_parallel"}, {"ranks", 3}});
+  expect_exit2_with(quartet({"run", write_spec(j).string(), "--out", (dir_ / "r").string()}, dir_),
+                    "spec.arms[2].ranks: the batch 32 does not split evenly over 3 ranks");
+  EXPECT_FALSE(fs::exists(dir_ / "r"));
+  j = small_spec();
+  j["arms"].push_back({{"name", "ddp-nccl"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "nccl"}});
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.arms[2].backend: \"nccl\" needs");
+}
+
+json federated_spec(int rounds) {
+  return json::parse(R"({
+    "name": "cli-fed",
+    "workload": {"name": "synthetic", "model": "mlp", "train_samples": 256, "test_samples": 64},
+    "seed": 3,
+    "threads": 1,
+    "train": {"batch": 16, "optimizer": {"lr": 0.05}},
+    "arms": [{"name": "fed", "regime": "federated", "clients": 4, "processes": 2, "fraction": 0.5,
+              "partition": {"kind": "dirichlet", "alpha": 0.5}, "rounds": )" + std::to_string(rounds) + "}]}");
+}
+
+// A small federated arm through the binary: a server and two pool processes, one
+// record per round with bytes, times and the evaluation, and a summary.
+TEST_F(Cli, FederatedArmRunsAServerAndPoolProcessesAndRecordsEveryRound) {
+  const fs::path spec = write_spec(federated_spec(2));
+  const Result r = quartet({"run", spec.string(), "--out", (dir_ / "run").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<json> rounds;
+  std::ifstream in(dir_ / "run" / "fed" / "roles" / "server.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);
+    if (j["type"] == "step") rounds.push_back(j);
+  }
+  ASSERT_EQ(rounds.size(), 2u);
+  for (const json& j : rounds) {
+    EXPECT_EQ(j["round"]["completed"], 2) << j.dump();
+    EXPECT_GT(j["round"]["bytes"]["total"].get<int64_t>(), 4 * j["round"]["model_bytes"].get<int64_t>());
+    EXPECT_TRUE(j.contains("eval"));
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "fed" / "roles" / "pool0.jsonl"));
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "fed" / "roles" / "pool1.jsonl"));
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "fed" / "final.safetensors"));
+  const json summary = json::parse(file_bytes(dir_ / "run" / "fed" / "summary.json"));
+  EXPECT_EQ(summary["status"], "finished");
+  EXPECT_EQ(summary["steps"], 2);
+}
+
+// Ctrl-C while the server is mid-run stops it (and its pools); --resume continues from
+// the server's last round checkpoint and ends with the weights of an uninterrupted run.
+TEST_F(Cli, InterruptedFederatedServerResumesToTheSameWeights) {
+  const fs::path spec = write_spec(federated_spec(60));
+  const Result whole = quartet({"run", spec.string(), "--out", (dir_ / "whole").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  const fs::path run = dir_ / "cut";
+  const pid_t pid = start_quartet({"run", spec.string(), "--out", run.string(), "--progress=none"}, dir_ / "cut.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  while (!fs::exists(run / "fed" / "checkpoint.safetensors") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 130) << file_bytes(dir_ / "cut.log");
+  EXPECT_FALSE(fs::exists(run / "fed" / "final.safetensors"));
+  const Result resumed = quartet({"run", "--resume", run.string(), "--progress=none"}, dir_);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_EQ(file_bytes(run / "fed" / "final.safetensors"), file_bytes(dir_ / "whole" / "fed" / "final.safetensors"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "experiments/schema.h"
 #include "experiments/spec.h"
+#include "trainers/regime.h"
 
 namespace quartet::experiments {
 namespace {
@@ -102,7 +103,75 @@ TEST(Spec, MicroBatchesThatDoNotDivideTheBatchAreRefused) {
 TEST(Spec, MicroBatchesOnANonAccumulateArmAreRefused) {
   json j = valid();
   j["arms"][0]["micro_batches"] = 2;
-  expect_error(j, "only the accumulate regime takes micro_batches");
+  expect_error(j, "only the accumulate and data_parallel regimes take micro_batches");
+}
+
+json with_arm(json arm) {
+  json j = valid();
+  j["arms"].push_back(std::move(arm));
+  return j;
+}
+
+TEST(Spec, DataParallelArmGetsItsDefaultsFilledIn) {
+  const ExperimentSpec s = parse_spec(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 2}}));
+  const ArmSpec& a = s.arms[2];
+  EXPECT_EQ(a.ranks, 2);
+  EXPECT_EQ(a.backend, "gloo");
+  EXPECT_DOUBLE_EQ(a.bucket_mb, 25.0);
+  EXPECT_FALSE(a.sync_bn);
+  EXPECT_EQ(a.zero, 0);
+  EXPECT_EQ(a.compress, "none");
+  EXPECT_EQ(s.json["arms"][2]["bucket_mb"], 25.0);  // the spec as run says what ran
+  EXPECT_FALSE(s.json["arms"][0].contains("ranks"));
+}
+
+TEST(Spec, DataParallelNeedsRanks) {
+  expect_error(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}}), "spec.arms[2].ranks: the data_parallel");
+}
+
+TEST(Spec, DataParallelBatchThatDoesNotSplitOverRanksIsRefused) {
+  expect_error(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 3}}),
+               "spec.arms[2].ranks: the batch 32 does not split evenly over 3 ranks x 1 micro_batches");
+  // Ranks alone divide 32, ranks x micro_batches do not: both are named.
+  expect_error(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 4}, {"micro_batches", 16}}),
+               "over 4 ranks x 16 micro_batches");
+  EXPECT_EQ(error_of(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 4}, {"micro_batches", 2}})),
+            "");
+}
+
+TEST(Spec, DataParallelFieldsOnlyOnDataParallelArms) {
+  json j = valid();
+  j["arms"][0]["ranks"] = 2;
+  expect_error(j, "spec.arms[0].ranks: only the data_parallel regime takes ranks, this arm is single");
+  j = valid();
+  j["arms"][1]["zero"] = 1;
+  expect_error(j, "spec.arms[1].zero: only the data_parallel regime takes zero");
+}
+
+TEST(Spec, DataParallelFieldValuesAreChecked) {
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 0}}), "spec.arms[2].ranks");
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"zero", 3}}),
+               "spec.arms[2].zero");
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0}}),
+               "spec.arms[2].bucket_mb");
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "mpi"}}),
+               "spec.arms[2].backend");
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"compress", "topk"}}),
+               "spec.arms[2].compress: data_parallel compresses gradients as \"none\" or \"fp16\"");
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"sync_bn", "yes"}}),
+               "spec.arms[2].sync_bn");
+}
+
+TEST(Spec, NcclBackendIsRefusedOnACpuOnlyBuild) {
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "nccl"}}),
+               "spec.arms[2].backend: \"nccl\" needs CUDA GPUs and NCCL");
+}
+
+TEST(Spec, RemoteRolesOfADataParallelArmAreItsRanks) {
+  json arm = {{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"remote", {"rank1"}}};
+  EXPECT_EQ(parse_spec(with_arm(arm)).arms[2].remote, std::vector<std::string>{"rank1"});
+  arm["remote"] = {"rank2"};
+  expect_error(with_arm(arm), "its roles are \"rank0\", \"rank1\"");
 }
 
 TEST(Spec, UnknownFieldIsRefusedListingTheAllowedOnes) {
@@ -188,7 +257,7 @@ TEST(Schema, JsonSchemaDescribesEveryTopLevelField) {
   json s = to_json_schema(spec_schema(), "Quartet experiment");
   EXPECT_EQ(s["type"], "object");
   for (const char* f : {"name", "workload", "seed", "train", "arms"}) EXPECT_TRUE(s["properties"].contains(f)) << f;
-  EXPECT_EQ(s["properties"]["arms"]["items"]["properties"]["regime"]["enum"], json({"single", "accumulate"}));
+  EXPECT_EQ(s["properties"]["arms"]["items"]["properties"]["regime"]["enum"], json(trainers::regime_names()));
   EXPECT_EQ(s["properties"]["train"]["properties"]["batch"]["minimum"], 1.0);
 }
 
@@ -206,6 +275,67 @@ TEST(Schema, SpecDocumentationListsEveryFieldAsGenerated) {
   text << in.rdbuf();
   EXPECT_NE(text.str().find(to_markdown_table(spec_schema())), std::string::npos)
       << "docs/spec.md's field table is stale; regenerate it with: build/quartet schema --markdown";
+}
+
+json federated_arm() {
+  json j = valid();
+  j["arms"] = json::array({{{"name", "fed"}, {"regime", "federated"}, {"clients", 8}, {"fraction", 0.5},
+                            {"partition", {{"kind", "dirichlet"}, {"alpha", 0.3}}}}});
+  return j;
+}
+
+TEST(Spec, FederatedArmGetsItsDefaultsFilledIn) {
+  const ExperimentSpec s = parse_spec(federated_arm());
+  const json& a = s.json["arms"][0];
+  EXPECT_EQ(a["rounds"], 1);
+  EXPECT_EQ(a["local_epochs"], 1);
+  EXPECT_EQ(a["strategy"], "fedavg");
+  EXPECT_EQ(a["compress"], "none");
+  EXPECT_EQ(a["link"], "loopback");
+  EXPECT_EQ(a["partition"]["alpha"], 0.3);
+  EXPECT_GE(a["processes"].get<int64_t>(), 1);
+  EXPECT_LE(a["processes"].get<int64_t>(), 8);
+  EXPECT_FALSE(s.json["arms"][0].contains("ranks"));
+}
+
+TEST(Spec, FederatedFieldsAreCheckedAndNamed) {
+  json j = federated_arm();
+  j["arms"][0]["fraction"] = 0.0;
+  expect_error(j, "spec.arms[0].fraction");
+  j = federated_arm();
+  j["arms"][0]["min_clients"] = 9;
+  expect_error(j, "spec.arms[0].min_clients: expected at most clients (8)");
+  j = federated_arm();
+  j["arms"][0]["partition"]["kind"] = "zipf";
+  expect_error(j, "spec.arms[0].partition.kind");
+  j = federated_arm();
+  j["arms"][0]["partition"]["alpha"] = 0.0;
+  expect_error(j, "spec.arms[0].partition.alpha");
+  j = federated_arm();
+  j["arms"][0]["strategy"] = "scaffold";
+  expect_error(j, "spec.arms[0].strategy");
+  j = federated_arm();
+  j["arms"][0]["mu"] = 0.1;  // strategy fedavg
+  expect_error(j, "spec.arms[0].mu: only the fedprox strategy");
+  j = federated_arm();
+  j["arms"][0]["link"] = "carrier-pigeon";
+  expect_error(j, "spec.arms[0].link");
+  j = federated_arm();
+  j["arms"][0]["processes"] = 9;
+  expect_error(j, "spec.arms[0].processes");
+  j = valid();
+  j["arms"][0]["clients"] = 4;  // a single arm
+  expect_error(j, "spec.arms[0].clients: only the federated regime takes clients");
+}
+
+TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
+  json j = federated_arm();
+  j["arms"][0]["processes"] = 3;
+  j["arms"][0]["remote"] = {"pool2"};
+  const ExperimentSpec s = parse_spec(j);
+  EXPECT_EQ(s.arms[0].remote, std::vector<std::string>{"pool2"});
+  j["arms"][0]["remote"] = {"pool3"};
+  expect_error(j, "\"pool3\" is not a role of the federated regime");
 }
 
 }  // namespace

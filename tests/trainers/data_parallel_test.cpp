@@ -1,0 +1,357 @@
+// data_parallel with ranks as threads of one process: a real coordinator on 127.0.0.1
+// (an OS-chosen port), one CoordinatorClient per rank, Gloo over loopback, as the
+// processes of `quartet run` do it.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "engine/memory.h"
+#include "engine/safetensors.h"
+#include "trainers/regime.h"
+#include "trainers/regimes.h"
+#include "transport/coordinator.h"
+#include "workloads/workload.h"
+
+namespace quartet::trainers {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class DataParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // A rank that fails must not leave its peers waiting Gloo's default five minutes.
+    ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0);
+  }
+
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("data_parallel_" + std::to_string(::getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void use_workload(const std::string& model, int64_t train = 512) {
+    model_ = model;
+    workloads::WorkloadConfig wc;
+    wc.name = "synthetic";
+    wc.model = model;
+    wc.train_limit = train;
+    wc.test_limit = 64;
+    workload_ = workloads::make_workload(wc);
+    init_ = root_ / "init.safetensors";
+    engine::save_safetensors(init_.string(), workload_->make_model(model, 3)->state_dict());
+  }
+
+  RoleContext context(const std::string& arm, int ranks, int64_t max_steps, json settings = json::object()) {
+    RoleContext c;
+    c.arm = arm;
+    c.arm_dir = root_ / arm;
+    fs::create_directories(c.arm_dir / "roles");
+    c.init_weights = init_;
+    c.model_name = model_;
+    c.config.batch = 64;
+    c.config.ranks = ranks;
+    c.config.max_steps = max_steps;
+    c.config.eval_batch = 64;
+    c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
+    c.config.seed = 5;
+    c.workload = workload_.get();
+    settings["regime"] = "data_parallel";
+    settings["ranks"] = ranks;
+    c.arm_settings = settings;
+    return c;
+  }
+
+  void run_single(RoleContext c) {
+    c.role = "trainer";
+    c.config.ranks = 1;
+    make_single()->run_role(c);
+  }
+
+  // Runs every rank of `c`'s arm as a thread; rethrows the first rank's error.
+  static void run_ranks(const RoleContext& c) {
+    transport::Coordinator coordinator(transport::CoordinatorOptions{});
+    std::unique_ptr<Regime> regime = make_data_parallel();
+    const std::vector<std::string> roles = regime->roles(c.config);
+    std::mutex mutex;
+    std::exception_ptr error;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < static_cast<int>(roles.size()); ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          transport::ClientOptions o;
+          o.host = coordinator.host();
+          o.port = coordinator.port();
+          o.token = coordinator.token();
+          o.arm = c.arm;
+          o.role = roles[r];
+          o.requested_rank = r;
+          o.timeout = std::chrono::seconds(120);
+          transport::CoordinatorClient client(o);
+          RoleContext mine = c;
+          mine.role = roles[r];
+          mine.rank = r;
+          mine.coordinator = &client;
+          regime->run_role(mine);
+          client.leave();
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  engine::NamedTensors final_weights(const std::string& arm) {
+    return engine::load_safetensors(final_weights_path(root_ / arm).string());
+  }
+
+  std::vector<json> records(const std::string& arm, const std::string& role) {
+    std::ifstream in(records_path(root_ / arm, role));
+    std::vector<json> out;
+    std::string line;
+    while (std::getline(in, line)) out.push_back(json::parse(line));
+    return out;
+  }
+
+  // The largest peak of `tag` any record of the arm's ranks saw (process-wide: every
+  // rank's thread together).
+  int64_t peak(const std::string& arm, int ranks, const std::string& tag) {
+    int64_t p = 0;
+    for (int r = 0; r < ranks; ++r)
+      for (const json& j : records(arm, "rank" + std::to_string(r)))
+        p = std::max(p, j["memory"][tag]["peak"].get<int64_t>());
+    return p;
+  }
+
+  fs::path root_, init_;
+  std::string model_;
+  std::unique_ptr<workloads::Workload> workload_;
+};
+
+// The largest |a - b| over all tensors (parameters and buffers), names checked.
+double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    const float* pa = a[i].second.data();
+    const float* pb = b[i].second.data();
+    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
+  }
+  return worst;
+}
+
+// Tolerance for "the same update": float sums in another order (per-rank means, then
+// the all-reduce) over 6 SGD steps with momentum on weights of magnitude ~0.05:
+// 2e-6 absolute. Measured: see the test log.
+constexpr double kSameUpdate = 2e-6;
+
+TEST_F(DataParallel, TwoRanksEqualSingleWithTheSameGlobalBatch) {
+  use_workload("mlp");
+  run_single(context("single", 1, 6));
+  run_ranks(context("ddp2", 2, 6, {{"bucket_mb", 0.1}}));
+  const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2"));
+  std::cout << "[ measured ] N=2 vs single: max |param diff| = " << diff << "\n";
+  EXPECT_LT(diff, kSameUpdate);
+  EXPECT_GT(max_abs_diff(final_weights("single"), engine::load_safetensors(init_.string())), 1e-3);
+}
+
+TEST_F(DataParallel, FourRanksEqualSingleWithTheSameGlobalBatch) {
+  use_workload("mlp");
+  run_single(context("single", 1, 6));
+  run_ranks(context("ddp4", 4, 6, {{"bucket_mb", 0.1}}));
+  const double diff = max_abs_diff(final_weights("single"), final_weights("ddp4"));
+  std::cout << "[ measured ] N=4 vs single: max |param diff| = " << diff << "\n";
+  EXPECT_LT(diff, kSameUpdate);
+}
+
+TEST_F(DataParallel, MicroBatchesPerRankEqualSingle) {
+  use_workload("mlp");
+  run_single(context("single", 1, 6));
+  RoleContext c = context("ddp2x2", 2, 6, {{"bucket_mb", 0.1}, {"micro_batches", 2}});
+  c.config.micro_batches = 2;
+  run_ranks(c);
+  const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2x2"));
+  std::cout << "[ measured ] N=2 x 2 micro-batches vs single: max |param diff| = " << diff << "\n";
+  EXPECT_LT(diff, kSameUpdate);
+  // zero 2 accumulates whole gradients on the first micro-batch, scatters on the last.
+  RoleContext z = context("ddp2x2z2", 2, 6, {{"bucket_mb", 0.1}, {"micro_batches", 2}, {"zero", 2}});
+  z.config.micro_batches = 2;
+  run_ranks(z);
+  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("ddp2x2z2")), kSameUpdate);
+}
+
+// Every rank writes one record per step; only rank 0 evaluates; bytes are the ring's.
+TEST_F(DataParallel, EveryRankRecordsStepsAndCommunication) {
+  use_workload("mlp");
+  run_ranks(context("rec", 2, 3, {{"bucket_mb", 0.1}}));
+  const std::vector<json> r0 = records("rec", "rank0"), r1 = records("rec", "rank1");
+  ASSERT_EQ(r0.size(), 3u);
+  ASSERT_EQ(r1.size(), 3u);
+  EXPECT_TRUE(r0.back().contains("eval"));
+  EXPECT_FALSE(r1.back().contains("eval"));
+  // 235,146 mlp parameters, all-reduced once a step: 2(N-1)/N * S = S bytes for N = 2.
+  const int64_t params_bytes = 235146 * 4;
+  for (const json& r : r1) {
+    EXPECT_EQ(r["rank"], 1);
+    EXPECT_EQ(r["comm"]["bytes"].get<int64_t>(), params_bytes);
+    EXPECT_GE(r["comm_exposed"].get<double>(), 0.0);
+    EXPECT_GT(r["comm"]["buckets"].get<int>(), 1);
+  }
+  EXPECT_EQ(r0[2]["samples"], 3 * 64);
+  EXPECT_EQ(r0[2]["rank_samples"], 3 * 32);
+  EXPECT_TRUE(fs::exists(final_weights_path(root_ / "rec")));
+}
+
+TEST_F(DataParallel, Fp16CompressionHalvesTheBytesAndStaysClose) {
+  use_workload("mlp");
+  run_ranks(context("plain", 2, 4, {{"bucket_mb", 0.1}}));
+  run_ranks(context("half", 2, 4, {{"bucket_mb", 0.1}, {"compress", "fp16"}}));
+  const json plain = records("plain", "rank0").back(), half = records("half", "rank0").back();
+  EXPECT_EQ(half["comm"]["bytes"].get<int64_t>() * 2, plain["comm"]["bytes"].get<int64_t>());
+  const double diff = max_abs_diff(final_weights("plain"), final_weights("half"));
+  std::cout << "[ measured ] fp16 vs fp32 all-reduce after 4 steps: max |param diff| = " << diff << "\n";
+  EXPECT_LT(diff, 1e-3);
+}
+
+// ZeRO changes where state lives, not the arithmetic: same parameters as zero 0; the
+// optimizer state (zero 1, 2) and the gradients (zero 2) of each rank fall to 1/N plus
+// at most a bucket. Ranks are threads here, so the engine's (process-wide) peaks are
+// every rank's together: N x per rank.
+TEST_F(DataParallel, ZeroOneAndTwoEqualZeroZeroWithAShardOfTheMemory) {
+  use_workload("mlp");
+  const int n = 2;
+  const double bucket_mb = 0.1;
+  const int64_t bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
+  auto arm = [&](const std::string& name, int zero) {
+    RoleContext c = context(name, n, 5, {{"bucket_mb", bucket_mb}, {"zero", zero}});
+    c.config.optimizer = {.name = "adam", .lr = 1e-3f};
+    engine::reset_memory_peaks();
+    run_ranks(c);
+  };
+  arm("zero0", 0);
+  arm("zero1", 1);
+  arm("zero2", 2);
+  const double d1 = max_abs_diff(final_weights("zero0"), final_weights("zero1"));
+  const double d2 = max_abs_diff(final_weights("zero0"), final_weights("zero2"));
+  std::cout << "[ measured ] zero 1 vs zero 0: " << d1 << ", zero 2 vs zero 0: " << d2 << "\n";
+  EXPECT_LT(d1, kSameUpdate);
+  EXPECT_LT(d2, kSameUpdate);
+
+  const int64_t opt0 = peak("zero0", n, "optimizer_state"), opt1 = peak("zero1", n, "optimizer_state"),
+                opt2 = peak("zero2", n, "optimizer_state");
+  const int64_t grad0 = peak("zero0", n, "gradients"), grad2 = peak("zero2", n, "gradients");
+  std::cout << "[ measured ] optimizer-state peak per rank (bytes): zero0 " << opt0 / n << ", zero1 " << opt1 / n
+            << ", zero2 " << opt2 / n << "; gradient peak per rank: zero0 " << grad0 / n << ", zero2 " << grad2 / n
+            << "\n";
+  // Adam keeps two slots: its state is 2 x 940,584 bytes per rank at zero 0.
+  EXPECT_GE(opt0 / n, 2 * 235146 * 4);
+  // "One bucket" is the largest: a parameter past bucket_mb (fc1.weight, 784 KiB) is a
+  // bucket of its own. Padding to a multiple of N is below a bucket in each Adam slot.
+  const int64_t bucket = records("zero2", "rank0").back()["comm"]["largest_bucket_bytes"].get<int64_t>();
+  EXPECT_GE(bucket, bucket_bytes);
+  EXPECT_LE(opt1 / n, opt0 / n / n + 2 * bucket);
+  EXPECT_LE(opt2 / n, opt0 / n / n + 2 * bucket);
+  // zero 2: this rank's shard plus the gradients of the bucket being filled.
+  EXPECT_LE(grad2 / n, grad0 / n / n + bucket);
+  // zero 1 keeps whole gradients, as zero 0 does.
+  EXPECT_GE(peak("zero1", n, "gradients"), grad0);
+}
+
+TEST_F(DataParallel, SyncBatchNormEqualsSingle) {
+  use_workload("resnet-mini", 256);
+  auto ctx = [&](const std::string& name, int ranks) {
+    RoleContext c = context(name, ranks, 3, {{"sync_bn", true}});
+    c.config.batch = 16;
+    return c;
+  };
+  run_single(ctx("single", 1));
+  run_ranks(ctx("sync2", 2));
+  // Parameters and the running statistics (buffers) alike.
+  const double diff = max_abs_diff(final_weights("single"), final_weights("sync2"));
+  std::cout << "[ measured ] SyncBatchNorm N=2 vs single (resnet-mini): max |diff| = " << diff << "\n";
+  EXPECT_LT(diff, 2e-5);
+  // Without it each rank normalises with its own 8 samples' statistics: another update.
+  RoleContext local = ctx("local2", 2);
+  local.arm_settings["sync_bn"] = false;
+  run_ranks(local);
+  const double local_diff = max_abs_diff(final_weights("single"), final_weights("local2"));
+  std::cout << "[ measured ] per-rank BatchNorm N=2 vs single: max |diff| = " << local_diff << "\n";
+  EXPECT_GT(local_diff, 100 * diff);
+}
+
+// A run resumed from its checkpoints ends where an uninterrupted run ends; each rank's
+// record file keeps one record per step. zero 2: every rank resumes its own shard.
+TEST_F(DataParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
+  use_workload("mlp");
+  for (int zero : {0, 2}) {
+    const std::string z = std::to_string(zero);
+    const json settings = {{"bucket_mb", 0.1}, {"zero", zero}};
+    auto ctx = [&](const std::string& arm, int64_t epochs) {
+      RoleContext c = context(arm, 2, 0, settings);
+      c.config.epochs = epochs;
+      c.config.optimizer = {.name = "adam", .lr = 1e-3f};
+      return c;
+    };
+    run_ranks(ctx("whole" + z, 3));
+    run_ranks(ctx("parts" + z, 1));  // one epoch, then "crash"
+    fs::remove(final_weights_path(root_ / ("parts" + z)));
+    RoleContext rest = ctx("parts" + z, 3);
+    rest.resume = true;
+    run_ranks(rest);
+    EXPECT_EQ(max_abs_diff(final_weights("whole" + z), final_weights("parts" + z)), 0.0) << "zero " << zero;
+    for (const char* role : {"rank0", "rank1"}) {
+      const std::vector<json> recs = records("parts" + z, role);
+      ASSERT_EQ(recs.size(), 24u) << role;  // 3 epochs of 512 / 64 steps
+      for (size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(recs[i]["step"], static_cast<int64_t>(i) + 1);
+    }
+  }
+}
+
+TEST_F(DataParallel, BatchThatDoesNotSplitOverRanksIsRefused) {
+  use_workload("mlp");
+  RoleContext c = context("odd", 3, 1);
+  c.role = "rank0";
+  try {
+    make_data_parallel()->run_role(c);  // refused before any rendezvous
+    FAIL() << "expected a refusal";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DataParallel, NcclIsRefusedOnThisBuild) {
+  use_workload("mlp");
+  RoleContext c = context("nccl", 2, 1, {{"backend", "nccl"}});
+  c.role = "rank0";
+  try {
+    make_data_parallel()->run_role(c);
+    FAIL() << "expected a refusal";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("nccl"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DataParallel, RolesAreOneRankEach) {
+  TrainConfig c;
+  c.ranks = 3;
+  EXPECT_EQ(make_data_parallel()->roles(c), (std::vector<std::string>{"rank0", "rank1", "rank2"}));
+}
+
+}  // namespace
+}  // namespace quartet::trainers

@@ -1,0 +1,216 @@
+#include "trainers/ddp_reducer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+
+#include "trainers/metrics.h"
+
+namespace quartet::trainers {
+
+using engine::MemTag;
+using engine::Tensor;
+using transport::CollectiveKind;
+
+float round_to_half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+void CommCounters::add(CollectiveKind kind, int64_t buffer_bytes, int ranks, double op_seconds) {
+  bytes += transport::algorithmic_bytes(kind, buffer_bytes, ranks);
+  if (ranks > 1) {
+    // Ring algorithms: all-reduce 2(N-1) messages of S/N, reduce-scatter and all-gather N-1.
+    if (kind == CollectiveKind::all_reduce) messages += 2 * (ranks - 1);
+    else if (kind == CollectiveKind::reduce_scatter || kind == CollectiveKind::all_gather) messages += ranks - 1;
+    else if (kind == CollectiveKind::broadcast) messages += 1;
+  }
+  seconds += op_seconds;
+}
+
+namespace {
+
+constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
+
+void round_span_to_half(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = round_to_half(p[i]);
+}
+
+}  // namespace
+
+GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& comm, CommCounters& counters,
+                         ReducerOptions options)
+    : params_(std::move(params)),
+      bucket_of_(params_.size(), -1),
+      comm_(comm),
+      counters_(counters),
+      options_(options),
+      ranks_(comm.size()),
+      rank_(comm.rank()) {
+  if (options_.zero < 0 || options_.zero > 2)
+    throw std::invalid_argument("zero: expected 0, 1 or 2, got " + std::to_string(options_.zero));
+  // Reverse registration order: the last layers' gradients are final first. The first
+  // bucket is at most 1 MiB (DDP's first_bucket_bytes), so communication starts early.
+  auto cap = [&](size_t bucket) {
+    const int64_t c = std::max<int64_t>(options_.bucket_bytes, 4);
+    return bucket == 0 ? std::min<int64_t>(c, kFirstBucketBytes) : c;
+  };
+  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
+    const int64_t bytes = params_[i].numel() * static_cast<int64_t>(sizeof(float));
+    if (buckets_.empty() ||
+        (buckets_.back().numel > 0 && buckets_.back().numel * 4 + bytes > cap(buckets_.size() - 1)))
+      buckets_.emplace_back();
+    Bucket& b = buckets_.back();
+    bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
+    b.params.push_back(i);
+    b.offsets.push_back(b.numel);
+    b.numel += params_[i].numel();
+  }
+  for (Bucket& b : buckets_) {
+    b.chunk = (b.numel + ranks_ - 1) / ranks_;
+    b.shard_offset = shard_numel_;
+    shard_numel_ += b.chunk;
+    // Kept for the whole run and charged as communication buffers, as DDP's buckets are.
+    if (options_.zero < 2) b.buffer = Tensor::empty({b.numel}, engine::Device::cpu(), MemTag::communication);
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].add_grad_ready_hook([this, i](const Tensor&) { on_grad_ready(static_cast<int>(i)); });
+}
+
+GradReducer::~GradReducer() {
+  for (Tensor& p : params_) p.clear_grad_ready_hooks();
+  // A bucket's buffer must outlive its collective.
+  for (Bucket& b : buckets_) {
+    try {
+      b.work.wait();
+    } catch (...) {
+    }
+  }
+}
+
+int64_t GradReducer::largest_bucket_bytes() const {
+  int64_t m = 0;
+  for (const Bucket& b : buckets_) m = std::max(m, b.chunk * ranks_ * static_cast<int64_t>(sizeof(float)));
+  return m;
+}
+
+void GradReducer::prepare(bool communicate) {
+  communicate_ = communicate;
+  next_launch_ = 0;
+  for (Bucket& b : buckets_) {
+    b.pending = static_cast<int>(b.params.size());
+    b.launched = false;
+  }
+}
+
+void GradReducer::on_grad_ready(int param) {
+  if (!communicate_) return;
+  Bucket& b = buckets_[bucket_of_[param]];
+  if (b.pending > 0) --b.pending;
+  // Launch in index order only: the same order on every rank.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
+}
+
+template <class Fn>
+void GradReducer::for_each_piece(const Bucket& b, int64_t lo, int64_t hi, Fn fn) const {
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const int64_t start = b.offsets[k], end = start + params_[b.params[k]].numel();
+    const int64_t from = std::max(lo, start), to = std::min(hi, end);
+    if (from < to) fn(b.params[k], from - start, from, to - from);
+  }
+}
+
+void GradReducer::launch(Bucket& b) {
+  const bool scatter = options_.zero == 2;
+  if (scatter) b.buffer = Tensor::empty({b.chunk * ranks_}, engine::Device::cpu(), MemTag::communication);
+  float* buf = b.buffer.data();
+  std::fill(buf + b.numel, buf + b.buffer.numel(), 0.0f);  // zero 2's padding
+  for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t to, int64_t n) {
+    const Tensor g = params_[p].grad();
+    if (g.defined()) std::memcpy(buf + to, g.data() + at, n * sizeof(float));
+    else std::memset(buf + to, 0, n * sizeof(float));
+  });
+  if (scatter)  // the full-size copy lives in the bucket now; free the parameters' grads
+    for (int p : b.params) params_[p].zero_grad();
+  const int64_t numel = b.buffer.numel();
+  if (options_.fp16) round_span_to_half(buf, numel);
+  const std::span<float> data(buf, static_cast<size_t>(numel));
+  b.work = scatter ? comm_.reduce_scatter_async(data, transport::ReduceOp::average)
+                   : comm_.all_reduce_async(data, transport::ReduceOp::average);
+  b.launched = true;
+}
+
+double GradReducer::finish() {
+  if (!communicate_) return 0.0;
+  Stopwatch waited;
+  for (; next_launch_ < buckets_.size(); ++next_launch_) launch(buckets_[next_launch_]);
+  const bool scatter = options_.zero == 2;
+  if (scatter && !shard_grad_.defined()) {
+    engine::MemTagScope tag(MemTag::gradients);
+    shard_grad_ = Tensor::zeros({shard_numel_}, engine::Device::cpu());
+  }
+  for (Bucket& b : buckets_) {
+    b.work.wait();
+    const int64_t numel = b.buffer.numel();
+    const int64_t elem = options_.fp16 ? 2 : 4;
+    counters_.add(scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, numel * elem, ranks_,
+                  b.work.seconds());
+    b.work = transport::Work();
+    float* buf = b.buffer.data();
+    if (scatter) {
+      float* mine = buf + rank_ * b.chunk;
+      if (options_.fp16) round_span_to_half(mine, b.chunk);
+      std::memcpy(shard_grad_.data() + b.shard_offset, mine, b.chunk * sizeof(float));
+      b.buffer = Tensor();
+      continue;
+    }
+    if (options_.fp16) round_span_to_half(buf, numel);
+    for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
+      Tensor g = params_[p].grad();
+      if (!g.defined()) {  // an unused parameter: its mean gradient still arrives
+        engine::MemTagScope tag(MemTag::gradients);
+        g = Tensor::zeros(params_[p].shape(), engine::Device::cpu());
+        params_[p].set_grad(g);
+      }
+      std::memcpy(g.data() + at, buf + from, n * sizeof(float));
+    });
+  }
+  communicate_ = false;
+  return waited.seconds();
+}
+
+void GradReducer::copy_chunk_to_shard(const Bucket& b, bool grads, float* shard) const {
+  const int64_t lo = rank_ * b.chunk, hi = lo + b.chunk;
+  float* out = shard + b.shard_offset;
+  std::memset(out, 0, b.chunk * sizeof(float));  // padding past the bucket's end
+  for_each_piece(b, lo, hi, [&](int p, int64_t at, int64_t from, int64_t n) {
+    const Tensor src = grads ? params_[p].grad() : params_[p];
+    if (src.defined()) std::memcpy(out + (from - lo), src.data() + at, n * sizeof(float));
+  });
+}
+
+void GradReducer::params_to_shard(Tensor& shard) const {
+  for (const Bucket& b : buckets_) copy_chunk_to_shard(b, false, shard.data());
+}
+
+void GradReducer::grads_to_shard(Tensor& shard) const {
+  for (const Bucket& b : buckets_) copy_chunk_to_shard(b, true, shard.data());
+}
+
+double GradReducer::all_gather_params(const Tensor& shard) {
+  Stopwatch clock;
+  for (const Bucket& b : buckets_) {
+    Tensor buffer = Tensor::empty({b.chunk * ranks_}, engine::Device::cpu(), MemTag::communication);
+    float* buf = buffer.data();
+    float* mine = buf + rank_ * b.chunk;
+    std::memcpy(mine, shard.data() + b.shard_offset, b.chunk * sizeof(float));
+    Stopwatch op;
+    comm_.all_gather(std::span<const float>(mine, static_cast<size_t>(b.chunk)),
+                     std::span<float>(buf, static_cast<size_t>(buffer.numel())));
+    counters_.add(CollectiveKind::all_gather, buffer.numel() * 4, ranks_, op.seconds());
+    for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
+      std::memcpy(params_[p].data() + at, buf + from, n * sizeof(float));
+    });
+  }
+  return clock.seconds();
+}
+
+}  // namespace quartet::trainers
