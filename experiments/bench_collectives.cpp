@@ -1,4 +1,5 @@
 #include "experiments/bench_collectives.h"
+#include "experiments/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -71,34 +72,7 @@ struct RankProcess {
   bool done = false;
 };
 
-pid_t spawn_rank(const std::string& exe, const std::vector<std::string>& args, const std::string& token) {
-  std::vector<char*> argv;
-  std::vector<std::string> a = args;
-  for (auto& s : a) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  // The token travels in the environment, never in argv (ps shows argv to everyone).
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "QUARTET_TOKEN=", 14) != 0) env.emplace_back(*e);
-  env.push_back("QUARTET_TOKEN=" + token);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start a rank process (" + exe + "): " + std::strerror(rc));
-  return pid;
-}
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
-  return "unknown status";
-}
 
 // Reaps every rank. Once one fails (or the deadline passes, or a rank vanishes) the
 // others are stopped: SIGTERM, then SIGKILL after a grace period. Returns the first
@@ -117,7 +91,7 @@ std::string reap_ranks(std::vector<RankProcess>& ranks, Clock::time_point deadli
       if (got == p.pid || (got < 0 && errno == ECHILD)) {
         p.done = true;
         if (got == p.pid && !(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0) && failure.empty())
-          failure = "rank " + std::to_string(r) + " failed (" + describe_status(p.status) + ")";
+          failure = "rank " + std::to_string(r) + " failed (" + describe_exit(p.status) + ")";
       } else {
         all_done = false;
       }
@@ -142,12 +116,6 @@ std::string reap_ranks(std::vector<RankProcess>& ranks, Clock::time_point deadli
   }
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("cannot find the quartet executable (/proc/self/exe)");
-  return p.string();
-}
 
 // ---------------------------------------------------------------------------------
 // A rank: buffers, checks, timing.
@@ -292,19 +260,19 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
   transport::Coordinator coordinator(co);
   coordinator.declare_arm(kArm, options.ranks);
 
-  const std::string exe = self_exe();
+  const std::filesystem::path exe = self_executable();
   g_interrupted = 0;
   InterruptGuard guard;
   std::vector<RankProcess> ranks(static_cast<size_t>(options.ranks));
   try {
     for (int r = 0; r < options.ranks; ++r) {
-      ranks[r].pid = spawn_rank(exe,
-                                {"quartet", kBenchCollectivesRankCommand, "--coordinator", coordinator.address(),
-                                 "--backend", options.backend, "--rank", std::to_string(r), "--ranks",
-                                 std::to_string(options.ranks), "--sizes", options.sizes, "--iters",
-                                 std::to_string(options.iters), "--warmup", std::to_string(options.warmup),
-                                 "--gloo-host", options.host},
-                                coordinator.token());
+      SpawnOptions so;
+      so.args = {kBenchCollectivesRankCommand, "--coordinator", coordinator.address(), "--backend", options.backend,
+                 "--rank", std::to_string(r), "--ranks", std::to_string(options.ranks), "--sizes", options.sizes,
+                 "--iters", std::to_string(options.iters), "--warmup", std::to_string(options.warmup),
+                 "--gloo-host", options.host};
+      so.env = {{"QUARTET_TOKEN", coordinator.token()}};
+      ranks[r].pid = spawn_process(exe, so);
     }
   } catch (...) {
     for (auto& p : ranks)

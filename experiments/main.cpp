@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "engine/safetensors.h"
+#include "experiments/bench_collectives.h"
 #include "experiments/launcher.h"
 #include "experiments/spec.h"
 #include "experiments/wiring.h"
@@ -113,6 +114,10 @@ int main(int argc, char** argv) {
   auto* schema_cmd = app.add_subcommand("schema", "Print the experiment file's JSON Schema");
   schema_cmd->add_flag("--markdown", schema_markdown, "print the fields as a Markdown table instead");
 
+  BenchCollectivesOptions bench_opts;
+  BenchRankOptions bench_rank_opts;
+  const BenchCollectivesCommands bench = add_bench_collectives_commands(app, bench_opts, bench_rank_opts);
+
   RoleOptions role;
   auto* role_cmd = app.add_subcommand(
       "role", "Run one role of an arm: started by quartet run, or by hand on another host with --coordinator "
@@ -149,6 +154,8 @@ int main(int argc, char** argv) {
       else std::cout << to_json_schema(spec_schema(), "Quartet experiment").dump(2) << "\n";
       return 0;
     }
+    if (*bench.bench) return bench_collectives_main(bench_opts);
+    if (*bench.rank) return bench_collectives_rank_main(bench_rank_opts);
     if (*role_cmd) {
       if (role.run_dir.empty() == role.coordinator.empty()) {
         std::cerr << "quartet role: give --run-dir (started by quartet run) or --coordinator HOST:PORT\n";

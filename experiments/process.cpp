@@ -39,6 +39,8 @@ pid_t spawn_process(const std::filesystem::path& exe, const SpawnOptions& option
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  // Nothing else of ours leaks into the child (listening sockets, connections, files).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   if (!options.log.empty()) {
     posix_spawn_file_actions_addopen(&actions, 1, options.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
