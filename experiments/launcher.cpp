@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -87,6 +88,7 @@ struct Child {
   int status = -1;  // exit status once reaped
   bool done = false;
   bool remote = false;  // started by someone on another host; seen through the coordinator
+  std::string vanished;  // why the coordinator lost it, once it has
 };
 
 pid_t spawn_role(const fs::path& exe, const fs::path& run_dir, const std::string& arm, const std::string& role,
@@ -216,7 +218,8 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   const fs::path arm_dir = run_dir / arm.name;
   fs::create_directories(arm_dir / "roles");
   const trainers::TrainConfig cfg = train_config(spec, arm);
-  const std::vector<std::string> roles = trainers::make_regime(arm.regime)->roles(cfg);
+  const std::unique_ptr<trainers::Regime> regime = trainers::make_regime(arm.regime);
+  const std::vector<std::string> roles = regime->roles(cfg);
   const int local_roles = static_cast<int>(roles.size() - arm.remote.size());
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / std::max(1, local_roles));
@@ -252,6 +255,13 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   auto drain = [&](Child& c) {
     for (const json& r : read_new_records(c)) progress.step(arm.name, r);
   };
+  // A role lost: the arm fails, unless the regime can do without that role.
+  auto lost = [&](const Child& c, const std::string& why) {
+    if (g_signal) return;
+    if (!regime->essential(c.role)) progress.error(arm.name, why + "; the arm carries on without it");
+    else if (failure.empty()) failure = why;
+  };
+  std::optional<std::chrono::steady_clock::time_point> essentials_done;
   auto fail = [&](const std::string& why) {
     if (failure.empty() && !g_signal) failure = why;
   };
@@ -260,8 +270,11 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     for (Child& c : children) {
       drain(c);
       if (c.done) continue;
-      if (const std::string why = rc.vanished(arm.name, c.role); !why.empty())
-        fail("role " + c.role + " vanished: " + why);
+      if (const std::string why = rc.vanished(arm.name, c.role); !why.empty() && c.remote) {
+        c.done = true;
+        lost(c, "role " + c.role + " vanished: " + why);
+        continue;
+      }
       if (c.remote) {
         const auto [joined, left] = rc.remote_state(arm.name, c.role);
         if (left) {
@@ -280,13 +293,27 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
         c.done = true;
         c.status = status;
         drain(c);
-        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-          fail("role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log));
+        if (!c.vanished.empty())
+          lost(c, "role " + c.role + " vanished: " + c.vanished);
+        else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+          lost(c, "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log));
       } else {
         all_done = false;
+        if (c.vanished.empty()) {
+          // Alive but silent to the coordinator: hung. Stop it; it is reaped next time round.
+          c.vanished = rc.vanished(arm.name, c.role);
+          if (!c.vanished.empty()) kill(c.pid, SIGKILL);
+        }
       }
     }
     if (all_done) break;
+    // Once the essential roles are done, the others get a grace period to finish.
+    bool essentials_running = false;
+    for (const Child& c : children) essentials_running = essentials_running || (!c.done && regime->essential(c.role));
+    if (!essentials_running && !essentials_done) essentials_done = std::chrono::steady_clock::now();
+    if (essentials_done && std::chrono::steady_clock::now() - *essentials_done > std::chrono::seconds(30))
+      for (Child& c : children)
+        if (!c.done && !c.remote) kill(c.pid, SIGTERM);
     if (g_signal || !failure.empty()) {
       interrupted = interrupted || g_signal;
       bool local_left = false;

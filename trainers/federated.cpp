@@ -19,6 +19,9 @@ class Federated : public Regime {
     return out;
   }
 
+  // A lost pool only costs its clients' updates (left out of rounds by the deadline).
+  bool essential(const std::string& role) const override { return role == "server"; }
+
   void run_role(const RoleContext& ctx) const override {
     const fl::FederatedSettings s = fl::federated_settings(ctx.arm_settings);
     if (ctx.role == "server") return fl::run_server(ctx, s);

@@ -64,6 +64,10 @@ class Regime {
   // The roles an arm of this regime runs, one process each.
   virtual std::vector<std::string> roles(const TrainConfig& config) const = 0;
   virtual void run_role(const RoleContext& ctx) const = 0;
+  // Whether the arm fails when this role dies. A regime that tolerates losing a role
+  // (federated client pools: their clients miss rounds) says false for it; the launcher
+  // then logs the loss and carries on.
+  virtual bool essential(const std::string& role) const { return true; }
 };
 
 // The regimes this build knows, and a factory that throws std::invalid_argument listing

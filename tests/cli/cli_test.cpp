@@ -416,6 +416,7 @@ TEST_F(Cli, DataParallelArmRunsTwoRankProcessesAndZeroTwoShardsTheirMemory) {
     const std::vector<float> a = safetensors_floats(dir_ / "r" / "single" / "final.safetensors");
     const std::vector<float> b = safetensors_floats(dir_ / "r" / arm / "final.safetensors");
     ASSERT_EQ(a.size(), b.size());
+    ASSERT_GT(a.size(), 200000u);  // mlp: 235,146 parameters
     double worst = 0.0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
     EXPECT_LT(worst, 2e-6) << arm;
@@ -499,6 +500,51 @@ TEST_F(Cli, InterruptedFederatedServerResumesToTheSameWeights) {
   const Result resumed = quartet({"run", "--resume", run.string(), "--progress=none"}, dir_);
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_EQ(file_bytes(run / "fed" / "final.safetensors"), file_bytes(dir_ / "whole" / "fed" / "final.safetensors"));
+}
+
+}  // namespace
+
+namespace {
+
+// The pid of a running `quartet role` process of `run` with role `role`, or -1.
+pid_t find_role_process(const fs::path& run, const std::string& role) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = file_bytes(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(" role ") != std::string::npos && cmdline.find(run.string()) != std::string::npos &&
+        cmdline.find("--role " + role + " ") != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
+}
+
+// A federated client pool killed mid-run: its clients miss their rounds (deadline), the
+// server completes every round with the others, and the arm finishes.
+TEST_F(Cli, FederatedRunSurvivesAKilledClientPool) {
+  json j = federated_spec(200);
+  j["arms"][0]["deadline_s"] = 2.0;
+  j["arms"][0]["fraction"] = 1.0;
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
+                                       dir_ / "launcher.log");
+  ASSERT_FALSE(wait_for_line(run / "fed" / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120))
+                   .empty())
+      << file_bytes(dir_ / "launcher.log");
+  const pid_t pool = find_role_process(run, "pool1");
+  ASSERT_GT(pool, 0);
+  kill(pool, SIGKILL);
+  ASSERT_EQ(wait_exit(launcher), 0) << file_bytes(dir_ / "launcher.log");
+  const json summary = json::parse(file_bytes(run / "fed" / "summary.json"));
+  EXPECT_EQ(summary["status"], "finished");
+  EXPECT_EQ(summary["steps"], 200);
+  std::ifstream in(run / "fed" / "roles" / "server.jsonl");
+  json last;
+  for (std::string line; std::getline(in, line);)
+    if (json r = json::parse(line); r["type"] == "step") last = r;
+  EXPECT_EQ(last["round"]["completed"], 2) << last.dump();  // pool0's two clients, not pool1's
+  EXPECT_NE(file_bytes(dir_ / "launcher.log").find("pool1"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -172,6 +173,17 @@ TEST(Spec, RemoteRolesOfADataParallelArmAreItsRanks) {
   EXPECT_EQ(parse_spec(with_arm(arm)).arms[2].remote, std::vector<std::string>{"rank1"});
   arm["remote"] = {"rank2"};
   expect_error(with_arm(arm), "its roles are \"rank0\", \"rank1\"");
+}
+
+// The ready experiment files (quickstart, scaling, ...) stay valid as the schema grows.
+TEST(Spec, ReadyExperimentFilesValidate) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(QUARTET_SOURCE_DIR) + "/experiments")) {
+    if (e.path().extension() != ".json") continue;
+    ++files;
+    EXPECT_NO_THROW(load_spec_file(e.path().string())) << e.path();
+  }
+  EXPECT_GE(files, 2);
 }
 
 TEST(Spec, UnknownFieldIsRefusedListingTheAllowedOnes) {
