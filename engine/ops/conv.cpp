@@ -5,8 +5,14 @@
 #include "engine/cpu/conv.h"
 #include "engine/dispatch.h"
 #include "engine/ops.h"
+#include "engine/ops/op_checks.h"
 
 namespace quartet::engine {
+
+using detail::fail;
+using detail::kDimNames;
+using detail::per_dim;
+
 namespace {
 
 // Indexed by the number of spatial dims.
@@ -14,25 +20,6 @@ constexpr const char* kConvNames[] = {"conv", "conv1d", "conv2d", "conv3d"};
 constexpr const char* kInputLayouts[] = {"", "(N, C, W)", "(N, C, H, W)", "(N, C, D, H, W)"};
 constexpr const char* kWeightLayouts[] = {"", "(Cout, Cin, kW)", "(Cout, Cin, kH, kW)",
                                           "(Cout, Cin, kD, kH, kW)"};
-constexpr const char* kDimNames[4][3] = {{}, {"W"}, {"H", "W"}, {"D", "H", "W"}};
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw std::invalid_argument(std::string(op) + ": " + message);
-}
-
-// One value per spatial dim: a single value is repeated; each must be >= min_value.
-// `context` names the tensors, so the message says what the option was applied to.
-std::vector<int64_t> per_dim(const std::vector<int64_t>& values, int spatial, const char* op,
-                             const char* field, int64_t min_value, const std::string& context) {
-  if (values.size() != 1 && values.size() != static_cast<size_t>(spatial))
-    fail(op, std::string(field) + " expects 1 or " + std::to_string(spatial) + " values, got " +
-                 std::to_string(values.size()) + ": " + shape_str(values) + " (" + context + ")");
-  for (int64_t v : values)
-    if (v < min_value)
-      fail(op, std::string(field) + " expects values >= " + std::to_string(min_value) + ", got " +
-                   shape_str(values) + " (" + context + ")");
-  return values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
-}
 
 Tensor conv_nd(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& options,
                int spatial) {

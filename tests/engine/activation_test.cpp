@@ -16,14 +16,12 @@
 namespace quartet::engine {
 namespace {
 
+using testing::expect_near;
 using testing::gradcheck;
+using testing::leaf;
+using testing::param;
 using testing::random_tensor;
-
-Tensor leaf(const Shape& shape, const std::vector<float>& values) {
-  Tensor t = Tensor::from_vector(shape, values);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::throws_invalid_argument;
 
 // Values with 0.1 <= |v| <= 1 and random signs: far from the kink at 0 compared with
 // the finite-difference eps.
@@ -34,32 +32,6 @@ Tensor away_from_zero(const Shape& shape, uint64_t seed) {
     if (gen.below(2) == 0) t.data()[i] = -t.data()[i];
   t.set_requires_grad(true);
   return t;
-}
-
-Tensor param(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t = random_tensor(shape, seed, lo, hi);
-  t.set_requires_grad(true);
-  return t;
-}
-
-void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
-}
-
-// Passes when fn throws std::invalid_argument whose message contains every part.
-template <class Fn>
-::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    for (const std::string& part : parts)
-      if (what.find(part) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
 }
 
 // ---- leaky_relu ----

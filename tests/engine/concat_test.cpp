@@ -12,28 +12,9 @@ namespace quartet::engine {
 namespace {
 
 using testing::gradcheck;
+using testing::param;
 using testing::random_tensor;
-
-Tensor param(const Shape& shape, uint64_t seed) {
-  Tensor t = random_tensor(shape, seed);
-  t.set_requires_grad(true);
-  return t;
-}
-
-// Passes when fn throws std::invalid_argument whose message contains every part.
-template <class Fn>
-::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    for (const std::string& part : parts)
-      if (what.find(part) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
-}
+using testing::throws_invalid_argument;
 
 TEST(Concat, ChannelsOfEachSampleFollowOneAnother) {
   // a: 2 samples x 1 channel x 2 cells, b: 2 samples x 2 channels x 2 cells.

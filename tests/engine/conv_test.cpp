@@ -15,44 +15,12 @@
 namespace quartet::engine {
 namespace {
 
+using testing::expect_near;
 using testing::gradcheck;
+using testing::param;
 using testing::random_tensor;
-
-Tensor param(const Shape& shape, uint64_t seed) {
-  Tensor t = random_tensor(shape, seed);
-  t.set_requires_grad(true);
-  return t;
-}
-
-void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
-}
-
-// Sets the compute threads for one test, whatever the machine has.
-class ThreadsScope {
- public:
-  explicit ThreadsScope(int n) : saved_(compute_threads()) { set_compute_threads(n); }
-  ~ThreadsScope() { set_compute_threads(saved_); }
-
- private:
-  int saved_;
-};
-
-// Passes when fn throws std::invalid_argument whose message contains every part.
-template <class Fn>
-::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    for (const std::string& part : parts)
-      if (what.find(part) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
-}
+using testing::ThreadsScope;
+using testing::throws_invalid_argument;
 
 // Direct loops over every output, input channel and kernel cell, in double, for up to
 // three spatial dims (right-aligned, as the kernels do). Given the output gradient g it

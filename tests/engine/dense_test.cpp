@@ -7,13 +7,8 @@ namespace quartet::engine {
 namespace {
 
 using testing::gradcheck;
+using testing::param;
 using testing::random_tensor;
-
-Tensor param(const Shape& s, uint64_t seed) {
-  Tensor t = random_tensor(s, seed);
-  t.set_requires_grad(true);
-  return t;
-}
 
 TEST(Dense, MatmulForwardMatchesHandComputedValues) {
   Tensor a = Tensor::from_vector({2, 3}, {1, 2, 3, 4, 5, 6});

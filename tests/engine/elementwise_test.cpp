@@ -9,13 +9,8 @@ namespace quartet::engine {
 namespace {
 
 using testing::gradcheck;
+using testing::param;
 using testing::random_tensor;
-
-Tensor param(const Shape& s, uint64_t seed) {
-  Tensor t = random_tensor(s, seed);
-  t.set_requires_grad(true);
-  return t;
-}
 
 TEST(Elementwise, ForwardValues) {
   Tensor a = Tensor::from_vector({3}, {-1, 0, 2});

@@ -9,11 +9,15 @@
 
 #include <cmath>
 #include <functional>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/random.h"
+#include "engine/threads.h"
 
 namespace quartet::engine::testing {
 
@@ -30,6 +34,52 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f,
   uniform_(t, lo, hi, gen);
   return t;
 }
+
+// A random tensor marked requires_grad: a parameter for gradcheck.
+inline Tensor param(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = random_tensor(shape, seed, lo, hi);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// A tensor with the given values, marked requires_grad.
+inline Tensor leaf(const Shape& shape, const std::vector<float>& values) {
+  Tensor t = Tensor::from_vector(shape, values);
+  t.set_requires_grad(true);
+  return t;
+}
+
+inline void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+}
+
+// Passes when fn throws std::invalid_argument whose message contains every part.
+template <class Fn>
+::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    for (const std::string& part : parts)
+      if (what.find(part) == std::string::npos)
+        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
+}
+
+// Sets the compute threads for one test, whatever the machine has.
+class ThreadsScope {
+ public:
+  explicit ThreadsScope(int n) : saved_(compute_threads()) { set_compute_threads(n); }
+  ~ThreadsScope() { set_compute_threads(saved_); }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 // fn maps the inputs to one output tensor. Every input marked requires_grad is checked.
 inline ::testing::AssertionResult gradcheck(const std::function<Tensor(const TensorList&)>& fn,

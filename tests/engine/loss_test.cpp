@@ -13,17 +13,12 @@ namespace {
 
 using testing::gradcheck;
 using testing::GradcheckOptions;
+using testing::param;
 using testing::random_tensor;
 
 // Means over many positions make each logit's gradient small (~1e-3), below gradcheck's
 // default atol; the losses are summed in double, so a tight tolerance holds.
 constexpr GradcheckOptions kTight{.eps = 1e-2f, .atol = 2e-5f, .rtol = 1e-2f};
-
-Tensor param(const Shape& s, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t = random_tensor(s, seed, lo, hi);
-  t.set_requires_grad(true);
-  return t;
-}
 
 // One class per (n, *spatial) position of logits (N, C, *spatial), every class used.
 std::vector<int32_t> spread_targets(const Tensor& logits) {

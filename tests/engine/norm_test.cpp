@@ -17,34 +17,11 @@
 namespace quartet::engine {
 namespace {
 
+using testing::expect_near;
 using testing::gradcheck;
+using testing::param;
 using testing::random_tensor;
-
-Tensor param(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t = random_tensor(shape, seed, lo, hi);
-  t.set_requires_grad(true);
-  return t;
-}
-
-void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
-}
-
-// Passes when fn throws std::invalid_argument whose message contains every part.
-template <class Fn>
-::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    for (const std::string& part : parts)
-      if (what.find(part) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
-}
+using testing::throws_invalid_argument;
 
 // Ranks as threads over an in-memory sum (Gloo's test style): each all_reduce_sum posts
 // the rank's tensor, waits for all, and adds the posts in rank order, so every rank gets

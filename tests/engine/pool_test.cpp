@@ -15,15 +15,13 @@
 namespace quartet::engine {
 namespace {
 
+using testing::expect_near;
 using testing::gradcheck;
 using testing::GradcheckOptions;
+using testing::leaf;
+using testing::param;
 using testing::random_tensor;
-
-Tensor leaf(const Shape& shape, const std::vector<float>& values) {
-  Tensor t = Tensor::from_vector(shape, values);
-  t.set_requires_grad(true);
-  return t;
-}
+using testing::throws_invalid_argument;
 
 // A shuffled ramp with steps of 0.1: distinct values far apart compared with the
 // finite-difference eps, so nudging one never changes which cell wins a window.
@@ -34,21 +32,6 @@ Tensor distinct_values(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
   for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[gen.below(static_cast<uint64_t>(i + 1))]);
   return leaf(shape, v);
-}
-
-// Passes when fn throws std::invalid_argument whose message contains every part.
-template <class Fn>
-::testing::AssertionResult throws_invalid_argument(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    for (const std::string& part : parts)
-      if (what.find(part) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << part << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no std::invalid_argument thrown";
 }
 
 // ---- forward by hand ----
@@ -178,17 +161,6 @@ TEST(MaxPool, MaxPoolRejectsWrongNumberOfKernelValues) {
 }
 
 // ---- average pooling ----
-
-void expect_near(const std::vector<float>& actual, const std::vector<float>& expected, float tol) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
-}
-
-Tensor param(const Shape& shape, uint64_t seed) {
-  Tensor t = random_tensor(shape, seed);
-  t.set_requires_grad(true);
-  return t;
-}
 
 TEST(AvgPool, AvgPool2dForwardMatchesHandComputedValues) {
   Tensor x = Tensor::from_vector({1, 1, 4, 4}, {1, 5, 2, 0,  //
