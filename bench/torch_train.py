@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""The PyTorch peer of quartet-bench-train: trains one model for a fixed number of steps
+and prints one JSON line with samples/s and peak memory above the process's baseline.
+
+Run it with Debian's /usr/bin/python3 (python3-torch). Set OPENBLAS_NUM_THREADS to the
+thread count before starting it (bench/run does): torch's OpenMP pool and OpenBLAS's
+pthread pool otherwise both take every core and fight.
+
+The protocol matches bench/train.cpp: same models (docs/models.md), SGD with momentum
+0.9, cross-entropy, a pool of pre-made random batches, each step's batch copied out of
+the pool, `warmup` untimed steps, then `steps` timed ones.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64"])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--seed", type=int, default=1)
+    return p.parse_args()
+
+
+args = parse_args()
+# Must precede the import of torch, which loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
+os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+
+def proc_status_kb(key):
+    with open("/proc/self/status") as f:
+        return int(re.search(key + r":\s+(\d+)", f.read()).group(1))
+
+
+def reset_peak_rss():
+    # Linux >= 4.0: writing 5 resets VmHWM to the current RSS.
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU())
+        self.fc2 = nn.Sequential(nn.Linear(256, 128), nn.ReLU())
+        self.fc3 = nn.Sequential(nn.Linear(128, 10))
+
+    def forward(self, x):
+        return self.fc3(self.fc2(self.fc1(x)))
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2))
+        self.conv2 = nn.Sequential(nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))
+        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(400, 120), nn.ReLU())
+        self.fc2 = nn.Sequential(nn.Linear(120, 84), nn.ReLU())
+        self.fc3 = nn.Sequential(nn.Linear(84, 10))
+
+    def forward(self, x):
+        for stage in (self.conv1, self.conv2, self.fc1, self.fc2, self.fc3):
+            x = stage(x)
+        return x
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.conv2 = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(3136, 128), nn.ReLU())
+        self.fc2 = nn.Sequential(nn.Linear(128, 10))
+
+    def forward(self, x):
+        for stage in (self.conv1, self.conv2, self.fc1, self.fc2):
+            x = stage(x)
+        return x
+
+
+class Conv3dStack(nn.Module):
+    """conv3d 1->16, 16->32 (3^3, padding 1, ReLU), global average pool, linear 32->2."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv3d(1, 16, 3, padding=1), nn.ReLU(),
+                                      nn.Conv3d(16, 32, 3, padding=1), nn.ReLU())
+        self.head = nn.Linear(32, 2)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean(dim=(2, 3, 4)))
+
+
+def build(name):
+    if name == "mlp":
+        return MLP(), (1, 28, 28), 10
+    if name == "lenet5":
+        return LeNet5(), (1, 28, 28), 10
+    if name == "cnn":
+        return CNN(), (1, 28, 28), 10
+    side = int(name.split("-")[1])
+    return Conv3dStack(), (1, side, side, side), 2
+
+
+def main():
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    _, sample_shape, classes = build(args.model)  # shapes only
+    pool_size = 4
+    xs = [torch.randn(args.batch, *sample_shape) for _ in range(pool_size)]
+    ys = [torch.randint(0, classes, (args.batch,)) for _ in range(pool_size)]
+
+    reset_peak_rss()
+    base_kb = proc_status_kb("VmRSS")
+
+    model, _, _ = build(args.model)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(i):
+        x = xs[i % pool_size].clone()
+        y = ys[i % pool_size]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for i in range(args.warmup):
+        step(i)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    for i in range(args.steps):
+        loss = step(i)
+    loss = float(loss)
+    seconds = time.perf_counter() - t0
+    cpu_seconds = time.process_time() - cpu0
+
+    peak_kb = proc_status_kb("VmHWM")
+    print(json.dumps({
+        "side": "torch",
+        "model": args.model,
+        "batch": args.batch,
+        "threads": args.threads,
+        "steps": args.steps,
+        "seconds": seconds,
+        "samples_per_s": args.steps * args.batch / seconds,
+        # CPU seconds of all threads: with one thread, less disturbed by other work
+        "samples_per_cpu_s": args.steps * args.batch / cpu_seconds,
+        "rss_peak_mb": (peak_kb - base_kb) / 1024.0,
+        "loss": loss,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
