@@ -163,6 +163,8 @@ def main():
         "loss": loss,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
     }))
 
 

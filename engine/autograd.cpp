@@ -12,8 +12,15 @@ namespace {
 
 thread_local bool t_grad_enabled = true;
 
-// acc += g, allocating acc (tagged `tag`) on first use.
+// acc += g, allocating acc (tagged `tag`) on first use. A first gradient that nothing
+// else references becomes acc itself, saving a parameter-sized copy.
 void accumulate(std::shared_ptr<TensorImpl>& acc, const Tensor& g, MemTag tag) {
+  if (!acc && g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->grad_fn) {
+    g.impl()->storage->set_tag(tag);
+    g.impl()->requires_grad = false;
+    acc = g.impl_ptr();
+    return;
+  }
   if (!acc) {
     Tensor fresh = Tensor::empty(g.shape(), g.device(), tag);
     QUARTET_DISPATCH(g.device(), copy, g, fresh);
@@ -45,64 +52,98 @@ void record(Tensor& output, const char* name, TensorList inputs, Node::BackwardF
   if (!any) return;
   auto node = std::make_shared<Node>();
   node->name = name;
-  node->inputs = std::move(inputs);
+  node->next.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    if (!in.defined() || !in.requires_grad()) continue;
+    Edge& e = node->next[i];
+    if (in.grad_fn()) e.fn = in.grad_fn();
+    else e.leaf = in.impl_ptr();
+    e.shape = in.shape();
+    e.device = in.device();
+  }
   node->backward = std::move(backward);
   output.impl()->grad_fn = std::move(node);
   output.impl()->requires_grad = true;
 }
+
+namespace {
+
+// A vertex of the backward graph: an op's node, or a leaf that receives a gradient.
+// Both are keyed by their address.
+struct Vertex {
+  std::shared_ptr<Node> fn;
+  std::shared_ptr<TensorImpl> leaf;
+  const void* key() const { return fn ? static_cast<const void*>(fn.get()) : leaf.get(); }
+};
+
+Vertex vertex_of(const Edge& e) { return {e.fn, e.leaf}; }
+
+}  // namespace
 
 void run_backward(const Tensor& root, const Tensor& grad) {
   check_same_shape(root, grad, "backward");
   if (!root.requires_grad())
     throw std::logic_error("backward: the tensor does not require grad (no parameter reaches it)");
 
-  // Count, for every tensor in the graph, how many recorded uses still owe it a gradient.
-  std::unordered_map<TensorImpl*, int> pending;
-  std::vector<TensorImpl*> stack{root.impl()};
-  pending[root.impl()] = 0;
+  const Vertex start = root.grad_fn() ? Vertex{root.grad_fn(), nullptr} : Vertex{nullptr, root.impl_ptr()};
+  // Count, for every vertex, how many recorded uses still owe it a gradient.
+  std::unordered_map<const void*, int> pending;
+  pending[start.key()] = 0;
+  std::vector<Node*> stack;
+  if (start.fn) stack.push_back(start.fn.get());
   while (!stack.empty()) {
-    TensorImpl* t = stack.back();
+    Node* n = stack.back();
     stack.pop_back();
-    if (!t->grad_fn) continue;
-    for (const Tensor& in : t->grad_fn->inputs) {
-      if (!in.defined() || !in.requires_grad()) continue;
-      auto [it, fresh] = pending.try_emplace(in.impl(), 0);
+    for (const Edge& e : n->next) {
+      if (!e.fn && !e.leaf) continue;
+      const Vertex v = vertex_of(e);
+      auto [it, fresh] = pending.try_emplace(v.key(), 0);
       ++it->second;
-      if (fresh) stack.push_back(in.impl());
+      if (fresh && e.fn) stack.push_back(e.fn.get());
     }
   }
 
-  // Kahn's order: a tensor is processed once every consumer has delivered its part.
-  std::unordered_map<TensorImpl*, std::shared_ptr<TensorImpl>> grads;
-  grads[root.impl()] = grad.impl_ptr();
-  std::vector<std::shared_ptr<TensorImpl>> ready{root.impl_ptr()};
+  // Kahn's order: a vertex is processed once every consumer has delivered its part.
+  std::unordered_map<const void*, std::shared_ptr<TensorImpl>> grads;
+  grads[start.key()] = grad.impl_ptr();
+  std::vector<Vertex> ready{start};
   MemTagScope tag(MemTag::workspace);
   while (!ready.empty()) {
-    std::shared_ptr<TensorImpl> t = std::move(ready.back());
+    const Vertex v = std::move(ready.back());
     ready.pop_back();
-    auto found = grads.find(t.get());
+    auto found = grads.find(v.key());
     Tensor g(found->second);
     grads.erase(found);
 
-    if (!t->grad_fn) {  // a leaf: its gradient is final for this pass
-      accumulate(t->grad, g, MemTag::gradients);
-      Tensor leaf(t);
-      for (const GradReadyHook& hook : t->hooks) hook(leaf);
+    if (v.leaf) {  // a leaf: its gradient is final for this pass
+      accumulate(v.leaf->grad, g, MemTag::gradients);
+      Tensor leaf(v.leaf);
+      for (const GradReadyHook& hook : v.leaf->hooks) hook(leaf);
       continue;
     }
-    std::shared_ptr<Node> node = t->grad_fn;
-    TensorList in_grads = node->backward(g);
+    Node& node = *v.fn;
+    if (!node.backward)
+      throw std::logic_error(std::string("autograd: backward through op ") + node.name +
+                             " a second time; its saved tensors were freed by the first backward "
+                             "(run forward again)");
+    TensorList in_grads = node.backward(g);
+    node.backward = nullptr;  // frees what the op saved for this backward
     g = Tensor();
-    if (in_grads.size() != node->inputs.size())
-      throw std::logic_error(std::string("autograd: op ") + node->name + " returned " +
+    if (in_grads.size() != node.next.size())
+      throw std::logic_error(std::string("autograd: op ") + node.name + " returned " +
                              std::to_string(in_grads.size()) + " gradients for " +
-                             std::to_string(node->inputs.size()) + " inputs");
+                             std::to_string(node.next.size()) + " inputs");
     for (size_t i = 0; i < in_grads.size(); ++i) {
-      const Tensor& in = node->inputs[i];
-      if (!in.defined() || !in.requires_grad()) continue;
+      const Edge& e = node.next[i];
+      if (!e.fn && !e.leaf) continue;
+      const Vertex in = vertex_of(e);
       if (in_grads[i].defined()) {
-        check_same_shape(in, in_grads[i], node->name);
-        auto& slot = grads[in.impl()];
+        if (in_grads[i].shape() != e.shape)
+          throw std::invalid_argument(std::string(node.name) + ": gradient shape " +
+                                      shape_str(in_grads[i].shape()) + " differs from input shape " +
+                                      shape_str(e.shape));
+        auto& slot = grads[in.key()];
         if (!slot) {
           slot = in_grads[i].impl_ptr();
         } else {
@@ -115,11 +156,11 @@ void run_backward(const Tensor& root, const Tensor& grad) {
           QUARTET_DISPATCH(acc.device(), add_, acc, in_grads[i], 1.0f);
         }
       }
-      if (--pending[in.impl()] == 0) {
-        if (!grads.count(in.impl())) {  // every use gave "no gradient": a zero one
-          grads[in.impl()] = Tensor::zeros(in.shape(), in.device()).impl_ptr();
+      if (--pending[in.key()] == 0) {
+        if (!grads.count(in.key())) {  // every use gave "no gradient": a zero one
+          grads[in.key()] = Tensor::zeros(e.shape, e.device).impl_ptr();
         }
-        ready.push_back(in.impl_ptr());
+        ready.push_back(in);
       }
     }
   }

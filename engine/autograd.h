@@ -8,12 +8,25 @@
 
 namespace quartet::engine {
 
+// Where the gradient for one input of a recorded op goes: the node that produced the
+// input, or the input itself when it is a leaf, or nowhere (neither set) when the input
+// needs no gradient. Edges do not own the inputs' storage, so a tensor that no backward
+// saved is freed as soon as forward drops it, as in PyTorch.
+struct Node;
+struct Edge {
+  std::shared_ptr<Node> fn;           // the input's grad_fn, for an input an op produced
+  std::shared_ptr<TensorImpl> leaf;   // the input, for a leaf that requires grad
+  Shape shape;                        // the input's shape, to check the gradient
+  Device device;
+};
+
 // One recorded op: given the gradient of its output, returns one gradient per input
-// (undefined where an input needs none). Backward closures capture what they saved.
+// (undefined where an input needs none). Backward closures capture what they saved;
+// run_backward releases a closure once it has run, which frees those saved tensors.
 struct Node {
   using BackwardFn = std::function<TensorList(const Tensor& grad_output)>;
   const char* name = "";
-  TensorList inputs;
+  std::vector<Edge> next;  // one per input, in the op's input order
   BackwardFn backward;
 };
 
@@ -40,7 +53,10 @@ void record(Tensor& output, const char* name, TensorList inputs, Node::BackwardF
 
 // Runs backward from `root` seeded with `grad` (same shape). Leaves accumulate into
 // grad() with +=; each leaf's grad-ready hooks fire as soon as all of its contributions
-// in this pass have been added. Intermediate gradients are freed as they are consumed.
+// in this pass have been added. Intermediate gradients are freed as they are consumed,
+// and each op's saved tensors as soon as its backward has run (PyTorch's default,
+// retain_graph=False): a second backward through the same graph throws
+// std::logic_error; run forward again instead.
 void run_backward(const Tensor& root, const Tensor& grad);
 
 }  // namespace quartet::engine

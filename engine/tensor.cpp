@@ -1,9 +1,12 @@
 #include "engine/tensor.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/cpu/elementwise.h"
@@ -45,22 +48,103 @@ void check_shape(const Shape& shape) {
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define QUARTET_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QUARTET_ASAN 1
+#endif
+#endif
+
+// Host blocks freed by tensors, kept for the next tensor of the same size. A training
+// step allocates the same sizes as the one before, so after the first step allocations
+// are served from here: no page faults, no zeroing by the kernel, no mmap/munmap of the
+// large blocks glibc would otherwise hand back every step. Thread-safe. Blocks beyond
+// the cap are returned to the system; QUARTET_HOST_CACHE_MB sets the cap (0: off; off
+// under AddressSanitizer too, so that it still sees every use after free).
+class BlockCache {
+ public:
+  static BlockCache& instance() {
+    static BlockCache* cache = new BlockCache;  // never destroyed: tensors may outlive statics
+    return *cache;
+  }
+
+  void* allocate(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) {
+      release_all();  // the cache may hold what this allocation needs
+      p = std::aligned_alloc(64, bytes);
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+
+  void release(void* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + bytes <= cap_) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [bytes, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  BlockCache() {
+    if (const char* env = std::getenv("QUARTET_HOST_CACHE_MB")) cap_ = static_cast<size_t>(std::atoll(env)) << 20;
+#if defined(QUARTET_ASAN)
+    cap_ = 0;
+#endif
+  }
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+  size_t cap_ = size_t{1} << 30;
+};
+
+size_t storage_bytes(int64_t numel) { return ((static_cast<size_t>(numel) * sizeof(float) + 63) / 64) * 64; }
+
 }  // namespace
 
 Storage::Storage(int64_t numel, Device device, MemTag tag)
     : numel_(numel), device_(device), tag_(tag) {
   if (!device.is_cpu()) throw_no_backend(device, "allocate");
-  const size_t bytes = ((static_cast<size_t>(numel) * sizeof(float) + 63) / 64) * 64;
-  if (bytes > 0) {
-    data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (!data_) throw std::bad_alloc();
-  }
+  const size_t bytes = storage_bytes(numel);
+  if (bytes > 0) data_ = static_cast<float*>(BlockCache::instance().allocate(bytes));
   memory_add(tag_, static_cast<int64_t>(numel) * sizeof(float));
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  if (data_) BlockCache::instance().release(data_, storage_bytes(numel_));
   memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+}
+
+void Storage::set_tag(MemTag tag) {
+  if (tag == tag_) return;
+  // Subtract first, so that the total's peak does not count these bytes twice.
+  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+  memory_add(tag, static_cast<int64_t>(numel_) * sizeof(float));
+  tag_ = tag;
 }
 
 Tensor Tensor::empty(const Shape& shape, Device device) {

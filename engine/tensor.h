@@ -30,6 +30,8 @@ class Storage {
   int64_t numel() const { return numel_; }
   Device device() const { return device_; }
   MemTag tag() const { return tag_; }
+  // Moves this storage's charge to another tag (a workspace buffer adopted as a gradient).
+  void set_tag(MemTag tag);
 
  private:
   float* data_ = nullptr;

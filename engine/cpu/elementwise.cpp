@@ -1,9 +1,33 @@
 #include "engine/cpu/elementwise.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
+#include "engine/threads.h"
+
 namespace quartet::engine::cpu {
+namespace {
+
+// Elements below which a loop stays on one thread: forking costs about as much as
+// streaming this many floats.
+constexpr int64_t kMinParallel = int64_t{1} << 16;
+
+// fn(begin, end) over [0, n) in contiguous slices, one per compute thread. Every element
+// is computed as on one thread, so results do not depend on the thread count.
+template <class Fn>
+void for_slices(int64_t n, Fn&& fn) {
+  const int threads = compute_threads();
+  if (threads <= 1 || n < kMinParallel) return fn(int64_t{0}, n);
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+    fn(n * t / count, n * (t + 1) / count);
+  }
+}
+
+}  // namespace
 
 void fill(Tensor& out, float value) { std::fill_n(out.data(), out.numel(), value); }
 
@@ -11,53 +35,68 @@ void copy(const Tensor& src, Tensor& out) {
   std::memcpy(out.data(), src.data(), sizeof(float) * static_cast<size_t>(src.numel()));
 }
 
+// The loops take their pointers by value, so the compiler sees that stores cannot move
+// them and vectorises (through a lambda's captured references it would not).
+namespace {
+void add_range(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
+}
+void axpy_range(float* acc, const float* x, float alpha, int64_t i0, int64_t i1) {
+  if (alpha == 1.0f) {
+    for (int64_t i = i0; i < i1; ++i) acc[i] += x[i];
+  } else {
+    for (int64_t i = i0; i < i1; ++i) acc[i] += alpha * x[i];
+  }
+}
+void mul_range(const float* a, const float* b, float* out, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) out[i] = a[i] * b[i];
+}
+void scale_range(const float* a, float s, float* out, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) out[i] = s * a[i];
+}
+void relu_range(const float* x, float* out, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+// grad_in may be grad_out itself (relu's backward reuses a gradient nothing else sees).
+void relu_backward_range(const float* g, const float* y, float* gi, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) gi[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+}  // namespace
+
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  const float* pa = a.data();
-  const float* pb = b.data();
+  const float *pa = a.data(), *pb = b.data();
   float* po = out.data();
-  const int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  for_slices(out.numel(), [=](int64_t i0, int64_t i1) { add_range(pa, pb, po, i0, i1); });
 }
 
 void add_(Tensor& acc, const Tensor& x, float alpha) {
   float* pa = acc.data();
   const float* px = x.data();
-  const int64_t n = acc.numel();
-  if (alpha == 1.0f) {
-    for (int64_t i = 0; i < n; ++i) pa[i] += px[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) pa[i] += alpha * px[i];
-  }
+  for_slices(acc.numel(), [=](int64_t i0, int64_t i1) { axpy_range(pa, px, alpha, i0, i1); });
 }
 
 void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  const float* pa = a.data();
-  const float* pb = b.data();
+  const float *pa = a.data(), *pb = b.data();
   float* po = out.data();
-  const int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] * pb[i];
+  for_slices(out.numel(), [=](int64_t i0, int64_t i1) { mul_range(pa, pb, po, i0, i1); });
 }
 
 void scale(const Tensor& a, float s, Tensor& out) {
   const float* pa = a.data();
   float* po = out.data();
-  const int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = s * pa[i];
+  for_slices(out.numel(), [=](int64_t i0, int64_t i1) { scale_range(pa, s, po, i0, i1); });
 }
 
 void relu(const Tensor& x, Tensor& out) {
   const float* px = x.data();
   float* po = out.data();
-  const int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+  for_slices(out.numel(), [=](int64_t i0, int64_t i1) { relu_range(px, po, i0, i1); });
 }
 
 void relu_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in) {
-  const float* g = grad_out.data();
-  const float* y = out.data();
+  const float *g = grad_out.data(), *y = out.data();
   float* gi = grad_in.data();
-  const int64_t n = grad_in.numel();
-  for (int64_t i = 0; i < n; ++i) gi[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  for_slices(grad_in.numel(), [=](int64_t i0, int64_t i1) { relu_backward_range(g, y, gi, i0, i1); });
 }
 
 float sum(const Tensor& x) {

@@ -61,7 +61,11 @@ Tensor relu(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.device());
   QUARTET_DISPATCH(x.device(), relu, x, out);
   record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
-    Tensor d = Tensor::empty(g.shape(), g.device());
+    // The incoming gradient is overwritten when nothing else can see it (backward holds
+    // the only handle and the handle the only reference to the storage): one activation-
+    // sized buffer less at the peak of backward.
+    const bool reuse = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1;
+    Tensor d = reuse ? g : Tensor::empty(g.shape(), g.device());
     QUARTET_DISPATCH(g.device(), relu_backward, g, y, d);
     return TensorList{d};
   });

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd.h"
+#include "engine/memory.h"
 #include "engine/ops.h"
 
 namespace quartet::engine {
@@ -80,6 +81,44 @@ TEST(Autograd, GradientOfLeafIsTaggedAsGradients) {
   Tensor a = leaf({4}, {1, 2, 3, 4});
   sum(a).backward();
   EXPECT_EQ(a.grad().mem_tag(), MemTag::gradients);
+}
+
+int64_t activations_now() { return memory_stats().current[static_cast<int>(MemTag::activations)]; }
+
+TEST(Autograd, AnIntermediateNoBackwardSavedIsFreedWhenForwardDropsIt) {
+  Tensor a = leaf({1000}, std::vector<float>(1000, 1.0f));
+  const int64_t before = activations_now();
+  Tensor loss;
+  {
+    Tensor y = scale(a, 2);  // scale saves nothing for its backward
+    loss = sum(y);
+  }
+  EXPECT_EQ(activations_now() - before, 4);  // only the scalar loss is left
+  loss.backward();
+  EXPECT_EQ(a.grad().to_vector(), std::vector<float>(1000, 2.0f));
+}
+
+TEST(Autograd, BackwardFreesWhatOpsSavedAndASecondBackwardThrows) {
+  Tensor a = leaf({1000}, std::vector<float>(1000, 1.0f));
+  const int64_t before = activations_now();
+  Tensor loss = sum(relu(scale(a, 2)));  // relu saves its output
+  EXPECT_GE(activations_now() - before, 4000);
+  loss.backward();
+  EXPECT_EQ(activations_now() - before, 4);
+  EXPECT_THROW(loss.backward(), std::logic_error);
+}
+
+TEST(Autograd, FirstGradientOfALeafIsAdoptedNotCopied) {
+  Tensor a = leaf({100000}, std::vector<float>(100000, 1.0f));
+  Tensor loss = sum(scale(a, 3));
+  reset_memory_peaks();
+  const int64_t base = memory_stats().total_current;
+  loss.backward();
+  // sum's backward fills one a-sized buffer and scale's writes a second, which becomes
+  // a.grad() as it is: a copy would make a third.
+  EXPECT_LE(memory_stats().total_peak - base, 2 * 400000 + 64);
+  EXPECT_EQ(a.grad().mem_tag(), MemTag::gradients);
+  EXPECT_EQ(a.grad().to_vector(), std::vector<float>(100000, 3.0f));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "engine/memory.h"
 #include "engine/tensor.h"
 #include "engine/threads.h"
@@ -48,6 +50,33 @@ TEST(Memory, DetachSharesStorageWithoutChargingTwice) {
   Tensor a = Tensor::zeros({256});
   Tensor b = a.detach();
   EXPECT_EQ(current(MemTag::activations) - before, 1024);
+}
+
+TEST(Memory, FreedHostBlocksServeTheNextTensorOfTheSameSize) {
+  const char* cap = std::getenv("QUARTET_HOST_CACHE_MB");
+  if (cap && std::atoll(cap) == 0) GTEST_SKIP() << "the host block cache is off (QUARTET_HOST_CACHE_MB=0)";
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the host block cache is off under AddressSanitizer";
+#endif
+  const float* first;
+  {
+    Tensor t = Tensor::empty({12345});
+    first = t.data();
+  }
+  Tensor again = Tensor::empty({12345});
+  EXPECT_EQ(again.data(), first);
+}
+
+TEST(Memory, RetaggingMovesTheChargeWithoutRaisingTheTotalPeak) {
+  Tensor t = Tensor::empty({1000}, Device::cpu(), MemTag::workspace);
+  const int64_t workspace = current(MemTag::workspace), gradients = current(MemTag::gradients);
+  reset_memory_peaks();
+  const int64_t total_peak = memory_stats().total_peak;
+  t.impl()->storage->set_tag(MemTag::gradients);
+  EXPECT_EQ(t.mem_tag(), MemTag::gradients);
+  EXPECT_EQ(current(MemTag::workspace), workspace - 4000);
+  EXPECT_EQ(current(MemTag::gradients), gradients + 4000);
+  EXPECT_EQ(memory_stats().total_peak, total_peak);
 }
 
 TEST(Threads, ComputeThreadsCanBeSetAndInvalidCountsAreRefused) {
