@@ -81,17 +81,30 @@ Vertex vertex_of(const Edge& e) { return {e.fn, e.leaf}; }
 
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& grad) {
-  check_same_shape(root, grad, "backward");
-  if (!root.requires_grad())
-    throw std::logic_error("backward: the tensor does not require grad (no parameter reaches it)");
+void run_backward(const Tensor& root, const Tensor& grad) { run_backward(TensorList{root}, TensorList{grad}); }
 
-  const Vertex start = root.grad_fn() ? Vertex{root.grad_fn(), nullptr} : Vertex{nullptr, root.impl_ptr()};
-  // Count, for every vertex, how many recorded uses still owe it a gradient.
+void run_backward(const TensorList& roots, const TensorList& grads_in) {
+  if (roots.size() != grads_in.size())
+    throw std::invalid_argument("backward: " + std::to_string(roots.size()) + " tensors but " +
+                                std::to_string(grads_in.size()) + " gradients");
+  if (roots.empty()) throw std::invalid_argument("backward: no tensor to start from");
+  std::vector<Vertex> starts;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    check_same_shape(root, grads_in[i], "backward");
+    if (!root.requires_grad())
+      throw std::logic_error("backward: the tensor does not require grad (no parameter reaches it)");
+    starts.push_back(root.grad_fn() ? Vertex{root.grad_fn(), nullptr} : Vertex{nullptr, root.impl_ptr()});
+  }
+
+  // Count, for every vertex, how many recorded uses still owe it a gradient. A root may
+  // also feed another root (a skip tensor beside the main path): it waits for that use.
   std::unordered_map<const void*, int> pending;
-  pending[start.key()] = 0;
   std::vector<Node*> stack;
-  if (start.fn) stack.push_back(start.fn.get());
+  for (const Vertex& start : starts) {
+    auto [it, fresh] = pending.try_emplace(start.key(), 0);
+    if (fresh && start.fn) stack.push_back(start.fn.get());
+  }
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -106,8 +119,19 @@ void run_backward(const Tensor& root, const Tensor& grad) {
 
   // Kahn's order: a vertex is processed once every consumer has delivered its part.
   std::unordered_map<const void*, std::shared_ptr<TensorImpl>> grads;
-  grads[start.key()] = grad.impl_ptr();
-  std::vector<Vertex> ready{start};
+  std::vector<Vertex> ready;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    auto& slot = grads[starts[i].key()];
+    if (!slot) {
+      slot = grads_in[i].impl_ptr();
+      if (pending[starts[i].key()] == 0) ready.push_back(starts[i]);
+    } else {  // the same tensor twice: its seeds add up
+      Tensor sum = Tensor::empty(grads_in[i].shape(), grads_in[i].device(), MemTag::workspace);
+      QUARTET_DISPATCH(sum.device(), copy, Tensor(slot), sum);
+      QUARTET_DISPATCH(sum.device(), add_, sum, grads_in[i], 1.0f);
+      slot = sum.impl_ptr();
+    }
+  }
   MemTagScope tag(MemTag::workspace);
   while (!ready.empty()) {
     const Vertex v = std::move(ready.back());

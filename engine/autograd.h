@@ -58,5 +58,10 @@ void record(Tensor& output, const char* name, TensorList inputs, Node::BackwardF
 // retain_graph=False): a second backward through the same graph throws
 // std::logic_error; run forward again instead.
 void run_backward(const Tensor& root, const Tensor& grad);
+// Backward from several tensors at once, each seeded with its gradient: what the lower
+// half of a model cut in two runs when the gradients at the cut (main path and skip
+// tensors) come back. A root that also feeds another root gets both contributions.
+// requires roots.size() == grads.size() >= 1, grads[i] shaped like roots[i]
+void run_backward(const TensorList& roots, const TensorList& grads);
 
 }  // namespace quartet::engine

@@ -121,5 +121,28 @@ TEST(Autograd, FirstGradientOfALeafIsAdoptedNotCopied) {
   EXPECT_EQ(a.grad().to_vector(), std::vector<float>(100000, 3.0f));
 }
 
+TEST(Autograd, BackwardFromSeveralRootsAddsTheirContributions) {
+  // skip = 2a feeds the root main = skip * a, and is itself a root: d/da of
+  // <main, g_main> + <skip, g_skip> = g_main * (2a + 2a) + 2 g_skip.
+  Tensor a = leaf({2}, {1, 2});
+  Tensor skip = scale(a, 2);
+  Tensor main = mul(skip, a);
+  run_backward(TensorList{main, skip}, TensorList{Tensor::from_vector({2}, {1, 10}), Tensor::from_vector({2}, {3, 5})});
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{1 * 4 + 2 * 3, 10 * 8 + 2 * 5}));
+}
+
+TEST(Autograd, BackwardFromSeveralRootsChecksItsArguments) {
+  Tensor a = leaf({2}, {1, 2});
+  Tensor y = scale(a, 2);
+  EXPECT_THROW(run_backward(TensorList{y}, TensorList{}), std::invalid_argument);
+  EXPECT_THROW(run_backward(TensorList{}, TensorList{}), std::invalid_argument);
+  EXPECT_THROW(run_backward(TensorList{y}, TensorList{Tensor::zeros({3})}), std::invalid_argument);
+  // The same root twice: its seeds add up, and the caller's gradient is not modified.
+  Tensor g = Tensor::from_vector({2}, {1, 1});
+  run_backward(TensorList{y, y}, TensorList{g, g});
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{4, 4}));
+  EXPECT_EQ(g.to_vector(), (std::vector<float>{1, 1}));
+}
+
 }  // namespace
 }  // namespace quartet::engine
