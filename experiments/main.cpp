@@ -34,7 +34,7 @@ int cmd_list(const std::string& what) {
     for (const auto& w : workloads::workload_names()) std::cout << "  " << w << "\n";
   }
   if (what == "models" || what == "all") {
-    std::cout << "models (stages in order; split cuts go between stages):\n";
+    std::cout << "models (stages in order; a split cut names the client's last stage):\n";
     for (const auto& m : workloads::model_catalog()) {
       std::cout << "  " << m.name << "  (" << m.parameters << " parameters)  stages:";
       for (const auto& s : m.stages) std::cout << " " << s;

@@ -111,7 +111,7 @@ std::vector<Field> federated_fields() {
   Field alpha = number("alpha", "dirichlet: concentration; small is skewed", 0.5);
   alpha.exclusive_minimum = 0.0;
   Field partition{.name = "partition", .type = FieldType::object,
-                  .description = "federated: how the training set is split among the clients"};
+                  .description = "federated, split: how the training set is split among the clients"};
   partition.fields = {string("kind", "iid, dirichlet (label skew) or shards (McMahan et al.)", "iid",
                              {"iid", "dirichlet", "shards"}),
                       alpha, integer("shards_per_client", "shards: shards per client", 1, 2)};
@@ -128,7 +128,7 @@ std::vector<Field> federated_fields() {
   topk.exclusive_minimum = 0.0;
   topk.maximum = 1.0;
   return {
-      integer("clients", "federated: logical clients K, each with its own partition and connection", 1),
+      integer("clients", "federated, split: logical clients K, each with its own partition and connection", 1),
       fraction,
       integer("local_epochs", "federated: local epochs E per round, at the train batch", 1),
       integer("rounds", "federated: communication rounds", 1),
@@ -139,11 +139,36 @@ std::vector<Field> federated_fields() {
       server_lr,
       deadline,
       integer("min_clients", "federated: fewest updates a round averages (else it keeps the weights); <= clients", 1),
-      integer("processes", "federated: pool processes hosting the virtual clients; default min(cores, clients)", 1),
+      integer("processes", "federated, split: pool processes hosting the virtual clients; default min(cores, clients) (split vanilla, ushaped: 1)", 1),
       string("compress",
              "federated: encoding of client updates; data_parallel: of the gradients it reduces (none, fp16)",
              nullptr, {"none", "fp16", "topk"}),
       topk,
+  };
+}
+
+// The split regime's own arm fields (docs/split.md); it shares clients, partition and
+// processes with federated.
+const std::vector<std::string> kSplitShared{"clients", "partition", "processes"};
+
+std::vector<Field> split_fields() {
+  Field cuts{.name = "cuts", .type = FieldType::array,
+             .description = "split ushaped: [a, b]: the client runs the stages up to a and after b, and keeps the "
+                            "labels; the server runs the stages after a up to b",
+             .items = {Field{.name = "stage", .type = FieldType::string, .description = "a stage name"}}};
+  cuts.minimum = 2;
+  Field timeout = number("step_timeout_s", "split: seconds a silent client or server may take in a turn before it "
+                                           "is dropped");
+  timeout.exclusive_minimum = 0.0;
+  return {
+      string("variant", "split: vanilla (clients in turn), ushaped (labels stay on the client), splitfed (clients "
+                        "in parallel, halves averaged every epoch)",
+             nullptr, {"vanilla", "ushaped", "splitfed"}),
+      string("cut", "split vanilla, splitfed: the client's last stage (quartet list models); the server runs the rest"),
+      cuts,
+      string("server_halves", "split splitfed: per_client (SFLv1, server halves averaged) or shared (SFLv2)", nullptr,
+             {"per_client", "shared"}),
+      timeout,
   };
 }
 
@@ -197,6 +222,7 @@ Field make_schema() {
       link_field(nullptr),
   };
   for (Field& f : federated_fields()) arm.fields.push_back(std::move(f));
+  for (Field& f : split_fields()) arm.fields.push_back(std::move(f));
   Field arms{.name = "arms", .type = FieldType::array, .description = "the arms, run one after another",
              .required = true};
   arms.minimum = 1;
@@ -286,8 +312,13 @@ void check_data_parallel(json& a, const std::string& path, ArmSpec& arm) {
 void check_federated(json& a, const std::string& regime, const json& experiment_link, const std::string& path) {
   if (regime != "federated") {
     for (const std::string& f : kFederatedFields)
-      if (a.contains(f) && !(f == "compress" && regime == "data_parallel"))
-        throw SpecError(path + "." + f + ": only the federated regime takes " + f + ", this arm is " + regime);
+      if (a.contains(f) && !(f == "compress" && regime == "data_parallel") &&
+          !(regime == "split" && std::find(kSplitShared.begin(), kSplitShared.end(), f) != kSplitShared.end()))
+        throw SpecError(path + "." + f + ": only the " +
+                        (std::find(kSplitShared.begin(), kSplitShared.end(), f) != kSplitShared.end()
+                             ? "federated and split regimes take "
+                             : "federated regime takes ") +
+                        f + ", this arm is " + regime);
     return;
   }
   if (!a.contains("clients")) a["clients"] = 10;
@@ -318,6 +349,65 @@ void check_federated(json& a, const std::string& regime, const json& experiment_
                     std::to_string(a.at("processes").get<int64_t>()) + "; a pool process without clients idles");
   if (!a.contains("compress")) a["compress"] = "none";
   if (!a.contains("topk_fraction")) a["topk_fraction"] = 0.01;
+  if (!a.contains("link")) a["link"] = experiment_link;
+}
+
+// Split fields only on split arms, their defaults filled; the cuts must be stages of
+// the experiment's model.
+void check_split(json& a, const std::string& regime, const ArmSpec& arm, const std::string& model,
+                 const json& experiment_link, const std::string& path) {
+  static const char* const kFields[] = {"variant", "cut", "cuts", "server_halves", "step_timeout_s"};
+  if (regime != "split") {
+    for (const char* f : kFields)
+      if (a.contains(f))
+        throw SpecError(path + "." + f + ": only the split regime takes " + f + ", this arm is " + regime);
+    return;
+  }
+  if (!a.contains("clients")) a["clients"] = 1;
+  const int64_t clients = a.at("clients").get<int64_t>();
+  if (!a.contains("variant")) a["variant"] = "vanilla";
+  const std::string variant = a.at("variant").get<std::string>();
+  const std::vector<std::string> stages = workloads::model_info(model).stages;
+  std::string known;
+  for (const auto& st : stages) known += (known.empty() ? "\"" : ", \"") + st + "\"";
+  auto check_stage = [&](const std::string& field, const std::string& name) {
+    const auto it = std::find(stages.begin(), stages.end(), name);
+    if (it == stages.end())
+      throw SpecError(path + "." + field + ": \"" + name + "\" is not a stage of " + model + "; its stages are " + known);
+    if (it + 1 == stages.end())
+      throw SpecError(path + "." + field + ": \"" + name + "\" is the last stage, which leaves the server nothing "
+                      "to run; a cut names the client's last stage before it, one of " + known);
+    return it - stages.begin();
+  };
+  if (variant == "ushaped") {
+    if (a.contains("cut")) throw SpecError(path + ".cut: the ushaped variant takes cuts: [a, b], not cut");
+    if (!a.contains("cuts") || a.at("cuts").size() != 2)
+      throw SpecError(path + ".cuts: the ushaped variant needs two stage names, cuts: [a, b], from " + known);
+    const auto lo = check_stage("cuts[0]", a.at("cuts")[0].get<std::string>());
+    const auto hi = check_stage("cuts[1]", a.at("cuts")[1].get<std::string>());
+    if (hi <= lo)
+      throw SpecError(path + ".cuts: the second cut must come after the first, with the server's stages between");
+  } else {
+    if (a.contains("cuts")) throw SpecError(path + ".cuts: only the ushaped variant takes cuts; use cut");
+    if (!a.contains("cut")) throw SpecError(path + ".cut: the " + variant + " variant needs cut, one of " + known);
+    check_stage("cut", a.at("cut").get<std::string>());
+  }
+  if (a.contains("server_halves") && variant != "splitfed")
+    throw SpecError(path + ".server_halves: only the splitfed variant keeps server halves per client or shared");
+  if (variant == "splitfed" && !a.contains("server_halves")) a["server_halves"] = "per_client";
+  if (!a.contains("partition")) a["partition"] = json::object();
+  validate_and_fill(a["partition"], federated_fields()[4], path + ".partition");
+  if (!a.contains("processes")) {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    a["processes"] = variant == "splitfed" ? std::min(cores, clients) : int64_t{1};
+  }
+  if (a.at("processes").get<int64_t>() > clients)
+    throw SpecError(path + ".processes: expected at most clients (" + std::to_string(clients) + "), got " +
+                    std::to_string(a.at("processes").get<int64_t>()) + "; a pool process without clients idles");
+  if (!a.contains("step_timeout_s")) a["step_timeout_s"] = 600.0;
+  if (arm.train.clip_grad_norm > 0.0)
+    throw SpecError(path + ".train.clip_grad_norm: the split regime does not clip (the norm spans both sides of the "
+                    "cut); use 0");
   if (!a.contains("link")) a["link"] = experiment_link;
 }
 
@@ -396,6 +486,7 @@ ExperimentSpec parse_spec(json j) {
       throw SpecError(path + ".device: \"" + arm.device +
                       "\" is not available: this build of Quartet trains on \"cpu\" only (no CUDA backend)");
     check_federated(a, arm.regime, j.at("link"), path);
+    check_split(a, arm.regime, arm, spec.workload.model, j.at("link"), path);
     if (a.contains("remote")) {
       trainers::TrainConfig rc;
       rc.arm_settings = a;

@@ -16,14 +16,18 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
-                       const engine::MemStats& mem) {
-  using nlohmann::json;
-  json memory = json::object();
+nlohmann::json memory_json(const engine::MemStats& mem) {
+  nlohmann::json memory = nlohmann::json::object();
   for (int i = 0; i < engine::kMemTagCount; ++i)
     memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {{"current", mem.current[i]},
                                                                                  {"peak", mem.peak[i]}};
   memory["total"] = {{"current", mem.total_current}, {"peak", mem.total_peak}};
+  return memory;
+}
+
+nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
+                       const engine::MemStats& mem) {
+  using nlohmann::json;
   json j = {
       {"type", "step"},
       {"arm", arm},
@@ -39,7 +43,7 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
       {"bytes_sent", r.bytes_sent},
       {"bytes_received", r.bytes_received},
       {"messages", r.messages},
-      {"memory", memory},
+      {"memory", memory_json(mem)},
       {"rss_peak", peak_rss_bytes()},
       {"gpu_memory", nullptr},
       {"loss", r.loss},

@@ -35,6 +35,10 @@ struct StepRecord {
   std::optional<Evaluation> eval;
 };
 
+// The engine's tracked bytes as records carry them: per tag and `total`, each
+// {"current", "peak"}.
+nlohmann::json memory_json(const engine::MemStats& mem);
+
 // Serialises a record with memory figures `mem` (per tag current and peak; by default
 // taken now) and this process's peak RSS.
 nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,

@@ -7,7 +7,7 @@
 namespace quartet::trainers {
 
 const std::vector<std::string>& regime_names() {
-  static const std::vector<std::string> names{"single", "accumulate", "data_parallel", "federated"};
+  static const std::vector<std::string> names{"single", "accumulate", "data_parallel", "federated", "split"};
   return names;
 }
 
@@ -16,6 +16,7 @@ std::unique_ptr<Regime> make_regime(const std::string& name) {
   if (name == "accumulate") return make_accumulate();
   if (name == "data_parallel") return make_data_parallel();
   if (name == "federated") return make_federated();
+  if (name == "split") return make_split();
   std::string known;
   for (const auto& n : regime_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("unknown regime \"" + name + "\"; known regimes: " + known);

@@ -67,7 +67,7 @@ class Regime {
   // Whether the arm fails when this role dies. A regime that tolerates losing a role
   // (federated client pools: their clients miss rounds) says false for it; the launcher
   // then logs the loss and carries on.
-  virtual bool essential(const std::string& role) const { return true; }
+  virtual bool essential(const std::string& /*role*/) const { return true; }
 };
 
 // The regimes this build knows, and a factory that throws std::invalid_argument listing

@@ -10,4 +10,5 @@ std::unique_ptr<Regime> make_single();
 std::unique_ptr<Regime> make_accumulate();
 std::unique_ptr<Regime> make_data_parallel();
 std::unique_ptr<Regime> make_federated();
+std::unique_ptr<Regime> make_split();
 }  // namespace quartet::trainers

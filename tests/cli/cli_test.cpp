@@ -548,3 +548,137 @@ TEST_F(Cli, FederatedRunSurvivesAKilledClientPool) {
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<json> records_of(const fs::path& file, const std::string& type) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (json r = json::parse(line); r["type"] == type) out.push_back(r);
+  return out;
+}
+
+json split_spec() {
+  return json::parse(R"({
+    "name": "cli-split",
+    "workload": {"name": "synthetic", "model": "mlp", "train_samples": 256, "test_samples": 64},
+    "seed": 3,
+    "threads": 1,
+    "train": {"epochs": 2, "batch": 32, "optimizer": {"lr": 0.05, "momentum": 0.9}},
+    "arms": [{"name": "single", "regime": "single"},
+             {"name": "vanilla-1", "regime": "split", "clients": 1, "cut": "fc1"},
+             {"name": "ushaped-1", "regime": "split", "clients": 1, "variant": "ushaped", "cuts": ["fc1", "fc2"]}]
+  })");
+}
+
+// Split learning with one client is single's computation cut in two: the same weights,
+// bit for bit with one compute thread on each side. U-shaped, no label crosses; every
+// turn's bytes are the analytic cost (activations and their gradients, labels, the client
+// half both ways) plus framing under 1%.
+TEST_F(Cli, SplitWithOneClientEqualsSingleAndItsBytesMatchTheAnalyticCost) {
+  const Result r = quartet({"run", write_spec(split_spec()).string(), "--out", (dir_ / "r").string(),
+                            "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<float> single = safetensors_floats(dir_ / "r" / "single" / "final.safetensors");
+  ASSERT_GT(single.size(), 200000u);
+  for (const char* arm : {"vanilla-1", "ushaped-1"}) {
+    const std::vector<float> w = safetensors_floats(dir_ / "r" / arm / "final.safetensors");
+    ASSERT_EQ(w.size(), single.size()) << arm;
+    double worst = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::abs(double(w[i]) - single[i]));
+    EXPECT_LT(worst, 1e-7) << arm;
+    const std::vector<json> steps = records_of(dir_ / "r" / arm / "roles" / "server.jsonl", "step");
+    ASSERT_EQ(steps.size(), 2u) << arm;  // one turn per epoch
+    EXPECT_TRUE(steps.back().contains("eval"));
+    for (const json& s : steps) {
+      const json& turn = s["split"]["turns"][0];
+      ASSERT_TRUE(turn["ok"].get<bool>()) << turn.dump();
+      EXPECT_EQ(turn["steps"], 8);
+      const json shapes = std::string(arm) == "vanilla-1" ? json::array({json::array({32, 256})})
+                                                          : json::array({json::array({32, 256}), json::array({32, 128})});
+      EXPECT_EQ(turn["cut"]["shapes"], shapes);
+      int64_t measured = 0;
+      for (const auto& [kind, c] : turn["traffic"].items())
+        measured += c["sent"].get<int64_t>() + c["received"].get<int64_t>();
+      const int64_t analytic = turn["analytic_bytes"];
+      EXPECT_GE(measured, analytic) << arm;
+      EXPECT_LT(double(measured - analytic), 0.01 * analytic) << arm << ": " << turn["traffic"].dump();
+      const bool labels_cross = turn["traffic"].contains("labels");
+      EXPECT_EQ(labels_cross, std::string(arm) == "vanilla-1") << turn["traffic"].dump();
+      if (labels_cross) EXPECT_GE(turn["traffic"]["labels"]["received"].get<int64_t>(), 8 * 32 * 4);
+    }
+    const std::vector<json> client = records_of(dir_ / "r" / arm / "roles" / "pool0.jsonl", "client_turn");
+    ASSERT_EQ(client.size(), 2u);
+    EXPECT_GT(client[0]["rss_peak"].get<int64_t>(), 0);
+  }
+}
+
+// SplitFed, both server-half policies, four clients on two pool processes.
+TEST_F(Cli, SplitFedRunsClientsInParallelAndAveragesTheHalves) {
+  json j = split_spec();
+  j["arms"] = json::array({{{"name", "sflv1"}, {"regime", "split"}, {"clients", 4}, {"processes", 2},
+                            {"variant", "splitfed"}, {"cut", "fc1"}},
+                           {{"name", "sflv2"}, {"regime", "split"}, {"clients", 4}, {"processes", 2},
+                            {"variant", "splitfed"}, {"cut", "fc1"}, {"server_halves", "shared"}}});
+  const Result r = quartet({"run", write_spec(j).string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* arm : {"sflv1", "sflv2"}) {
+    const std::vector<json> steps = records_of(dir_ / "r" / arm / "roles" / "server.jsonl", "step");
+    ASSERT_EQ(steps.size(), 2u) << arm;  // one record per epoch
+    ASSERT_EQ(steps[0]["split"]["turns"].size(), 4u);
+    for (const json& t : steps[0]["split"]["turns"]) EXPECT_TRUE(t["ok"].get<bool>()) << t.dump();
+    EXPECT_EQ(steps.back()["samples"], 2 * 4 * 2 * 32);  // 2 epochs x 4 clients x 2 steps of 32
+    const json summary = json::parse(file_bytes(dir_ / "r" / arm / "summary.json"));
+    EXPECT_EQ(summary["status"], "finished");
+  }
+}
+
+TEST_F(Cli, SplitCutsThatAreNotStagesExitWith2) {
+  json j = split_spec();
+  j["arms"][1]["cut"] = "conv9";
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_),
+                    "spec.arms[1].cut: \"conv9\" is not a stage of mlp; its stages are \"fc1\", \"fc2\", \"fc3\"");
+  j = split_spec();
+  j["arms"][1]["cut"] = "fc3";
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "is the last stage");
+  j = split_spec();
+  j["arms"][2]["cuts"] = json::array({"fc2", "fc1"});
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.arms[2].cuts: the second cut");
+}
+
+// A vanilla client pool killed mid-run: its clients lose their turns (logged), the server
+// goes on with the others, and the arm finishes with every epoch evaluated.
+TEST_F(Cli, SplitRunSurvivesAClientThatDisconnects) {
+  json j = split_spec();
+  j["train"]["epochs"] = 1000;
+  j["arms"] = json::array({{{"name", "sl"}, {"regime", "split"}, {"clients", 4}, {"processes", 2}, {"cut", "fc1"}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
+                                       dir_ / "launcher.log");
+  ASSERT_FALSE(wait_for_line(run / "sl" / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120))
+                   .empty())
+      << file_bytes(dir_ / "launcher.log");
+  const pid_t pool = find_role_process(run, "pool1");
+  ASSERT_GT(pool, 0);
+  kill(pool, SIGKILL);
+  ASSERT_EQ(wait_exit(launcher), 0) << file_bytes(dir_ / "launcher.log");
+  const json summary = json::parse(file_bytes(run / "sl" / "summary.json"));
+  EXPECT_EQ(summary["status"], "finished");
+  const std::vector<json> steps = records_of(run / "sl" / "roles" / "server.jsonl", "step");
+  ASSERT_EQ(steps.size(), 1000u * 4);  // a record per turn, lost turns included
+  int lost = 0;
+  for (const json& s : steps) {
+    const json& t = s["split"]["turns"][0];
+    if (!t["ok"].get<bool>()) {
+      ++lost;
+      EXPECT_EQ(t["client"].get<int64_t>() % 2, 1) << t.dump();  // pool1 hosts clients 1 and 3
+    }
+  }
+  EXPECT_GT(lost, 0);
+  EXPECT_TRUE(steps.back()["split"]["turns"][0]["ok"].get<bool>() || steps[steps.size() - 2]["split"]["turns"][0]["ok"].get<bool>());
+  EXPECT_TRUE(steps.back().contains("eval"));
+  EXPECT_NE(file_bytes(run / "sl" / "roles" / "server.log").find("loses its turn"), std::string::npos);
+}
+
+}  // namespace

@@ -337,7 +337,7 @@ TEST(Spec, FederatedFieldsAreCheckedAndNamed) {
   expect_error(j, "spec.arms[0].processes");
   j = valid();
   j["arms"][0]["clients"] = 4;  // a single arm
-  expect_error(j, "spec.arms[0].clients: only the federated regime takes clients");
+  expect_error(j, "spec.arms[0].clients: only the federated and split regimes take clients");
 }
 
 TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
@@ -351,4 +351,32 @@ TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
 }
 
 }  // namespace
+TEST(Spec, SplitArmGetsItsDefaultsAndItsCutsAreStagesOfTheModel) {
+  json j = valid();
+  j["arms"] = json::array({{{"name", "sl"}, {"regime", "split"}, {"cut", "fc1"}}});
+  const ExperimentSpec s = parse_spec(j);
+  const json& a = s.json["arms"][0];
+  EXPECT_EQ(a["clients"], 1);
+  EXPECT_EQ(a["variant"], "vanilla");
+  EXPECT_EQ(a["processes"], 1);
+  EXPECT_EQ(a["partition"]["kind"], "iid");
+  EXPECT_FALSE(a.contains("server_halves"));
+  j["arms"][0]["variant"] = "ushaped";
+  expect_error(j, "spec.arms[0].cut: the ushaped variant takes cuts: [a, b], not cut");
+  j["arms"][0].erase("cut");
+  j["arms"][0]["cuts"] = json::array({"fc1"});
+  expect_error(j, "spec.arms[0].cuts: expected at least 2 entries");
+  j["arms"][0]["variant"] = "vanilla";
+  j["arms"][0]["cut"] = "fc1";
+  j["arms"][0].erase("cuts");
+  j["arms"][0]["server_halves"] = "shared";
+  expect_error(j, "spec.arms[0].server_halves: only the splitfed variant");
+  j["arms"][0].erase("server_halves");
+  j["arms"][0]["train"] = {{"clip_grad_norm", 1.0}};
+  expect_error(j, "spec.arms[0].train.clip_grad_norm: the split regime does not clip");
+  j = valid();
+  j["arms"][0]["cut"] = "fc1";
+  expect_error(j, "spec.arms[0].cut: only the split regime takes cut, this arm is single");
+}
+
 }  // namespace quartet::experiments

@@ -1,0 +1,99 @@
+#pragma once
+
+// The split regime (docs/split.md): the model is cut at stage names; clients hold the
+// data and the stages before the cut (and, U-shaped, the stages after the second cut and
+// the labels), a server the rest. Activations cross the network forward and their
+// gradients come back. Roles: "server" and "pool0".."pool<P-1>", the pools hosting the
+// virtual clients, each with its own connection to the server.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "trainers/regime.h"
+#include "transport/connection.h"
+#include "workloads/partition.h"
+
+namespace quartet::trainers::split {
+
+struct SplitSettings {
+  int64_t clients = 1;
+  std::string variant = "vanilla";      // vanilla, ushaped, splitfed
+  std::vector<std::string> cuts;        // one stage name (vanilla, splitfed) or two (ushaped)
+  std::string server_halves = "per_client";  // splitfed: per_client (SFLv1) or shared (SFLv2)
+  workloads::PartitionSpec partition;   // clients and seed are filled from the arm
+  int64_t processes = 1;                // pool processes hosting the virtual clients
+  std::string link = "loopback";
+  double join_timeout_s = 300.0;        // the server waits this long for every client
+  double step_timeout_s = 600.0;        // a peer silent this long in a turn is dropped
+};
+
+std::vector<std::string> variant_names();
+std::vector<std::string> server_halves_names();
+
+// From an arm's JSON (spec fields, defaults filled by the spec). Throws
+// std::invalid_argument naming the field for a value out of range.
+SplitSettings split_settings(const nlohmann::json& arm);
+
+// Where each side's stages are: a cut names the last stage before it, so the client runs
+// [0, lower) (up to and including the first cut's stage) and, U-shaped, [upper, n) (after
+// the second cut's stage); the server runs [lower, upper). upper == n unless U-shaped.
+struct Cut {
+  int lower = 0;
+  int upper = 0;
+  int stages = 0;
+  bool ushaped = false;
+  std::vector<int> client_stages() const;
+  std::vector<int> server_stages() const;
+};
+
+// Throws std::invalid_argument naming the stage and listing the model's stages when a cut
+// is not a stage name, is the last stage (nothing would run on the server), or the two
+// cuts are not in order with a server stage between them and a client stage after.
+Cut resolve_cut(const engine::Model& model, const SplitSettings& s);
+
+// The state (parameters, then buffers) of the given stages, named as in the model's
+// state_dict; the tensors are the model's own.
+engine::NamedTensors stages_state(engine::Model& model, const std::vector<int>& stages);
+std::vector<engine::Tensor> stages_parameters(engine::Model& model, const std::vector<int>& stages);
+
+// Bytes and frames on one connection by what they carried ("activations", "gradients",
+// "labels", "weights", "control"), measured on the connection's counters around each
+// exchange, headers included. Thread-safe.
+class Traffic {
+ public:
+  struct Count {
+    int64_t sent = 0, received = 0, messages = 0;
+  };
+  void add(const std::string& kind, const transport::Counters& before, const transport::Counters& after);
+  void merge(const Traffic& other);
+  std::map<std::string, Count> counts() const;
+  Count total() const;
+  nlohmann::json to_json() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, Count> counts_;
+};
+
+// The analytic bytes one client's turn moves, for `steps` steps of `batch` samples
+// whose cut carries `cut_floats_per_sample` floats each way per sample, plus the labels
+// (4 bytes a sample, unless U-shaped) and the client half handed over (both ways), payload
+// only: the measured counts exceed this by the framing.
+int64_t analytic_turn_bytes(int64_t steps, int64_t batch, int64_t cut_floats_per_sample, bool labels,
+                            int64_t client_half_floats);
+
+// The coordinator keys where the server publishes its address and token.
+std::string server_address_key(const std::string& arm);
+std::string server_token_key(const std::string& arm);
+
+// requires ctx.coordinator (rendezvous), ctx.workload
+void run_server(const RoleContext& ctx, const SplitSettings& settings);
+// Hosts clients c with c % processes == index, one connection each.
+void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t index);
+
+}  // namespace quartet::trainers::split

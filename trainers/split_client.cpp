@@ -1,0 +1,253 @@
+// A split pool process: hosts virtual clients, each with its own connection to the
+// server, its own partition, and its own copy of the client half (with its optimizer,
+// kept between a vanilla or U-shaped client's turns). Clients of one pool compute one at a
+// time (the pool's compute threads are shared); they wait for the server in parallel.
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine/autograd.h"
+#include "engine/safetensors.h"
+#include "trainers/local_loop.h"
+#include "trainers/metrics.h"
+#include "trainers/split.h"
+#include "trainers/split_protocol.h"
+#include "transport/coordinator.h"
+#include "workloads/sampler.h"
+
+namespace quartet::trainers::split {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::MessageType;
+
+// Between turns a client waits as long as the server needs (other clients' turns,
+// evaluation); the server ends the wait with a shutdown frame or by closing.
+constexpr auto kIdleWait = std::chrono::hours(24);
+// Tensors crossing one cut: the main path and its skip connections.
+constexpr size_t kMaxCutTensors = 64;
+
+struct ClientState {
+  std::shared_ptr<engine::Model> model;  // the whole model; only the client stages are used
+  std::unique_ptr<engine::Optimizer> optimizer;
+};
+
+struct Pool {
+  const RoleContext& ctx;
+  const SplitSettings& settings;
+  workloads::Partition partition;
+  Cut cut;
+  std::mutex compute_mutex;
+  std::mutex records_mutex;
+  std::unique_ptr<JsonlWriter> records;
+};
+
+transport::Deadline step_timeout(const SplitSettings& s) {
+  return std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(s.step_timeout_s));
+}
+
+// Joins the server whose address and token the coordinator holds, retrying until
+// join_timeout_s (the server may not be listening yet).
+std::unique_ptr<transport::Connection> connect_client(const Pool& pool, int64_t client) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(pool.settings.join_timeout_s);
+  for (;;) {
+    const std::string address = pool.ctx.coordinator->kv_wait(server_address_key(pool.ctx.arm), std::chrono::minutes(10));
+    const std::string token = pool.ctx.coordinator->kv_wait(server_token_key(pool.ctx.arm), std::chrono::minutes(1));
+    try {
+      const auto [host, port] = transport::parse_host_port(address);
+      std::unique_ptr<transport::Connection> conn = transport::Connection::connect(host, port, 30s);
+      conn->set_link(transport::link_profile(pool.settings.link));
+      transport::send_message(*conn, MessageType::hello,
+                              transport::Hello{token, kClientRolePrefix + std::to_string(client)}, 30s);
+      transport::receive_message<transport::Welcome>(*conn, MessageType::welcome, 60s);
+      return conn;
+    } catch (const std::exception&) {
+      if (std::chrono::steady_clock::now() > give_up) throw;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+}
+
+// Runs `fn` and files the bytes it moved on `conn` under `kind`.
+template <class Fn>
+auto counted(Traffic& traffic, transport::Connection& conn, const char* kind, Fn&& fn) {
+  const transport::Counters before = conn.counters();
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    fn();
+    traffic.add(kind, before, conn.counters());
+  } else {
+    auto result = fn();
+    traffic.add(kind, before, conn.counters());
+    return result;
+  }
+}
+
+// The lower half's backward, from every tensor that crossed the cut and needs a gradient
+// (a skip tensor that is the raw input needs none).
+void backward_from_cut(const engine::TensorList& outs, const engine::TensorList& grads) {
+  engine::TensorList roots, seeds;
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i].requires_grad()) {
+      roots.push_back(outs[i]);
+      seeds.push_back(grads[i]);
+    }
+  if (!roots.empty()) engine::run_backward(roots, seeds);
+}
+
+void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t client, const Turn& turn) {
+  const workloads::Workload& wl = *pool.ctx.workload;
+  const std::vector<int64_t>& mine = pool.partition.clients[static_cast<size_t>(client)];
+  const auto timeout = step_timeout(pool.settings);
+  if (turn.client != client || turn.batch < 1 || turn.steps < 0 ||
+      turn.steps > workloads::batches_per_epoch(static_cast<int64_t>(mine.size()), turn.batch) ||
+      static_cast<int64_t>(turn.lrs.size()) != turn.steps)
+    throw std::runtime_error("split client " + std::to_string(client) + ": a turn for client " +
+                             std::to_string(turn.client) + " of " + std::to_string(turn.steps) + " steps of " +
+                             std::to_string(turn.batch) + " does not fit its " + std::to_string(mine.size()) +
+                             " samples");
+  Traffic traffic;
+  const std::vector<int> client_stages = pool.cut.client_stages();
+  engine::NamedTensors half = stages_state(*cs.model, client_stages);
+  counted(traffic, conn, "weights", [&] { receive_state(conn, half, timeout); });
+  if (!cs.optimizer || turn.fresh_optimizer)
+    cs.optimizer = make_optimizer(pool.ctx.config.optimizer, stages_parameters(*cs.model, client_stages));
+  engine::Model& model = *cs.model;
+  engine::Optimizer& opt = *cs.optimizer;
+  model.train();
+
+  // The client's own shuffle: client 0 shuffles with the run's seed, as single does.
+  const uint64_t seed = pool.ctx.config.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(client);
+  const std::vector<int64_t> order = workloads::shuffled(mine, seed, turn.epoch);
+  const Cut& cut = pool.cut;
+  TurnDone done;
+  done.epoch = turn.epoch;
+  done.client = client;
+  done.samples = static_cast<int64_t>(mine.size());
+  engine::reset_memory_peaks();
+  for (int64_t i = 0; i < turn.steps; ++i) {
+    Stopwatch t;
+    std::unique_lock compute(pool.compute_mutex);
+    workloads::Batch batch = workloads::gather(wl.train_set(), workloads::batch_at(order, turn.batch, i));
+    done.data += t.seconds();
+    t.restart();
+    opt.zero_grad();
+    const engine::TensorList outs = model.forward_stages({batch.x}, 0, cut.lower);
+    done.forward += t.seconds();
+    compute.unlock();
+    counted(traffic, conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
+    if (!cut.ushaped) {
+      counted(traffic, conn, "labels",
+              [&] { transport::send_message(conn, MessageType::control, Labels{batch.y}, timeout); });
+    } else {
+      // The tail: activations at the second cut in, loss here, their gradients out.
+      engine::TensorList mids = counted(traffic, conn, "activations",
+                                        [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors); });
+      compute.lock();
+      t.restart();
+      for (engine::Tensor& m : mids) m.set_requires_grad(true);
+      const engine::TensorList tail = model.forward_stages(mids, cut.upper, cut.stages);
+      if (tail.size() != 1) throw std::runtime_error("split: the model's last stage gives more than one tensor");
+      const engine::Tensor loss = wl.loss(tail[0], batch.y);
+      done.forward += t.seconds();
+      t.restart();
+      loss.backward();
+      done.loss_sum += loss.item();
+      engine::TensorList mid_grads;
+      for (const engine::Tensor& m : mids) mid_grads.push_back(m.grad().defined() ? m.grad() : engine::Tensor::zeros(m.shape()));
+      done.backward += t.seconds();
+      compute.unlock();
+      counted(traffic, conn, "gradients", [&] { send_engine_tensors(conn, mid_grads, "grad", timeout); });
+    }
+    const engine::TensorList grads =
+        counted(traffic, conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
+    compute.lock();
+    t.restart();
+    backward_from_cut(outs, grads);
+    done.backward += t.seconds();
+    t.restart();
+    opt.set_lr(static_cast<float>(turn.lrs[static_cast<size_t>(i)]));
+    opt.step();
+    done.optimizer += t.seconds();
+    done.steps += 1;
+  }
+  const engine::MemStats mem = engine::memory_stats();
+  done.memory_peak = mem.total_peak;
+  const nlohmann::json memory = memory_json(mem);
+  done.rss_peak = peak_rss_bytes();
+  counted(traffic, conn, "weights", [&] { send_state(conn, stages_state(model, client_stages), timeout); });
+  counted(traffic, conn, "control", [&] { transport::send_message(conn, MessageType::control, done, timeout); });
+
+  const Traffic::Count total = traffic.total();
+  nlohmann::json rec = {{"type", "client_turn"},
+                        {"arm", pool.ctx.arm},
+                        {"role", pool.ctx.role},
+                        {"client", client},
+                        {"epoch", turn.epoch},
+                        {"steps", done.steps},
+                        {"samples", done.samples},
+                        {"compute", {{"forward", done.forward}, {"backward", done.backward}, {"optimizer", done.optimizer}}},
+                        {"data", done.data},
+                        {"bytes_sent", total.sent},
+                        {"bytes_received", total.received},
+                        {"traffic", traffic.to_json()},
+                        {"memory", memory},
+                        {"rss_peak", done.rss_peak}};
+  std::lock_guard lock(pool.records_mutex);
+  pool.records->write(rec);
+  if (pool.ctx.on_record) pool.ctx.on_record(rec.dump());
+}
+
+void client_loop(Pool& pool, int64_t client) {
+  std::unique_ptr<transport::Connection> conn;
+  try {
+    conn = connect_client(pool, client);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "split %s: client %lld could not join the server: %s\n", pool.ctx.role.c_str(),
+                 static_cast<long long>(client), e.what());
+    return;
+  }
+  ClientState cs;
+  try {
+    for (;;) {
+      const transport::Frame frame = conn->receive(kIdleWait);
+      if (frame.type == MessageType::shutdown) return;
+      transport::expect_type(frame, MessageType::control, conn->peer());
+      const Turn turn = transport::decode_message<Turn>(frame.payload);
+      if (!cs.model) cs.model = load_initial_model(pool.ctx);
+      try {
+        run_turn(pool, cs, *conn, client, turn);
+      } catch (const transport::ConnectionClosed&) {
+        throw;
+      } catch (const std::exception& e) {
+        transport::send_error_and_close(*conn, "split client " + std::to_string(client) + ": " + e.what(), 5s);
+        throw;
+      }
+    }
+  } catch (const transport::ConnectionClosed&) {
+    // The server is done (or gone).
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "split %s: client %lld stopped: %s\n", pool.ctx.role.c_str(), static_cast<long long>(client),
+                 e.what());
+  }
+}
+
+}  // namespace
+
+void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t index) {
+  if (!ctx.coordinator) throw std::invalid_argument("split pool: needs the run's coordinator to find the server");
+  Pool pool{ctx, settings, {}, {}, {}, {}, {}};
+  workloads::PartitionSpec ps = settings.partition;
+  ps.seed = ctx.config.seed;
+  pool.partition = workloads::make_partition(ps, ctx.workload->train_set());
+  pool.cut = resolve_cut(*ctx.workload->make_model(ctx.model_name, ctx.config.seed), settings);
+  pool.records = std::make_unique<JsonlWriter>(records_path(ctx.arm_dir, ctx.role).string(), int64_t{0});
+
+  std::vector<std::thread> threads;
+  for (int64_t c = index; c < settings.clients; c += settings.processes)
+    threads.emplace_back([&pool, c] { client_loop(pool, c); });
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace quartet::trainers::split
