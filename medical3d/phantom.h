@@ -1,0 +1,54 @@
+#pragma once
+
+// Seeded procedural phantoms: an abdomen-like CT or MRI volume and its segmentation.
+//
+// Anatomy, in a cube of kPhantomFieldOfViewMm on each side (LPS, axial slices along z):
+// a body ellipsoid with a layer of subcutaneous fat, a liver on the patient's right, two
+// kidneys below and behind it, a vertebral body at the back, and 1 or 2 lesions (blobs
+// of two overlapping spheres) inside the liver. A seed fixes every position, radius and
+// rotation, and the noise; the same seed gives the same anatomy in CT and in MRI.
+//
+// Classes (kPhantomClasses = 3):
+//   0 background   everything that is not liver (air, fat, tissue, kidneys, bone)
+//   1 organ        the liver
+//   2 lesion       lesions, always inside the liver
+//
+// CT, in HU: air -1000, fat -100, soft tissue 40, liver 60, kidneys 30, bone 700, lesions
+// hypodense at 0 to 15; then Gaussian noise (sigma 10 HU), clamped to [-1024, 3071].
+// MRI (T1-weighted-like, arbitrary units): air 0, fat 900, tissue 300, liver 520, kidneys
+// 380, marrow 600, lesions 150 to 220; times a smooth bias field (exp of a random
+// quadratic, within about +-40 % inside the body); then Rician noise (sigma 20): the
+// magnitude of the signal plus complex Gaussian noise, so it is > 0 everywhere, air too.
+//
+// The voxel grid is size^3, isotropic, centred on the origin, with direction identity.
+// Contrasts and sizes are chosen so the task is learnable at 32^3 (the liver spans about
+// 10 voxels, a lesion 4 to 5).
+
+#include <cstdint>
+#include <string>
+
+#include "medical3d/volume.h"
+
+namespace quartet::medical3d {
+
+enum class PhantomKind { ct, mri };
+
+inline constexpr uint8_t kBackgroundClass = 0;
+inline constexpr uint8_t kOrganClass = 1;
+inline constexpr uint8_t kLesionClass = 2;
+inline constexpr int kPhantomClasses = 3;
+inline constexpr int64_t kMinPhantomSize = 32;
+inline constexpr int64_t kMaxPhantomSize = 256;
+inline constexpr double kPhantomFieldOfViewMm = 320;
+
+// "ct" or "mri"; throws std::invalid_argument naming the choices otherwise.
+PhantomKind parse_phantom_kind(const std::string& name);
+const char* to_string(PhantomKind kind);
+
+// A size^3 phantom and its labels.
+// requires kMinPhantomSize <= size <= kMaxPhantomSize (else std::invalid_argument)
+// ensures the same (kind, size, seed) gives the same voxels (engine::Generator's stream);
+// the labels hold voxels of all three classes.
+Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed);
+
+}  // namespace quartet::medical3d

@@ -1,0 +1,272 @@
+#include "medical3d/dicom.h"
+
+#include <dcmtk/config/osconfig.h>  // must come first
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcuid.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <optional>
+
+#include "tests/medical3d/test_dir.h"
+
+namespace quartet::medical3d {
+namespace {
+
+using testing::read_bytes;
+using testing::thrown_message;
+using testing::write_bytes;
+
+constexpr const char* kSeries = "1.2.826.0.1.3680043.9.7777.1";
+
+// One CT slice as a scanner would write it. Defaults: 6 columns x 5 rows, coronal.
+struct SliceSpec {
+  std::string series_uid = kSeries;
+  uint16_t rows = 5, cols = 6;
+  std::string pixel_spacing = "0.8\\0.6";         // between rows \ between columns
+  std::string orientation = "1\\0\\0\\0\\0\\-1";  // row cosine (+x), column cosine (-z)
+  std::array<double, 3> position{};
+  std::optional<std::string> slope = "2", intercept = "-1024";
+  uint16_t bits_stored = 16, pixel_representation = 1;
+  std::vector<uint16_t> pixels;  // rows * cols stored values
+  std::optional<std::string> thickness;
+};
+
+std::string ds_triplet(const std::array<double, 3>& p) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%g\\%g\\%g", p[0], p[1], p[2]);
+  return buf;
+}
+
+void write_slice(const std::string& path, const SliceSpec& s) {
+  DcmFileFormat file;
+  DcmDataset* ds = file.getDataset();
+  char uid[100];
+  ASSERT_TRUE(ds->putAndInsertString(DCM_SOPClassUID, UID_CTImageStorage).good());
+  ASSERT_TRUE(
+      ds->putAndInsertString(DCM_SOPInstanceUID, dcmGenerateUniqueIdentifier(uid, SITE_INSTANCE_UID_ROOT)).good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_StudyInstanceUID, "1.2.826.0.1.3680043.9.7777").good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_SeriesInstanceUID, s.series_uid.c_str()).good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_Modality, "CT").good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_Rows, s.rows).good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_Columns, s.cols).good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_PixelSpacing, s.pixel_spacing.c_str()).good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_ImageOrientationPatient, s.orientation.c_str()).good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_ImagePositionPatient, ds_triplet(s.position).c_str()).good());
+  if (s.thickness) ASSERT_TRUE(ds->putAndInsertString(DCM_SliceThickness, s.thickness->c_str()).good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_SamplesPerPixel, 1).good());
+  ASSERT_TRUE(ds->putAndInsertString(DCM_PhotometricInterpretation, "MONOCHROME2").good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_BitsAllocated, 16).good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_BitsStored, s.bits_stored).good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_HighBit, s.bits_stored - 1).good());
+  ASSERT_TRUE(ds->putAndInsertUint16(DCM_PixelRepresentation, s.pixel_representation).good());
+  if (s.slope) ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleSlope, s.slope->c_str()).good());
+  if (s.intercept) ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleIntercept, s.intercept->c_str()).good());
+  ASSERT_EQ(s.pixels.size(), size_t{s.rows} * s.cols);
+  ASSERT_TRUE(ds->putAndInsertUint16Array(DCM_PixelData, s.pixels.data(), s.pixels.size()).good());
+  ASSERT_TRUE(file.saveFile(path.c_str(), EXS_LittleEndianExplicit).good());
+}
+
+// The stored value of slice k at (row r, column c): signed, negative for some.
+int16_t stored(int k, int r, int c) { return static_cast<int16_t>(k * 100 + r * 10 + c - 300); }
+
+class Dicom : public testing::TestDir {
+ protected:
+  static constexpr int kSlices = 8;
+  // File names in an order unrelated to the slice positions.
+  static constexpr int kNameOf[kSlices] = {5, 2, 7, 0, 3, 6, 1, 4};
+
+  // Slice k sits 3 mm further along the normal (+y for this coronal orientation).
+  SliceSpec slice(int k) const {
+    SliceSpec s;
+    s.position = {-50, -20 + 3.0 * k, 100};
+    for (int r = 0; r < s.rows; ++r)
+      for (int c = 0; c < s.cols; ++c) s.pixels.push_back(static_cast<uint16_t>(stored(k, r, c)));
+    return s;
+  }
+  std::string slice_path(int k) const { return path("IM" + std::to_string(kNameOf[k])); }
+  void write_series() {
+    for (int k = 0; k < kSlices; ++k) write_slice(slice_path(k), slice(k));
+  }
+};
+
+TEST_F(Dicom, ShuffledSeriesComesBackInPositionOrderInHounsfieldUnits) {
+  write_series();
+  const DicomSeries s = read_dicom_series(dir_.string());
+  const Volume& v = s.volume;
+  ASSERT_EQ(v.grid.dims, (Dims3{6, 5, kSlices}));
+  for (int k = 0; k < kSlices; ++k)
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 6; ++c) ASSERT_EQ(v.at(c, r, k), 2.0f * stored(k, r, c) - 1024) << k << " " << r << " " << c;
+}
+
+TEST_F(Dicom, FilesAreListedInVolumeOrder) {
+  write_series();
+  const DicomSeries s = read_dicom_series(dir_.string());
+  ASSERT_EQ(s.files.size(), size_t{kSlices});
+  for (int k = 0; k < kSlices; ++k) EXPECT_EQ(s.files[k], slice_path(k));
+  EXPECT_EQ(s.series_uid, kSeries);
+  EXPECT_TRUE(s.notes.empty());
+}
+
+TEST_F(Dicom, GeometryComesFromOrientationPositionsAndPixelSpacing) {
+  write_series();
+  const Grid g = read_dicom_series(dir_.string()).volume.grid;
+  EXPECT_DOUBLE_EQ(g.spacing[0], 0.6);  // between columns
+  EXPECT_DOUBLE_EQ(g.spacing[1], 0.8);  // between rows
+  EXPECT_NEAR(g.spacing[2], 3.0, 1e-9);
+  EXPECT_EQ(g.origin, (Vec3{-50, -20, 100}));
+  // Columns: row cosine, column cosine, their cross product.
+  const Mat3 expected{1, 0, 0, 0, 0, 1, 0, -1, 0};
+  for (int i = 0; i < 9; ++i) EXPECT_DOUBLE_EQ(g.direction[i], expected[i]) << i;
+}
+
+TEST_F(Dicom, AbsentRescaleSlopeMeansOne) {
+  for (int k = 0; k < 2; ++k) {
+    SliceSpec s = slice(k);
+    s.slope.reset();
+    write_slice(slice_path(k), s);
+  }
+  const Volume v = read_dicom_series(dir_.string()).volume;
+  EXPECT_EQ(v.at(2, 3, 1), stored(1, 3, 2) - 1024.0f);
+}
+
+TEST_F(Dicom, AbsentRescaleInterceptMeansZero) {
+  SliceSpec s = slice(0);
+  s.intercept.reset();
+  write_slice(slice_path(0), s);
+  EXPECT_EQ(read_dicom_series(dir_.string()).volume.at(1, 1, 0), 2.0f * stored(0, 1, 1));
+}
+
+TEST_F(Dicom, SignedValuesAreSignExtendedFromBitsStored) {
+  SliceSpec s = slice(0);
+  s.bits_stored = 12;
+  s.slope = "1";
+  s.intercept = "0";
+  s.pixels[0] = static_cast<uint16_t>(-100);  // two's complement in 16 bits
+  s.pixels[1] = 0xf000 | 0x0123;              // junk above bit 11, value 0x123
+  write_slice(slice_path(0), s);
+  const Volume v = read_dicom_series(dir_.string()).volume;
+  EXPECT_EQ(v.voxels[0], -100.0f);
+  EXPECT_EQ(v.voxels[1], 291.0f);
+}
+
+TEST_F(Dicom, UnsignedValuesUseTheFullRange) {
+  SliceSpec s = slice(0);
+  s.pixel_representation = 0;
+  s.slope = "1";
+  s.intercept = "0";
+  s.pixels[0] = 40000;
+  write_slice(slice_path(0), s);
+  EXPECT_EQ(read_dicom_series(dir_.string()).volume.voxels[0], 40000.0f);
+}
+
+TEST_F(Dicom, OneSliceTakesItsThicknessAsSpacing) {
+  SliceSpec s = slice(0);
+  s.thickness = "2.5";
+  write_slice(slice_path(0), s);
+  EXPECT_DOUBLE_EQ(read_dicom_series(dir_.string()).volume.grid.spacing[2], 2.5);
+}
+
+TEST_F(Dicom, NonDicomFilesAreSkippedWithANote) {
+  write_series();
+  write_bytes(path("README.txt"), "scanned on tuesday\n");
+  const DicomSeries s = read_dicom_series(dir_.string());
+  EXPECT_EQ(s.volume.grid.dims[2], kSlices);
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(s.notes[0].find("skipped README.txt: not a DICOM file"), std::string::npos) << s.notes[0];
+}
+
+TEST_F(Dicom, SeveralSeriesAreRefusedListingTheirUids) {
+  write_series();
+  SliceSpec other = slice(0);
+  other.series_uid = "1.2.3.4.5";
+  write_slice(path("scout"), other);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find("holds 2 series; name the one to read"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::string(kSeries) + " (8 slices)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1.2.3.4.5 (1 slices)"), std::string::npos) << msg;
+}
+
+TEST_F(Dicom, SeriesUidPicksOneSeries) {
+  write_series();
+  SliceSpec other = slice(0);
+  other.series_uid = "1.2.3.4.5";
+  write_slice(path("scout"), other);
+  EXPECT_EQ(read_dicom_series(dir_.string(), kSeries).volume.grid.dims[2], kSlices);
+  EXPECT_EQ(read_dicom_series(dir_.string(), "1.2.3.4.5").volume.grid.dims[2], 1);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string(), "9.9"); });
+  EXPECT_NE(msg.find("no series 9.9"), std::string::npos) << msg;
+}
+
+// Slice 3 is IM0, the first file by name: the message still blames it, not the others.
+TEST_F(Dicom, InconsistentSliceSizeNamesTheOddSlice) {
+  write_series();
+  SliceSpec odd = slice(3);
+  odd.cols = 7;
+  odd.pixels.assign(size_t{odd.rows} * odd.cols, 0);
+  write_slice(slice_path(3), odd);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(3) + ": slice is 7x5 (Columns x Rows) but IM1 has 6x5"), std::string::npos) << msg;
+}
+
+TEST_F(Dicom, InconsistentPixelSpacingNamesTheSlice) {
+  write_series();
+  SliceSpec odd = slice(6);
+  odd.pixel_spacing = "0.8\\0.7";
+  write_slice(slice_path(6), odd);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(6) + ": PixelSpacing"), std::string::npos) << msg;
+}
+
+TEST_F(Dicom, InconsistentOrientationNamesTheSlice) {
+  write_series();
+  SliceSpec odd = slice(2);
+  odd.orientation = "1\\0\\0\\0\\1\\0";
+  write_slice(slice_path(2), odd);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(2) + ": ImageOrientationPatient differs"), std::string::npos) << msg;
+}
+
+TEST_F(Dicom, DuplicatePositionsAreRefused) {
+  write_series();
+  write_slice(path("copy"), slice(4));
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find("same position along the slice normal"), std::string::npos) << msg;
+}
+
+TEST_F(Dicom, AMissingSliceIsRefused) {
+  write_series();
+  std::filesystem::remove(slice_path(5));  // between IM3 (slice 4) and IM1 (slice 6)
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(6) + ": is 6.000000 mm from IM3 along the slice normal, but the other slices are "
+                                     "3.000000 mm apart: a missing slice?"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(Dicom, TruncatedSliceIsAnErrorNotASkip) {
+  write_series();
+  const std::string bytes = read_bytes(slice_path(7));
+  write_bytes(slice_path(7), bytes.substr(0, bytes.size() - 30));
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(7)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+}
+
+TEST_F(Dicom, MissingFolderIsNamed) {
+  const std::string missing = path("nowhere");
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(missing); });
+  EXPECT_EQ(msg, missing + ": no such folder");
+}
+
+TEST_F(Dicom, FolderWithoutSlicesSaysSo) {
+  write_bytes(path("a.txt"), "not dicom");
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find("no DICOM image slices among its 1 files"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace quartet::medical3d
