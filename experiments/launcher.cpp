@@ -256,10 +256,15 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     for (const json& r : read_new_records(c)) progress.step(arm.name, r);
   };
   // A role lost: the arm fails, unless the regime can do without that role.
-  auto lost = [&](const Child& c, const std::string& why) {
+  // When several roles fail together, one killed by a signal we did not send (OOM killer,
+  // kill -9) is the cause and the others' errors (a peer reset) its consequence: it is
+  // named first.
+  bool stopping_roles = false;
+  auto lost = [&](const Child& c, const std::string& why, bool killed = false) {
     if (g_signal) return;
     if (!regime->essential(c.role)) progress.error(arm.name, why + "; the arm carries on without it");
     else if (failure.empty()) failure = why;
+    else if (killed && !stopping_roles) failure = why + "; then " + failure;
   };
   std::optional<std::chrono::steady_clock::time_point> essentials_done;
   auto fail = [&](const std::string& why) {
@@ -296,7 +301,8 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
         if (!c.vanished.empty())
           lost(c, "role " + c.role + " vanished: " + c.vanished);
         else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-          lost(c, "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log));
+          lost(c, "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log),
+               WIFSIGNALED(status));
       } else {
         all_done = false;
         if (c.vanished.empty()) {
@@ -313,12 +319,16 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     if (!essentials_running && !essentials_done) essentials_done = std::chrono::steady_clock::now();
     if (essentials_done && std::chrono::steady_clock::now() - *essentials_done > std::chrono::seconds(30))
       for (Child& c : children)
-        if (!c.done && !c.remote) kill(c.pid, SIGTERM);
+        if (!c.done && !c.remote) {
+          stopping_roles = true;
+          kill(c.pid, SIGTERM);
+        }
     if (g_signal || !failure.empty()) {
       interrupted = interrupted || g_signal;
       bool local_left = false;
       for (Child& c : children)
         if (!c.done && !c.remote) {
+          stopping_roles = true;
           kill(c.pid, SIGTERM);
           local_left = true;
         }

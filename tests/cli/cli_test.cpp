@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/transport/multirank/namespaces.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -253,21 +255,23 @@ TEST_F(Cli, InterruptedRunKeepsFinishedArmsAndResumeMatchesAnUninterruptedRun) {
   EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"), file_bytes(dir_ / "whole" / "single" / "final.safetensors"));
 }
 
-// Starts `quartet args...` in the background with output to `log` and extra environment.
+// Starts `quartet args...` in the background with output to `log` and extra environment;
+// behind `prefix` when given (e.g. ip netns exec NS).
 pid_t start_quartet(const std::vector<std::string>& args, const fs::path& log,
-                    const std::vector<std::string>& env = {}) {
+                    const std::vector<std::string>& env = {}, const std::vector<std::string>& prefix = {}) {
   const pid_t pid = fork();
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<std::string> all{QUARTET_BINARY};
+    std::vector<std::string> all = prefix;
+    all.push_back(QUARTET_BINARY);
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
-    execv(QUARTET_BINARY, argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   return pid;
@@ -679,6 +683,94 @@ TEST_F(Cli, SplitRunSurvivesAClientThatDisconnects) {
   EXPECT_TRUE(steps.back()["split"]["turns"][0]["ok"].get<bool>() || steps[steps.size() - 2]["split"]["turns"][0]["ok"].get<bool>());
   EXPECT_TRUE(steps.back().contains("eval"));
   EXPECT_NE(file_bytes(run / "sl" / "roles" / "server.log").find("loses its turn"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// data_parallel with a rank killed mid-run: the arm fails with a message naming the rank,
+// the records and the last checkpoint are kept, and --resume continues from that
+// checkpoint to the weights of an uninterrupted run.
+TEST_F(Cli, DataParallelRankKilledMidRunIsNamedAndResumeContinuesFromTheCheckpoint) {
+  json j = small_spec();
+  j["train"]["epochs"] = 60;
+  j["arms"] = json::array({{{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0.1}}});
+  const fs::path spec = write_spec(j);
+  const Result whole = quartet({"run", spec.string(), "--out", (dir_ / "whole").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(whole.code, 0) << whole.out;
+
+  const fs::path run = dir_ / "cut";
+  const pid_t launcher = start_quartet({"run", spec.string(), "--out", run.string(), "--progress=none"},
+                                       dir_ / "launcher.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  while (!fs::exists(run / "ddp" / "checkpoint.safetensors") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(fs::exists(run / "ddp" / "checkpoint.safetensors")) << file_bytes(dir_ / "launcher.log");
+  const pid_t rank1 = find_role_process(run, "rank1");
+  ASSERT_GT(rank1, 0);
+  kill(rank1, SIGKILL);
+  const int code = wait_exit(launcher);
+  const std::string log = file_bytes(dir_ / "launcher.log");
+  EXPECT_NE(code, 0) << log;
+  EXPECT_NE(log.find("rank1"), std::string::npos) << log;
+  const json summary = json::parse(file_bytes(run / "ddp" / "summary.json"));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_GT(summary["steps"].get<int64_t>(), 0);  // what was recorded before the kill is kept
+  EXPECT_FALSE(fs::exists(run / "ddp" / "final.safetensors"));
+  EXPECT_TRUE(fs::exists(run / "ddp" / "checkpoint.safetensors"));
+
+  const Result resumed = quartet({"run", "--resume", run.string(), "--progress=none"}, dir_);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_EQ(json::parse(file_bytes(run / "ddp" / "summary.json"))["status"], "finished");
+  EXPECT_EQ(file_bytes(run / "ddp" / "final.safetensors"), file_bytes(dir_ / "whole" / "ddp" / "final.safetensors"));
+}
+
+}  // namespace
+
+namespace {
+
+// data_parallel across two hosts: the launcher and rank 0 in one network namespace, rank 1
+// joining from the other through the coordinator, Gloo between 192.0.2.1 and 192.0.2.2;
+// the weights equal single's.
+TEST_F(Cli, DataParallelTrainsAcrossTwoHostsInNetworkNamespaces) {
+  using quartet::transport::testing::have_ip_tool;
+  using quartet::transport::testing::TwoNamespaces;
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  if (!have_ip_tool()) GTEST_SKIP() << "the ip tool (iproute2) is missing";
+  TwoNamespaces ns;
+  if (const std::string failed = ns.create(); !failed.empty())
+    GTEST_SKIP() << "cannot create network namespaces here: `" << failed << "` failed";
+
+  json j = small_spec();
+  j["train"]["epochs"] = 1;
+  j["arms"] = json::array({{{"name", "single"}, {"regime", "single"}},
+                           {{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0.1},
+                            {"remote", {"rank1"}}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher =
+      start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none", "--listen", "192.0.2.1"},
+                    dir_ / "launcher.log", {"QUARTET_GLOO_HOST=192.0.2.1"}, {"ip", "netns", "exec", ns.a()});
+  const std::string address_line = wait_for_line(dir_ / "launcher.log", "--coordinator ", std::chrono::seconds(120));
+  ASSERT_FALSE(address_line.empty()) << file_bytes(dir_ / "launcher.log");
+  const std::string address = address_line.substr(0, address_line.find(' '));
+  EXPECT_EQ(address.rfind("192.0.2.1:", 0), 0u) << address;
+  std::string token = file_bytes(run / "token");
+  token.erase(token.find_last_not_of('\n') + 1);
+  const pid_t role = start_quartet({"role", "--coordinator", address, "--arm", "ddp", "--role", "rank1", "--work-dir",
+                                    (dir_ / "remote").string()},
+                                   dir_ / "role.log",
+                                   {"QUARTET_TOKEN=" + token, "QUARTET_THREADS=1", "QUARTET_GLOO_HOST=192.0.2.2"},
+                                   {"ip", "netns", "exec", ns.b()});
+  EXPECT_EQ(wait_exit(role), 0) << file_bytes(dir_ / "role.log");
+  ASSERT_EQ(wait_exit(launcher), 0) << file_bytes(dir_ / "launcher.log");
+  EXPECT_EQ(json::parse(file_bytes(run / "ddp" / "summary.json"))["status"], "finished");
+  const std::vector<float> a = safetensors_floats(run / "single" / "final.safetensors");
+  const std::vector<float> b = safetensors_floats(run / "ddp" / "final.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+  EXPECT_LT(worst, 2e-6);
 }
 
 }  // namespace

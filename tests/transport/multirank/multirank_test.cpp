@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/transport/multirank/namespaces.h"
 #include "tests/transport/multirank/process.h"
 #include "transport/connection.h"
 #include "transport/coordinator.h"
@@ -29,6 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::ChildProcess;
+using testing::have_ip_tool;
+using testing::TwoNamespaces;
 
 const std::string kHelper = QUARTET_TRANSPORT_HELPER;
 
@@ -182,61 +185,7 @@ TEST(MultiProcess, CoordinatorKeepsEveryRecordOf200ConnectionsInBoundedMemory) {
 }
 
 // ---------------------------------------------------------------------------------
-// Two hosts: network namespaces joined by a veth pair, addresses from TEST-NET-1
-// (192.0.2.0/24, documentation only) that exist inside the test's namespaces alone.
-
-bool have_ip_tool() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
-    if (access(p, X_OK) == 0) return true;
-  return false;
-}
-
-class TwoNamespaces {
- public:
-  TwoNamespaces() {
-    const std::string id = std::to_string(getpid());
-    a_ = "qt" + id + "a";
-    b_ = "qt" + id + "b";
-    veth_a_ = "qtv" + id + "a";  // interface names stay under 15 characters
-    veth_b_ = "qtv" + id + "b";
-  }
-  ~TwoNamespaces() {
-    // Deleting a namespace deletes the veth end inside it; a veth never moved is
-    // deleted by name.
-    testing::run_command({"ip", "link", "del", veth_a_}, /*quiet=*/true);
-    testing::run_command({"ip", "netns", "del", a_}, /*quiet=*/true);
-    testing::run_command({"ip", "netns", "del", b_}, /*quiet=*/true);
-  }
-  // Empty when the namespaces are up; otherwise the step that failed.
-  std::string create() {
-    const std::vector<std::vector<std::string>> steps = {
-        {"ip", "netns", "add", a_},
-        {"ip", "netns", "add", b_},
-        {"ip", "link", "add", veth_a_, "type", "veth", "peer", "name", veth_b_},
-        {"ip", "link", "set", veth_a_, "netns", a_},
-        {"ip", "link", "set", veth_b_, "netns", b_},
-        {"ip", "-n", a_, "addr", "add", "192.0.2.1/24", "dev", veth_a_},
-        {"ip", "-n", b_, "addr", "add", "192.0.2.2/24", "dev", veth_b_},
-        {"ip", "-n", a_, "link", "set", veth_a_, "up"},
-        {"ip", "-n", b_, "link", "set", veth_b_, "up"},
-        {"ip", "-n", a_, "link", "set", "lo", "up"},
-        {"ip", "-n", b_, "link", "set", "lo", "up"},
-    };
-    for (const auto& s : steps) {
-      if (testing::run_command(s) != 0) {
-        std::string cmd;
-        for (const auto& w : s) cmd += (cmd.empty() ? "" : " ") + w;
-        return cmd;
-      }
-    }
-    return "";
-  }
-  const std::string& a() const { return a_; }
-  const std::string& b() const { return b_; }
-
- private:
-  std::string a_, b_, veth_a_, veth_b_;
-};
+// Two hosts: network namespaces (tests/transport/multirank/namespaces.h).
 
 TEST(TwoHosts, GlooAllReduceAcrossTwoNetworkNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
