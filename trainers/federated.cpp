@@ -6,6 +6,7 @@
 
 #include "trainers/fl_roles.h"
 #include "trainers/regimes.h"
+#include "trainers/virtual_clients.h"
 
 namespace quartet::trainers {
 namespace {
@@ -25,19 +26,7 @@ class Federated : public Regime {
   void run_role(const RoleContext& ctx) const override {
     const fl::FederatedSettings s = fl::federated_settings(ctx.arm_settings);
     if (ctx.role == "server") return fl::run_server(ctx, s);
-    if (ctx.role.starts_with("pool")) {
-      int64_t index = -1;
-      try {
-        index = std::stoll(ctx.role.substr(4));
-      } catch (const std::exception&) {
-      }
-      if (index < 0 || index >= s.processes)
-        throw std::invalid_argument("federated: no role \"" + ctx.role + "\" (pool0..pool" +
-                                    std::to_string(s.processes - 1) + ")");
-      return fl::run_pool(ctx, s, index);
-    }
-    throw std::invalid_argument("federated: no role \"" + ctx.role + "\"; the roles are server and pool0..pool" +
-                                std::to_string(s.processes - 1));
+    return fl::run_pool(ctx, s, pool_index(ctx.role, s.processes, "federated"));
   }
 };
 

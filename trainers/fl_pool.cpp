@@ -14,6 +14,7 @@
 #include "trainers/fl_protocol.h"
 #include "trainers/fl_roles.h"
 #include "trainers/metrics.h"
+#include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "transport/messages.h"
 
@@ -23,9 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using transport::MessageType;
 
-// Between rounds a client waits as long as the server needs (evaluation, checkpoints,
-// stragglers); the server ends the wait with a shutdown frame or by closing.
-constexpr auto kIdleWait = std::chrono::hours(24);
 constexpr auto kSendTimeout = std::chrono::minutes(10);
 
 struct Pool {
@@ -36,33 +34,6 @@ struct Pool {
   std::mutex records_mutex;
   std::unique_ptr<JsonlWriter> records;
 };
-
-std::unique_ptr<transport::Connection> connect_once(const std::string& address, const std::string& token,
-                                                    const std::string& link, int64_t client) {
-  const auto [host, port] = transport::parse_host_port(address);
-  std::unique_ptr<transport::Connection> conn = transport::Connection::connect(host, port, 30s);
-  conn->set_link(transport::link_profile(link));
-  transport::send_message(*conn, MessageType::hello, transport::Hello{token, kClientRolePrefix + std::to_string(client)},
-                          30s);
-  transport::receive_message<transport::Welcome>(*conn, MessageType::welcome, 60s);
-  return conn;
-}
-
-// Joins the server whose address and token the coordinator holds. The keys are read
-// again after a failed attempt: a server that restarted (resume) publishes new ones.
-std::unique_ptr<transport::Connection> connect_client(Pool& pool, int64_t client) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(pool.settings.join_timeout_s);
-  for (;;) {
-    const std::string address = pool.ctx.coordinator->kv_wait(server_address_key(pool.ctx.arm), std::chrono::minutes(10));
-    const std::string token = pool.ctx.coordinator->kv_wait(server_token_key(pool.ctx.arm), std::chrono::minutes(1));
-    try {
-      return connect_once(address, token, pool.settings.link, client);
-    } catch (const std::exception&) {
-      if (std::chrono::steady_clock::now() > give_up) throw;
-      std::this_thread::sleep_for(200ms);
-    }
-  }
-}
 
 // One round of one client: weights in, training, update out.
 void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const RoundStart& start,
@@ -153,40 +124,6 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
   if (pool.ctx.on_record) pool.ctx.on_record(rec.dump());
 }
 
-void client_loop(Pool& pool, int64_t client) {
-  std::unique_ptr<transport::Connection> conn;
-  try {
-    conn = connect_client(pool, client);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "federated %s: client %lld could not join the server: %s\n", pool.ctx.role.c_str(),
-                 static_cast<long long>(client), e.what());
-    return;
-  }
-  std::vector<float> residual;  // top-k error feedback: what earlier rounds did not send
-  try {
-    for (;;) {
-      const transport::Frame frame = conn->receive(kIdleWait);
-      if (frame.type == MessageType::shutdown) return;
-      transport::expect_type(frame, MessageType::control, conn->peer());
-      const RoundStart start = transport::decode_message<RoundStart>(frame.payload);
-      try {
-        serve_round(pool, *conn, client, start, residual);
-      } catch (const transport::ConnectionClosed&) {
-        throw;
-      } catch (const std::exception& e) {
-        // Training or encoding failed: tell the server, which leaves this client out.
-        transport::send_error_and_close(*conn, "client " + std::to_string(client) + ": " + e.what(), 5s);
-        throw;
-      }
-    }
-  } catch (const transport::ConnectionClosed&) {
-    // The server is done (or gone): nothing more to do for this client.
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "federated %s: client %lld stopped: %s\n", pool.ctx.role.c_str(),
-                 static_cast<long long>(client), e.what());
-  }
-}
-
 }  // namespace
 
 void run_pool(const RoleContext& ctx, const FederatedSettings& settings, int64_t index) {
@@ -199,7 +136,14 @@ void run_pool(const RoleContext& ctx, const FederatedSettings& settings, int64_t
 
   std::vector<std::thread> threads;
   for (int64_t c = index; c < settings.clients; c += settings.processes)
-    threads.emplace_back([&pool, c] { client_loop(pool, c); });
+    threads.emplace_back([&pool, c] {
+      std::vector<float> residual;  // top-k error feedback: what earlier rounds did not send
+      run_virtual_client(pool.ctx, "federated", {server_address_key(pool.ctx.arm), server_token_key(pool.ctx.arm)},
+                         kClientRolePrefix + std::to_string(c), pool.settings.link, pool.settings.join_timeout_s, c,
+                         [&](transport::Connection& conn, const transport::Frame& frame) {
+                           serve_round(pool, conn, c, transport::decode_message<RoundStart>(frame.payload), residual);
+                         });
+    });
   for (std::thread& t : threads) t.join();
 }
 

@@ -19,6 +19,7 @@
 #include "trainers/fl_protocol.h"
 #include "trainers/fl_roles.h"
 #include "trainers/metrics.h"
+#include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "transport/messages.h"
 #include "transport/server.h"
@@ -65,7 +66,7 @@ struct FlServer {
 
   // The client proxy: one thread per connected client.
   void handle(transport::Connection& conn, const transport::Hello& hello) {
-    const int64_t client = parse_client(hello.role);
+    const int64_t client = parse_client_role(hello.role, kClientRolePrefix);
     conn.set_link(transport::link_profile(s_.link));
     {
       std::lock_guard lock(mutex_);
@@ -89,18 +90,6 @@ struct FlServer {
       throw;
     }
     release(client, conn);
-  }
-
-  static int64_t parse_client(const std::string& role) {
-    const std::string prefix = kClientRolePrefix;
-    if (!role.starts_with(prefix)) return -1;
-    try {
-      size_t used = 0;
-      const int64_t id = std::stoll(role.substr(prefix.size()), &used);
-      return used == role.size() - prefix.size() ? id : -1;
-    } catch (const std::exception&) {
-      return -1;
-    }
   }
 
   void log(const std::string& line) {

@@ -4,6 +4,7 @@
 
 #include "trainers/fl_compress.h"
 #include "trainers/fl_roles.h"
+#include "trainers/virtual_clients.h"
 
 namespace quartet::trainers::fl {
 
@@ -20,13 +21,7 @@ FederatedSettings federated_settings(const nlohmann::json& arm) {
   if (s.local_epochs < 1) throw bad("local_epochs", "expected >= 1");
   s.rounds = arm.value("rounds", s.rounds);
   if (s.rounds < 1) throw bad("rounds", "expected >= 1");
-  if (arm.contains("partition")) {
-    const nlohmann::json& p = arm.at("partition");
-    s.partition.kind = p.value("kind", s.partition.kind);
-    s.partition.alpha = p.value("alpha", s.partition.alpha);
-    s.partition.shards_per_client = p.value("shards_per_client", s.partition.shards_per_client);
-  }
-  s.partition.clients = s.clients;
+  s.partition = partition_spec(arm, s.clients);
   s.strategy.name = arm.value("strategy", s.strategy.name);
   s.strategy.mu = arm.value("mu", s.strategy.mu);
   s.strategy.server_momentum = arm.value("server_momentum", s.strategy.server_momentum);

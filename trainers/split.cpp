@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "trainers/regimes.h"
+#include "trainers/virtual_clients.h"
 
 namespace quartet::trainers::split {
 
@@ -50,13 +51,7 @@ SplitSettings split_settings(const nlohmann::json& arm) {
   s.server_halves = arm.value("server_halves", s.server_halves);
   if (!one_of(s.server_halves, server_halves_names()))
     throw bad("server_halves", "expected one of " + joined(server_halves_names()) + ", got \"" + s.server_halves + "\"");
-  if (arm.contains("partition")) {
-    const nlohmann::json& p = arm.at("partition");
-    s.partition.kind = p.value("kind", s.partition.kind);
-    s.partition.alpha = p.value("alpha", s.partition.alpha);
-    s.partition.shards_per_client = p.value("shards_per_client", s.partition.shards_per_client);
-  }
-  s.partition.clients = s.clients;
+  s.partition = partition_spec(arm, s.clients);
   // Vanilla and U-shaped clients take turns, so one pool serves them all; SplitFed's run
   // at once, one pool per core.
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
@@ -195,18 +190,7 @@ class Split : public Regime {
   void run_role(const RoleContext& ctx) const override {
     const SplitSettings s = split_settings(ctx.arm_settings);
     if (ctx.role == "server") return run_server(ctx, s);
-    if (ctx.role.starts_with("pool")) {
-      int64_t index = -1;
-      try {
-        size_t used = 0;
-        index = std::stoll(ctx.role.substr(4), &used);
-        if (used != ctx.role.size() - 4) index = -1;
-      } catch (const std::exception&) {
-      }
-      if (index >= 0 && index < s.processes) return run_pool(ctx, s, index);
-    }
-    throw std::invalid_argument("split: no role \"" + ctx.role + "\"; the roles are server and pool0..pool" +
-                                std::to_string(s.processes - 1));
+    return run_pool(ctx, s, pool_index(ctx.role, s.processes, "split"));
   }
 };
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/model.h"
@@ -70,6 +71,19 @@ class Traffic {
     int64_t sent = 0, received = 0, messages = 0;
   };
   void add(const std::string& kind, const transport::Counters& before, const transport::Counters& after);
+  // Runs `fn` (one exchange on `conn`, from this thread alone) and files its bytes under `kind`.
+  template <class Fn>
+  auto count(transport::Connection& conn, const char* kind, Fn&& fn) {
+    const transport::Counters before = conn.counters();
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      add(kind, before, conn.counters());
+    } else {
+      auto result = fn();
+      add(kind, before, conn.counters());
+      return result;
+    }
+  }
   void merge(const Traffic& other);
   std::map<std::string, Count> counts() const;
   Count total() const;

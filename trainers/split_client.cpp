@@ -14,6 +14,7 @@
 #include "trainers/metrics.h"
 #include "trainers/split.h"
 #include "trainers/split_protocol.h"
+#include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "workloads/sampler.h"
 
@@ -23,9 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using transport::MessageType;
 
-// Between turns a client waits as long as the server needs (other clients' turns,
-// evaluation); the server ends the wait with a shutdown frame or by closing.
-constexpr auto kIdleWait = std::chrono::hours(24);
 // Tensors crossing one cut: the main path and its skip connections.
 constexpr size_t kMaxCutTensors = 64;
 
@@ -46,42 +44,6 @@ struct Pool {
 
 transport::Deadline step_timeout(const SplitSettings& s) {
   return std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(s.step_timeout_s));
-}
-
-// Joins the server whose address and token the coordinator holds, retrying until
-// join_timeout_s (the server may not be listening yet).
-std::unique_ptr<transport::Connection> connect_client(const Pool& pool, int64_t client) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(pool.settings.join_timeout_s);
-  for (;;) {
-    const std::string address = pool.ctx.coordinator->kv_wait(server_address_key(pool.ctx.arm), std::chrono::minutes(10));
-    const std::string token = pool.ctx.coordinator->kv_wait(server_token_key(pool.ctx.arm), std::chrono::minutes(1));
-    try {
-      const auto [host, port] = transport::parse_host_port(address);
-      std::unique_ptr<transport::Connection> conn = transport::Connection::connect(host, port, 30s);
-      conn->set_link(transport::link_profile(pool.settings.link));
-      transport::send_message(*conn, MessageType::hello,
-                              transport::Hello{token, kClientRolePrefix + std::to_string(client)}, 30s);
-      transport::receive_message<transport::Welcome>(*conn, MessageType::welcome, 60s);
-      return conn;
-    } catch (const std::exception&) {
-      if (std::chrono::steady_clock::now() > give_up) throw;
-      std::this_thread::sleep_for(200ms);
-    }
-  }
-}
-
-// Runs `fn` and files the bytes it moved on `conn` under `kind`.
-template <class Fn>
-auto counted(Traffic& traffic, transport::Connection& conn, const char* kind, Fn&& fn) {
-  const transport::Counters before = conn.counters();
-  if constexpr (std::is_void_v<decltype(fn())>) {
-    fn();
-    traffic.add(kind, before, conn.counters());
-  } else {
-    auto result = fn();
-    traffic.add(kind, before, conn.counters());
-    return result;
-  }
 }
 
 // The lower half's backward, from every tensor that crossed the cut and needs a gradient
@@ -110,7 +72,7 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
   Traffic traffic;
   const std::vector<int> client_stages = pool.cut.client_stages();
   engine::NamedTensors half = stages_state(*cs.model, client_stages);
-  counted(traffic, conn, "weights", [&] { receive_state(conn, half, timeout); });
+  traffic.count(conn, "weights", [&] { receive_state(conn, half, timeout); });
   if (!cs.optimizer || turn.fresh_optimizer)
     cs.optimizer = make_optimizer(pool.ctx.config.optimizer, stages_parameters(*cs.model, client_stages));
   engine::Model& model = *cs.model;
@@ -136,13 +98,13 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
     const engine::TensorList outs = model.forward_stages({batch.x}, 0, cut.lower);
     done.forward += t.seconds();
     compute.unlock();
-    counted(traffic, conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
+    traffic.count(conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
     if (!cut.ushaped) {
-      counted(traffic, conn, "labels",
+      traffic.count(conn, "labels",
               [&] { transport::send_message(conn, MessageType::control, Labels{batch.y}, timeout); });
     } else {
       // The tail: activations at the second cut in, loss here, their gradients out.
-      engine::TensorList mids = counted(traffic, conn, "activations",
+      engine::TensorList mids = traffic.count(conn, "activations",
                                         [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors); });
       compute.lock();
       t.restart();
@@ -158,10 +120,10 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
       for (const engine::Tensor& m : mids) mid_grads.push_back(m.grad().defined() ? m.grad() : engine::Tensor::zeros(m.shape()));
       done.backward += t.seconds();
       compute.unlock();
-      counted(traffic, conn, "gradients", [&] { send_engine_tensors(conn, mid_grads, "grad", timeout); });
+      traffic.count(conn, "gradients", [&] { send_engine_tensors(conn, mid_grads, "grad", timeout); });
     }
     const engine::TensorList grads =
-        counted(traffic, conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
+        traffic.count(conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
     compute.lock();
     t.restart();
     backward_from_cut(outs, grads);
@@ -176,8 +138,8 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
   done.memory_peak = mem.total_peak;
   const nlohmann::json memory = memory_json(mem);
   done.rss_peak = peak_rss_bytes();
-  counted(traffic, conn, "weights", [&] { send_state(conn, stages_state(model, client_stages), timeout); });
-  counted(traffic, conn, "control", [&] { transport::send_message(conn, MessageType::control, done, timeout); });
+  traffic.count(conn, "weights", [&] { send_state(conn, stages_state(model, client_stages), timeout); });
+  traffic.count(conn, "control", [&] { transport::send_message(conn, MessageType::control, done, timeout); });
 
   const Traffic::Count total = traffic.total();
   nlohmann::json rec = {{"type", "client_turn"},
@@ -199,40 +161,6 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
   if (pool.ctx.on_record) pool.ctx.on_record(rec.dump());
 }
 
-void client_loop(Pool& pool, int64_t client) {
-  std::unique_ptr<transport::Connection> conn;
-  try {
-    conn = connect_client(pool, client);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "split %s: client %lld could not join the server: %s\n", pool.ctx.role.c_str(),
-                 static_cast<long long>(client), e.what());
-    return;
-  }
-  ClientState cs;
-  try {
-    for (;;) {
-      const transport::Frame frame = conn->receive(kIdleWait);
-      if (frame.type == MessageType::shutdown) return;
-      transport::expect_type(frame, MessageType::control, conn->peer());
-      const Turn turn = transport::decode_message<Turn>(frame.payload);
-      if (!cs.model) cs.model = load_initial_model(pool.ctx);
-      try {
-        run_turn(pool, cs, *conn, client, turn);
-      } catch (const transport::ConnectionClosed&) {
-        throw;
-      } catch (const std::exception& e) {
-        transport::send_error_and_close(*conn, "split client " + std::to_string(client) + ": " + e.what(), 5s);
-        throw;
-      }
-    }
-  } catch (const transport::ConnectionClosed&) {
-    // The server is done (or gone).
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "split %s: client %lld stopped: %s\n", pool.ctx.role.c_str(), static_cast<long long>(client),
-                 e.what());
-  }
-}
-
 }  // namespace
 
 void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t index) {
@@ -246,7 +174,16 @@ void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t ind
 
   std::vector<std::thread> threads;
   for (int64_t c = index; c < settings.clients; c += settings.processes)
-    threads.emplace_back([&pool, c] { client_loop(pool, c); });
+    threads.emplace_back([&pool, c] {
+      ClientState cs;
+      run_virtual_client(pool.ctx, "split", {server_address_key(pool.ctx.arm), server_token_key(pool.ctx.arm)},
+                         kClientRolePrefix + std::to_string(c), pool.settings.link, pool.settings.join_timeout_s, c,
+                         [&](transport::Connection& conn, const transport::Frame& frame) {
+                           const Turn turn = transport::decode_message<Turn>(frame.payload);
+                           if (!cs.model) cs.model = load_initial_model(pool.ctx);
+                           run_turn(pool, cs, conn, c, turn);
+                         });
+    });
   for (std::thread& t : threads) t.join();
 }
 

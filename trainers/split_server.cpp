@@ -30,6 +30,7 @@
 #include "trainers/metrics.h"
 #include "trainers/split.h"
 #include "trainers/split_protocol.h"
+#include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "transport/server.h"
 #include "workloads/sampler.h"
@@ -55,20 +56,8 @@ struct Slots {
   std::vector<transport::Connection*> conns;
   bool stopping = false;
 
-  static int64_t parse_client(const std::string& role) {
-    const std::string prefix = kClientRolePrefix;
-    if (!role.starts_with(prefix)) return -1;
-    try {
-      size_t used = 0;
-      const int64_t id = std::stoll(role.substr(prefix.size()), &used);
-      return used == role.size() - prefix.size() ? id : -1;
-    } catch (const std::exception&) {
-      return -1;
-    }
-  }
-
   void handle(transport::Connection& conn, const transport::Hello& hello, const std::string& link) {
-    const int64_t client = parse_client(hello.role);
+    const int64_t client = parse_client_role(hello.role, kClientRolePrefix);
     conn.set_link(transport::link_profile(link));
     {
       std::lock_guard lock(mutex);
@@ -133,19 +122,6 @@ struct TurnOutcome {
   int64_t memory_peak = 0;
 };
 
-template <class Fn>
-auto counted(Traffic& traffic, transport::Connection& conn, const char* kind, Fn&& fn) {
-  const transport::Counters before = conn.counters();
-  if constexpr (std::is_void_v<decltype(fn())>) {
-    fn();
-    traffic.add(kind, before, conn.counters());
-  } else {
-    auto result = fn();
-    traffic.add(kind, before, conn.counters());
-    return result;
-  }
-}
-
 fl::Params flatten(const engine::NamedTensors& state) {
   fl::Params p;
   for (const auto& [name, t] : state) p.emplace_back(t.data(), t.data() + t.numel());
@@ -201,7 +177,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
   const workloads::Workload& wl = *ctx_.workload;
   const auto timeout = std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(s_.step_timeout_s));
   Traffic& traffic = *out.traffic;
-  engine::TensorList acts = counted(traffic, conn, "activations",
+  engine::TensorList acts = traffic.count(conn, "activations",
                                     [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors); });
   for (const engine::Tensor& a : acts)
     if (a.size(0) != turn.batch)
@@ -217,7 +193,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
   }
   std::vector<int32_t> labels;
   if (!cut_.ushaped) {
-    labels = counted(traffic, conn, "labels",
+    labels = traffic.count(conn, "labels",
                      [&] { return transport::receive_message<Labels>(conn, MessageType::control, timeout).labels; });
     const int classes = wl.train_set().num_classes();
     if (static_cast<int64_t>(labels.size()) != turn.batch)
@@ -257,9 +233,9 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
           out.cut_shapes.push_back(o.shape());
           out.cut_floats_per_sample += o.numel() / turn.batch;
         }
-      counted(traffic, conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
-      const engine::TensorList back = counted(
-          traffic, conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
+      traffic.count(conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
+      const engine::TensorList back = traffic.count(
+          conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
       compute.lock();
       t.restart();
       engine::TensorList roots, seeds;
@@ -274,7 +250,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
     }
   }
   // Gradients out before the step: a client gone by now costs this step nothing.
-  counted(traffic, conn, "gradients", [&] { send_engine_tensors(conn, grads, "grad", timeout); });
+  traffic.count(conn, "gradients", [&] { send_engine_tensors(conn, grads, "grad", timeout); });
   std::lock_guard compute(compute_mutex_);
   Stopwatch t;
   opt.set_lr(static_cast<float>(turn.lrs[static_cast<size_t>(i)]));
@@ -294,12 +270,12 @@ TurnOutcome SplitServer::run_turn(int64_t client, const Turn& turn, const engine
   const auto timeout = std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(s_.step_timeout_s));
   Traffic& traffic = *out.traffic;
   try {
-    counted(traffic, *conn, "control", [&] { transport::send_message(*conn, MessageType::control, turn, timeout); });
-    counted(traffic, *conn, "weights", [&] { send_state(*conn, start, timeout); });
+    traffic.count(*conn, "control", [&] { transport::send_message(*conn, MessageType::control, turn, timeout); });
+    traffic.count(*conn, "weights", [&] { send_state(*conn, start, timeout); });
     for (int64_t i = 0; i < turn.steps; ++i) serve_step(*conn, turn, i, half, out);
     engine::NamedTensors back = cloned(start);
-    counted(traffic, *conn, "weights", [&] { receive_state(*conn, back, timeout); });
-    out.done = counted(traffic, *conn, "control",
+    traffic.count(*conn, "weights", [&] { receive_state(*conn, back, timeout); });
+    out.done = traffic.count(*conn, "control",
                        [&] { return transport::receive_message<TurnDone>(*conn, MessageType::control, timeout); });
     if (out.done.client != client || out.done.epoch != turn.epoch || out.done.steps != turn.steps)
       throw transport::MessageError("split: client " + std::to_string(client) + " reported " +

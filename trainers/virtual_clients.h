@@ -1,0 +1,45 @@
+#pragma once
+
+// What the federated and split regimes share: virtual clients hosted by pool processes,
+// each with its own connection to a server that publishes its address and token in the
+// coordinator's store.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "trainers/regime.h"
+#include "transport/connection.h"
+#include "workloads/partition.h"
+
+namespace quartet::trainers {
+
+// The client id of a hello role "<prefix><id>" (e.g. "fl-client/7"), or -1 for any other
+// role, a negative or malformed id.
+int64_t parse_client_role(const std::string& role, const std::string& prefix);
+
+// The index p of a pool role "pool<p>", 0 <= p < processes; throws std::invalid_argument
+// naming the regime's roles for anything else.
+int64_t pool_index(const std::string& role, int64_t processes, const std::string& regime);
+
+// The arm's `partition` object (kind, alpha, shards_per_client), for `clients` clients.
+workloads::PartitionSpec partition_spec(const nlohmann::json& arm, int64_t clients);
+
+struct ServerKeys {
+  std::string address;  // coordinator key holding HOST:PORT
+  std::string token;    // coordinator key holding the server's token
+};
+
+// One virtual client's life: join the server (retrying until join_timeout_s; the keys are
+// read again after a failed attempt, as a resumed server publishes new ones), then hand
+// every control frame to `serve` until the server sends shutdown or closes. A `serve` that
+// throws (anything but ConnectionClosed) sends the server an error frame, and the client
+// stops. Failures are logged as "<regime> <role>: client <id> ...", never thrown.
+// requires ctx.coordinator
+void run_virtual_client(const RoleContext& ctx, const std::string& regime, const ServerKeys& keys,
+                        const std::string& hello_role, const std::string& link, double join_timeout_s, int64_t client,
+                        const std::function<void(transport::Connection&, const transport::Frame&)>& serve);
+
+}  // namespace quartet::trainers
