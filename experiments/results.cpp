@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -79,10 +80,33 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   double wall = 0.0, eval_seconds = 0.0, forward = 0.0, backward = 0.0, optimizer = 0.0, data = 0.0, comm = 0.0;
   int64_t rss_peak = 0, mem_peak = 0, bytes_sent = 0, bytes_received = 0, messages = 0;
   json tag_peaks = json::object();
+  json by_role = json::object();
   json evals = json::array();
-  for (const auto& records : roles) {
+  for (size_t i = 0; i < roles.size(); ++i) {
+    const std::vector<json>& records = roles[i];
     int64_t role_sent = 0, role_received = 0;
     for (const json& r : records) {
+      // Memory counts from every record that carries it, whatever its type: federated
+      // pools train in client_round records, not step records.
+      if (r.contains("rss_peak") || r.contains("memory")) {
+        json& mine = by_role[r.value("role", "process" + std::to_string(i))];
+        if (mine.is_null()) mine = {{"total", 0}, {"rss", 0}};
+        if (r.contains("rss_peak")) {
+          const int64_t rss = r.at("rss_peak").get<int64_t>();
+          rss_peak = std::max(rss_peak, rss);
+          mine["rss"] = std::max(mine["rss"].get<int64_t>(), rss);
+        }
+        if (r.contains("memory"))
+          for (auto& [tag, m] : r.at("memory").items()) {
+            const int64_t p = m.at("peak").get<int64_t>();
+            if (tag == "total") {
+              mem_peak = std::max(mem_peak, p);
+              mine["total"] = std::max(mine["total"].get<int64_t>(), p);
+            } else {
+              tag_peaks[tag] = std::max(tag_peaks.value(tag, int64_t{0}), p);
+            }
+          }
+      }
       if (r.value("type", "") != "step") continue;
       samples = std::max(samples, r.at("samples").get<int64_t>());
       steps = std::max(steps, r.at("step").get<int64_t>());
@@ -92,12 +116,6 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
       optimizer += r.at("compute").at("optimizer").get<double>();
       data += r.value("data", 0.0);
       comm += r.value("comm_exposed", 0.0);
-      rss_peak = std::max(rss_peak, r.at("rss_peak").get<int64_t>());
-      for (auto& [tag, m] : r.at("memory").items()) {
-        const int64_t p = m.at("peak").get<int64_t>();
-        if (tag == "total") mem_peak = std::max(mem_peak, p);
-        else tag_peaks[tag] = std::max(tag_peaks.value(tag, int64_t{0}), p);
-      }
       role_sent = r.value("bytes_sent", int64_t{0});
       role_received = r.value("bytes_received", int64_t{0});
       messages = std::max(messages, r.value("messages", int64_t{0}));
@@ -121,7 +139,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   s["samples_per_second"] = samples > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   s["compute_seconds"] = {{"forward", forward}, {"backward", backward}, {"optimizer", optimizer}, {"data", data}};
   s["comm_exposed_seconds"] = comm;
-  s["memory_peak_bytes"] = {{"total", mem_peak}, {"by_tag", tag_peaks}, {"rss", rss_peak}};
+  s["memory_peak_bytes"] = {{"total", mem_peak}, {"by_tag", tag_peaks}, {"rss", rss_peak}, {"by_role", by_role}};
   s["bytes"] = {{"sent", bytes_sent},
                 {"received", bytes_received},
                 {"messages", messages},
@@ -136,7 +154,8 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   if (target) {
     for (const json& e : evals) {
       if (e["value"].get<double>() >= *target) {
-        reached = {{"samples", e["samples"]}, {"wall_seconds", e["wall"]}, {"epoch", e["epoch"]}};
+        reached = {{"step", e["step"]}, {"samples", e["samples"]}, {"wall_seconds", e["wall"]}, {"epoch", e["epoch"]}};
+        if (regime == "federated") reached["rounds"] = e["step"];  // a federated step is a round
         break;
       }
     }
@@ -163,25 +182,47 @@ std::string duration(double s) {
   return buf;
 }
 
+// A memory cell: one figure, or with several kinds of process (a role's name without
+// its index: server, pool, rank) each kind's largest, as "pool 5.8 · server 95.1".
+std::string memory_cell(const json& mem, const std::string& key) {
+  std::vector<std::pair<std::string, int64_t>> kinds;
+  const json by_role = mem.value("by_role", json::object());
+  for (const auto& [role, m] : by_role.items()) {
+    std::string kind = role;
+    while (!kind.empty() && std::isdigit(static_cast<unsigned char>(kind.back()))) kind.pop_back();
+    const int64_t v = m.value(key, int64_t{0});
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) kinds.emplace_back(kind, v);
+    else it->second = std::max(it->second, v);
+  }
+  if (kinds.size() < 2) return mib(mem.at(key).get<int64_t>());
+  std::string cell;
+  for (const auto& [kind, v] : kinds) cell += (cell.empty() ? "" : " · ") + kind + " " + mib(v);
+  return cell;
+}
+
 }  // namespace
 
 std::string summary_table(const std::string& run_name, const std::vector<json>& arms) {
   std::ostringstream out;
   out << "# " << run_name << "\n\n";
   out << "| arm | regime | status | samples/s | peak tracked MiB | peak RSS MiB | activations MiB | bytes/process/epoch "
-         "| train time | final quality | to target (time, samples) |\n";
+         "| train time | final quality | to target |\n";
   out << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const json& s : arms) {
     const json& mem = s.at("memory_peak_bytes");
     std::string to_target = "—";
     if (s.contains("to_target") && !s["to_target"].is_null())
-      to_target = duration(s["to_target"]["wall_seconds"].get<double>()) + ", " +
-                  std::to_string(s["to_target"]["samples"].get<int64_t>());
+    {
+      const json& t = s["to_target"];
+      to_target = duration(t["wall_seconds"].get<double>()) + ", " + std::to_string(t["samples"].get<int64_t>());
+      if (t.contains("rounds")) to_target += ", round " + std::to_string(t["rounds"].get<int64_t>());
+    }
     else if (s.contains("target") && !s["target"].is_null())
       to_target = "not reached";
     out << "| " << s.at("arm").get<std::string>() << " | " << s.at("regime").get<std::string>() << " | "
         << s.value("status", "finished") << " | " << fixed(s.at("samples_per_second").get<double>(), 0) << " | "
-        << mib(mem.at("total").get<int64_t>()) << " | " << mib(mem.at("rss").get<int64_t>()) << " | "
+        << memory_cell(mem, "total") << " | " << memory_cell(mem, "rss") << " | "
         << mib(mem.at("by_tag").value("activations", int64_t{0})) << " | "
         << fixed(s.at("bytes").at("per_process_per_epoch").get<double>(), 0) << " | "
         << duration(s.at("train_seconds").get<double>()) << " | "
@@ -189,8 +230,10 @@ std::string summary_table(const std::string& run_name, const std::vector<json>& 
         << " | " << to_target << " |\n";
   }
   out << "\nsamples/s: training samples per second of training time (evaluation excluded). Memory: the engine's "
-         "tracked peak (all tags) and the process's peak resident set. Quality: "
-         "test-set accuracy at the last evaluation.\n";
+         "tracked peak (all tags, training only) and the process's peak resident set, the largest process's; "
+         "an arm with several kinds of process (federated: server and pools) shows each kind's. Quality: "
+         "test-set accuracy at the last evaluation. To target: time and training samples to the first "
+         "evaluation at or above the target (federated: and its round).\n";
   return out.str();
 }
 

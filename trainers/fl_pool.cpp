@@ -1,8 +1,8 @@
 // A pool process: hosts virtual clients, each with its own connection to the server and
 // its own partition. A client holds only its indices (and, with top-k, its residual)
-// between rounds; the model, the received weights and the optimizer exist only while it
-// trains, and one client trains at a time, so a pool's memory is one model's whatever
-// the number of clients it hosts.
+// between rounds; the model and the optimizer exist only while it trains, and one client
+// trains at a time, so a pool's tracked memory is one model's whatever the number of
+// clients it hosts. Received weights wait as plain buffers until their client's turn.
 
 #include <chrono>
 #include <mutex>
@@ -62,14 +62,18 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
 
   Stopwatch queued;
   LocalResult result;
+  engine::MemStats memory;
   double queue = 0.0;
   {
     std::lock_guard lock(pool.train_mutex);
     queue = queued.seconds();
+    // Only the training client allocates tensors, so the peaks from here are its own.
+    engine::reset_memory_peaks();
     // A model only while training: built, trained, freed.
     std::shared_ptr<engine::Model> model = wl.make_model(pool.ctx.model_name, pool.ctx.config.seed);
     result = train_client(*model, wl, pool.partition.clients[static_cast<size_t>(client)], global, lc, client,
                           start.round);
+    memory = engine::memory_stats();
   }
 
   UpdateDone done;
@@ -118,6 +122,7 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
                         {"upload", done.upload},
                         {"bytes_sent", c.bytes_sent},
                         {"bytes_received", c.bytes_received},
+                        {"memory", memory_json(memory)},
                         {"rss_peak", peak_rss_bytes()}};
   std::lock_guard lock(pool.records_mutex);
   pool.records->write(rec);

@@ -12,6 +12,10 @@
 #include <mutex>
 #include <optional>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "engine/safetensors.h"
 #include "trainers/checkpoint.h"
 #include "trainers/fl_client.h"
@@ -341,6 +345,9 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
   const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, s.rounds);
   const int64_t train_size = wl.train_set().size();
   for (int64_t round = pos.step + 1; round <= s.rounds; ++round) {
+    // The round's memory figures count from here: set-up and the last round's checkpoint
+    // copies are not part of this round's work.
+    engine::reset_memory_peaks();
     Stopwatch round_clock;
     const std::vector<int64_t> sampled = sample_clients(s.clients, per_round, cfg.seed, round);
     RoundJob job;
@@ -438,12 +445,24 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
     for (const auto& res : results) weight_total += res.samples;
     if (aggregated) global = strategy->aggregate(global, results);
     results.clear();
+#ifdef __GLIBC__
+    // The updates were decoded on the handler threads, into glibc's per-thread arenas,
+    // which keep freed memory cached: without this the server's resident set climbs by
+    // about a model per arena over the first rounds, and with the number of clients.
+    malloc_trim(0);
+#endif
     const double aggregation = agg.seconds();
 
+    // Memory is taken before the evaluation and its peaks reset for it (as finish_step in
+    // local_loop.cpp does), so the record shows the round's own memory like every regime's,
+    // and the evaluation's batch is reported apart.
+    const engine::MemStats round_mem = engine::memory_stats();
+    engine::reset_memory_peaks();
     Stopwatch te;
     load_params(*model, global);
     const double quality = wl.evaluate(*model, wl.test_set(), cfg.eval_batch);
     const double eval_s = te.seconds();
+    const int64_t eval_memory_peak = engine::memory_stats().total_peak;
 
     pos.step = round;
     pos.samples += round_samples;
@@ -461,7 +480,8 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
     r.messages = totals["messages"].get<int64_t>();
     r.eval = Evaluation{wl.metric_name(), quality, wl.test_set().size(), eval_s};
     r.wall = wall0 + clock.seconds();
-    nlohmann::json rec = to_json(r, ctx.arm, ctx.role, ctx.rank);
+    nlohmann::json rec = to_json(r, ctx.arm, ctx.role, ctx.rank, round_mem);
+    rec["eval"]["memory_peak"] = eval_memory_peak;
     rec["round"] = {
         {"index", round},
         {"rounds", s.rounds},

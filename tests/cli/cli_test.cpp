@@ -20,41 +20,22 @@
 #include <thread>
 #include <vector>
 
+#include "tests/cli/cli_util.h"
 #include "tests/transport/multirank/namespaces.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-// Runs `quartet args...` with stdout+stderr captured to a file; waits for it.
-Result quartet(const std::vector<std::string>& args, const fs::path& dir) {
-  const fs::path log = dir / ("out-" + std::to_string(::getpid()) + ".txt");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<std::string> all{QUARTET_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(QUARTET_BINARY, argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::ifstream in(log);
-  std::stringstream s;
-  s << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), s.str()};
-}
+using cli_util::file_bytes;
+using cli_util::find_role_process;
+using cli_util::quartet;
+using cli_util::records_of;
+using cli_util::Result;
+using cli_util::safetensors_floats;
+using cli_util::start_quartet;
+using cli_util::wait_exit;
+using cli_util::wait_for_line;
 
 class Cli : public ::testing::Test {
  protected:
@@ -86,13 +67,6 @@ class Cli : public ::testing::Test {
 
   fs::path dir_;
 };
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void expect_exit2_with(const Result& r, const std::string& fragment) {
   EXPECT_EQ(r.code, 2) << r.out;
@@ -255,47 +229,6 @@ TEST_F(Cli, InterruptedRunKeepsFinishedArmsAndResumeMatchesAnUninterruptedRun) {
   EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"), file_bytes(dir_ / "whole" / "single" / "final.safetensors"));
 }
 
-// Starts `quartet args...` in the background with output to `log` and extra environment;
-// behind `prefix` when given (e.g. ip netns exec NS).
-pid_t start_quartet(const std::vector<std::string>& args, const fs::path& log,
-                    const std::vector<std::string>& env = {}, const std::vector<std::string>& prefix = {}) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<std::string> all = prefix;
-    all.push_back(QUARTET_BINARY);
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Waits for `pattern` in the file and returns the rest of that line after it.
-std::string wait_for_line(const fs::path& file, const std::string& pattern, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::istringstream lines(file_bytes(file));
-    std::string line;
-    while (std::getline(lines, line))
-      if (auto at = line.find(pattern); at != std::string::npos) return line.substr(at + pattern.size());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return "";
-}
-
 // A role started by hand "on another host" joins through the coordinator; its records
 // land in the run folder like a local role's.
 TEST_F(Cli, RemoteRoleJoinsThroughTheCoordinatorAndItsRecordsAreKept) {
@@ -369,17 +302,6 @@ TEST_F(Cli, VanishedRemoteRoleFailsItsArmWithItsName) {
   const json summary = json::parse(file_bytes(run / "single" / "summary.json"));
   EXPECT_EQ(summary["status"], "failed");
   EXPECT_NE(summary["error"].get<std::string>().find("role trainer vanished"), std::string::npos) << summary["error"];
-}
-
-// Every float of a safetensors file in file order (F32 tensors only), read by hand: an
-// 8-byte little-endian header size, the JSON header, then the data.
-std::vector<float> safetensors_floats(const fs::path& p) {
-  const std::string bytes = file_bytes(p);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  std::vector<float> out((bytes.size() - 8 - n) / 4);
-  std::memcpy(out.data(), bytes.data() + 8 + n, out.size() * 4);
-  return out;
 }
 
 // data_parallel end to end: two rank processes rendezvous through the run's coordinator
@@ -510,20 +432,6 @@ TEST_F(Cli, InterruptedFederatedServerResumesToTheSameWeights) {
 
 namespace {
 
-// The pid of a running `quartet role` process of `run` with role `role`, or -1.
-pid_t find_role_process(const fs::path& run, const std::string& role) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = file_bytes(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(" role ") != std::string::npos && cmdline.find(run.string()) != std::string::npos &&
-        cmdline.find("--role " + role + " ") != std::string::npos)
-      return static_cast<pid_t>(std::stol(name));
-  }
-  return -1;
-}
-
 // A federated client pool killed mid-run: its clients miss their rounds (deadline), the
 // server completes every round with the others, and the arm finishes.
 TEST_F(Cli, FederatedRunSurvivesAKilledClientPool) {
@@ -554,14 +462,6 @@ TEST_F(Cli, FederatedRunSurvivesAKilledClientPool) {
 }  // namespace
 
 namespace {
-
-std::vector<json> records_of(const fs::path& file, const std::string& type) {
-  std::vector<json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);)
-    if (json r = json::parse(line); r["type"] == type) out.push_back(r);
-  return out;
-}
 
 json split_spec() {
   return json::parse(R"({

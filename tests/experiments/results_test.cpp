@@ -1,0 +1,98 @@
+#include "experiments/results.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace quartet::experiments {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+json memory(int64_t total_peak) {
+  return {{"activations", {{"current", 0}, {"peak", total_peak / 2}}}, {"total", {{"current", 0}, {"peak", total_peak}}}};
+}
+
+// A step record as a role writes it; `accuracy` < 0: not evaluated.
+json step(const std::string& role, int64_t step, double accuracy, int64_t tracked, int64_t rss) {
+  json r = {{"type", "step"},
+            {"role", role},
+            {"step", step},
+            {"samples", step * 100},
+            {"epoch", step * 0.1},
+            {"wall", 1.0 * step},
+            {"compute", {{"forward", 0.1}, {"backward", 0.1}, {"optimizer", 0.0}}},
+            {"memory", memory(tracked)},
+            {"rss_peak", rss}};
+  if (accuracy >= 0) r["eval"] = {{"value", accuracy}, {"seconds", 0.0}};
+  return r;
+}
+
+// A federated pool's record of one client's round: it trains, so it carries memory.
+json client_round(const std::string& pool, int64_t round, int64_t tracked, int64_t rss) {
+  return {{"type", "client_round"}, {"role", pool}, {"round", round}, {"memory", memory(tracked)}, {"rss_peak", rss}};
+}
+
+// A server that evaluates each of three rounds and two pools that do the training.
+std::vector<std::vector<json>> federated_records() {
+  return {{step("server", 1, 0.50, 1 * kMiB, 100 * kMiB), step("server", 2, 0.70, 1 * kMiB, 101 * kMiB),
+           step("server", 3, 0.80, 1 * kMiB, 102 * kMiB)},
+          {client_round("pool0", 1, 6 * kMiB, 80 * kMiB), client_round("pool0", 2, 7 * kMiB, 90 * kMiB)},
+          {client_round("pool1", 1, 5 * kMiB, 85 * kMiB), client_round("pool1", 3, 5 * kMiB, 150 * kMiB)}};
+}
+
+TEST(Results, FederatedSummaryReportsThePoolsMemoryBesideTheServers) {
+  const json s = summarize_arm("fed", "federated", federated_records(), std::nullopt, 1000);
+  const json& mem = s["memory_peak_bytes"];
+  EXPECT_EQ(mem["by_role"]["server"]["rss"], 102 * kMiB);
+  EXPECT_EQ(mem["by_role"]["server"]["total"], 1 * kMiB);
+  EXPECT_EQ(mem["by_role"]["pool0"]["rss"], 90 * kMiB);
+  EXPECT_EQ(mem["by_role"]["pool0"]["total"], 7 * kMiB);
+  EXPECT_EQ(mem["by_role"]["pool1"]["rss"], 150 * kMiB);
+  EXPECT_EQ(mem["rss"], 150 * kMiB);  // the largest process, a pool
+  EXPECT_EQ(mem["total"], 7 * kMiB);
+  EXPECT_EQ(mem["by_tag"]["activations"], 7 * kMiB / 2);
+  // Pool records are not steps: the arm's steps and evaluations are still the server's.
+  EXPECT_EQ(s["steps"], 3);
+  EXPECT_EQ(s["evaluations"].size(), 3u);
+}
+
+TEST(Results, TableShowsEachKindOfProcessForAFederatedArm) {
+  const json s = summarize_arm("fed", "federated", federated_records(), std::nullopt, 1000);
+  const std::string table = summary_table("run", {s});
+  EXPECT_NE(table.find("| pool 7.0 · server 1.0 | pool 150.0 · server 102.0 |"), std::string::npos) << table;
+}
+
+TEST(Results, TableShowsOneMemoryFigureForAOneKindArm) {
+  const std::vector<std::vector<json>> ranks = {{step("rank0", 1, 0.6, 3 * kMiB, 40 * kMiB)},
+                                                {step("rank1", 1, 0.6, 4 * kMiB, 50 * kMiB)}};
+  const std::string table = summary_table("run", {summarize_arm("ddp", "data_parallel", ranks, std::nullopt, 1000)});
+  EXPECT_NE(table.find("| 4.0 | 50.0 |"), std::string::npos) << table;
+}
+
+TEST(Results, FederatedArmReportsTheRoundThatReachedTheTarget) {
+  const json s = summarize_arm("fed", "federated", federated_records(), 0.7, 1000);
+  ASSERT_FALSE(s["to_target"].is_null());
+  EXPECT_EQ(s["to_target"]["rounds"], 2);
+  EXPECT_EQ(s["to_target"]["samples"], 200);
+  EXPECT_NE(summary_table("run", {s}).find("| 2.0 s, 200, round 2 |"), std::string::npos);
+}
+
+TEST(Results, TargetNotReachedIsSaidSo) {
+  const json s = summarize_arm("fed", "federated", federated_records(), 0.9, 1000);
+  EXPECT_TRUE(s["to_target"].is_null());
+  EXPECT_NE(summary_table("run", {s}).find("| not reached |"), std::string::npos);
+}
+
+TEST(Results, StepArmsReportTheirStepToTargetWithoutRounds) {
+  const std::vector<std::vector<json>> single = {{step("single", 1, 0.5, kMiB, kMiB), step("single", 2, 0.9, kMiB, kMiB)}};
+  const json s = summarize_arm("single", "single", single, 0.8, 1000);
+  EXPECT_EQ(s["to_target"]["step"], 2);
+  EXPECT_FALSE(s["to_target"].contains("rounds"));
+}
+
+}  // namespace
+}  // namespace quartet::experiments
