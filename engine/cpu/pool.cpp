@@ -4,8 +4,13 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "engine/threads.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace quartet::engine::cpu {
 namespace {
@@ -72,11 +77,110 @@ bool parallel_planes(const Geometry& g) { return g.planes * g.out_size > (int64_
 
 }  // namespace
 
+namespace {
+
+// The common case, 2x2 windows with stride 2 and no padding over (H, W), without the
+// general loop's window ranges. Same rule: the first cell wins ties, a NaN beats numbers.
+bool is_2x2_stride_2(const Geometry& g) {
+  return g.in[0] == 1 && g.out[0] == 1 && g.k[1] == 2 && g.k[2] == 2 && g.stride[1] == 2 && g.stride[2] == 2 &&
+         g.pad[0] == 0 && g.pad[1] == 0 && g.pad[2] == 0;
+}
+
+// One output row of n cells: r0 and r1 are the two input rows under it. A cell takes
+// over unless the best so far is NaN or the cell is <= it, which is "greater, or NaN
+// over a number", in window order. a may be null.
+#if defined(__AVX512F__)
+void max_pool_2x2_row(const float* r0, const float* r1, float* y, float* a, int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t m = std::min<int64_t>(16, n - i);  // outputs here, 2m inputs per row
+    const __mmask16 lo_mask = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, 2 * m)) - 1);
+    const __mmask16 hi_mask = static_cast<__mmask16>((uint32_t{1} << std::max<int64_t>(0, 2 * m - 16)) - 1);
+    const __mmask16 out_mask = static_cast<__mmask16>((uint32_t{1} << m) - 1);
+    const __m512 a_lo = _mm512_maskz_loadu_ps(lo_mask, r0 + 2 * i), a_hi = _mm512_maskz_loadu_ps(hi_mask, r0 + 2 * i + 16);
+    const __m512 b_lo = _mm512_maskz_loadu_ps(lo_mask, r1 + 2 * i), b_hi = _mm512_maskz_loadu_ps(hi_mask, r1 + 2 * i + 16);
+    const __m512 cells[4] = {_mm512_permutex2var_ps(a_lo, even, a_hi), _mm512_permutex2var_ps(a_lo, odd, a_hi),
+                             _mm512_permutex2var_ps(b_lo, even, b_hi), _mm512_permutex2var_ps(b_lo, odd, b_hi)};
+    __m512 best = cells[0], arg = _mm512_setzero_ps();
+    for (int c = 1; c < 4; ++c) {
+      const __mmask16 take = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q) & _mm512_cmp_ps_mask(cells[c], best, _CMP_NLE_UQ);
+      best = _mm512_mask_blend_ps(take, best, cells[c]);
+      arg = _mm512_mask_blend_ps(take, arg, _mm512_set1_ps(static_cast<float>(c)));
+    }
+    _mm512_mask_storeu_ps(y + i, out_mask, best);
+    if (a) _mm512_mask_storeu_ps(a + i, out_mask, arg);
+  }
+}
+#else
+void max_pool_2x2_row(const float* r0, const float* r1, float* y, float* a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float cells[4] = {r0[2 * i], r0[2 * i + 1], r1[2 * i], r1[2 * i + 1]};
+    float best = cells[0], arg = 0.0f;
+    for (int c = 1; c < 4; ++c) {
+      const bool take = best == best && !(cells[c] <= best);
+      best = take ? cells[c] : best;
+      arg = take ? static_cast<float>(c) : arg;
+    }
+    y[i] = best;
+    if (a) a[i] = arg;
+  }
+}
+#endif
+
+// The adjoint of one output row when the 2x2 windows tile the input exactly: each
+// window's four cells are written (the winner gets the gradient, the others zero), so
+// the input gradient needs no zeroing pass and no scatter.
+#if defined(__AVX512F__)
+void max_pool_2x2_backward_row(const float* gy, const float* a, float* d0, float* d1, int64_t n) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t m = std::min<int64_t>(16, n - i);
+    const __mmask16 in_mask = static_cast<__mmask16>((uint32_t{1} << m) - 1);
+    const __mmask16 lo_mask = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, 2 * m)) - 1);
+    const __mmask16 hi_mask = static_cast<__mmask16>((uint32_t{1} << std::max<int64_t>(0, 2 * m - 16)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(in_mask, gy + i), w = _mm512_maskz_loadu_ps(in_mask, a + i);
+    __m512 c[4];
+    for (int k = 0; k < 4; ++k)
+      c[k] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(w, _mm512_set1_ps(static_cast<float>(k)), _CMP_EQ_OQ), g);
+    _mm512_mask_storeu_ps(d0 + 2 * i, lo_mask, _mm512_permutex2var_ps(c[0], lo, c[1]));
+    _mm512_mask_storeu_ps(d0 + 2 * i + 16, hi_mask, _mm512_permutex2var_ps(c[0], hi, c[1]));
+    _mm512_mask_storeu_ps(d1 + 2 * i, lo_mask, _mm512_permutex2var_ps(c[2], lo, c[3]));
+    _mm512_mask_storeu_ps(d1 + 2 * i + 16, hi_mask, _mm512_permutex2var_ps(c[2], hi, c[3]));
+  }
+}
+#else
+void max_pool_2x2_backward_row(const float* gy, const float* a, float* d0, float* d1, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = a[i];
+    d0[2 * i] = w == 0.0f ? gy[i] : 0.0f;
+    d0[2 * i + 1] = w == 1.0f ? gy[i] : 0.0f;
+    d1[2 * i] = w == 2.0f ? gy[i] : 0.0f;
+    d1[2 * i + 1] = w == 3.0f ? gy[i] : 0.0f;
+  }
+}
+#endif
+
+void max_pool_2x2(const Geometry& g, const float* px, float* py, float* pa) {
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel_planes(g))
+  for (int64_t p = 0; p < g.planes; ++p) {
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      const float* r0 = px + p * g.in_size + 2 * oh * g.in[2];
+      const int64_t o = p * g.out_size + oh * g.out[2];
+      max_pool_2x2_row(r0, r0 + g.in[2], py + o, pa ? pa + o : nullptr, g.out[2]);
+    }
+  }
+}
+
+}  // namespace
+
 void max_pool_forward(const Tensor& x, const PoolOptions& opt, Tensor& out, Tensor& argmax) {
   const Geometry g = make_geometry(x.shape(), out.shape(), opt);
   const float* px = x.data();
   float* py = out.data();
   float* pa = argmax.defined() ? argmax.data() : nullptr;
+  if (is_2x2_stride_2(g)) return max_pool_2x2(g, px, py, pa);
 #pragma omp parallel for schedule(static) num_threads(compute_threads()) \
     if (g.planes * g.out_size > (int64_t{1} << 14))
   for (int64_t p = 0; p < g.planes; ++p) {
@@ -122,7 +226,23 @@ void max_pool_backward(const Tensor& grad_out, const Tensor& argmax, const PoolO
   const float* pg = grad_out.data();
   const float* pa = argmax.data();
   float* pdx = grad_x.data();
-  const int64_t khw = g.k[1] * g.k[2];
+  if (is_2x2_stride_2(g) && g.in[1] == 2 * g.out[1] && g.in[2] == 2 * g.out[2]) {
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel_planes(g))
+    for (int64_t p = 0; p < g.planes; ++p)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t o = p * g.out_size + oh * g.out[2];
+        float* d0 = pdx + p * g.in_size + 2 * oh * g.in[2];
+        max_pool_2x2_backward_row(pg + o, pa + o, d0, d0 + g.in[2], g.out[2]);
+      }
+    return;
+  }
+  // Plane offset of each kernel cell from its window's origin, so the winner's cell is
+  // origin + offset[argmax]: no divisions per element.
+  std::vector<int64_t> offset;
+  offset.reserve(static_cast<size_t>(g.k[0] * g.k[1] * g.k[2]));
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw) offset.push_back((kd * g.in[1] + kh) * g.in[2] + kw);
 #pragma omp parallel for schedule(static) num_threads(compute_threads()) \
     if (g.planes * g.out_size > (int64_t{1} << 14))
   for (int64_t p = 0; p < g.planes; ++p) {
@@ -131,15 +251,12 @@ void max_pool_backward(const Tensor& grad_out, const Tensor& argmax, const PoolO
     float* dxp = pdx + p * g.in_size;
     std::fill_n(dxp, g.in_size, 0.0f);
     for (int64_t od = 0; od < g.out[0]; ++od)
-      for (int64_t oh = 0; oh < g.out[1]; ++oh)
-        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-          const int64_t o = (od * g.out[1] + oh) * g.out[2] + ow;
-          const auto a = static_cast<int64_t>(ap[o]);
-          const int64_t id = od * g.stride[0] - g.pad[0] + a / khw;
-          const int64_t ih = oh * g.stride[1] - g.pad[1] + (a / g.k[2]) % g.k[1];
-          const int64_t iw = ow * g.stride[2] - g.pad[2] + a % g.k[2];
-          dxp[(id * g.in[1] + ih) * g.in[2] + iw] += gp[o];
-        }
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        const int64_t o0 = (od * g.out[1] + oh) * g.out[2];
+        const int64_t row = ((od * g.stride[0] - g.pad[0]) * g.in[1] + oh * g.stride[1] - g.pad[1]) * g.in[2] - g.pad[2];
+        for (int64_t ow = 0; ow < g.out[2]; ++ow)
+          dxp[row + ow * g.stride[2] + offset[static_cast<size_t>(ap[o0 + ow])]] += gp[o0 + ow];
+      }
   }
 }
 

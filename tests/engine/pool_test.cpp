@@ -117,6 +117,42 @@ TEST(MaxPool, MaxPool3dGradientsMatchFiniteDifferences) {
 
 // ---- bad input ----
 
+// 2x2 windows with stride 2 take a vectorised path; a (1, 2, 2) kernel over a volume
+// of depth 2 takes the general one. Both must agree on values and on which cell gets the
+// gradient, with ties and NaNs everywhere and row widths on both sides of 16 outputs.
+TEST(MaxPool, MaxPool2x2FastPathMatchesGeneralPathOnTiesAndNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Generator gen(11);
+  for (int64_t w : {2, 3, 14, 31, 33, 64}) {
+    for (int64_t h : {2, 5, 28}) {
+      const int64_t planes = 6;
+      std::vector<float> v(planes * h * w), v3;
+      for (float& x : v) {
+        const uint64_t r = gen.below(20);
+        x = r == 0 ? nan : static_cast<float>(r % 4);  // few distinct values: many ties
+      }
+      for (int64_t p = 0; p < planes; ++p)  // each plane twice along depth
+        for (int d = 0; d < 2; ++d) v3.insert(v3.end(), v.begin() + p * h * w, v.begin() + (p + 1) * h * w);
+      Tensor x2 = leaf({2, 3, h, w}, v), x3 = leaf({2, 3, 2, h, w}, v3);
+      const std::vector<float> y2 = max_pool2d(x2, {.kernel = {2}}).to_vector();
+      Tensor y3t = max_pool(x3, {.kernel = {1, 2, 2}});
+      const std::vector<float> y3 = y3t.to_vector();
+      sum(max_pool2d(x2, {.kernel = {2}})).backward();
+      sum(y3t).backward();
+      const std::vector<float> g2 = x2.grad().to_vector(), g3 = x3.grad().to_vector();
+      const int64_t out = (h / 2) * (w / 2);
+      for (int64_t p = 0; p < planes; ++p) {
+        for (int64_t o = 0; o < out; ++o) {
+          const float a = y2[p * out + o], b = y3[2 * p * out + o];
+          ASSERT_TRUE((std::isnan(a) && std::isnan(b)) || a == b) << "w " << w << " h " << h << " output " << o;
+        }
+        for (int64_t i = 0; i < h * w; ++i)
+          ASSERT_EQ(g2[p * h * w + i], g3[2 * p * h * w + i]) << "w " << w << " h " << h << " cell " << i;
+      }
+    }
+  }
+}
+
 TEST(MaxPool, MaxPool2dRejectsInputOfWrongRank) {
   EXPECT_TRUE(throws_invalid_argument([] { max_pool2d(Tensor::zeros({3, 4})); },
                                       {"max_pool2d: input (N, C, H, W) expected, got [3, 4]"}));
