@@ -133,7 +133,11 @@ Tensor mse_loss(const Tensor& input, const Tensor& target);
 // (2 sum p t + smooth) / (sum p + sum t + smooth), sums over the batch and all spatial
 // positions. logits (N, C, *spatial); targets as for cross_entropy. Background (class
 // 0) is scored only when include_background is true.
+// per_sample: the sums run over each sample's positions only and the loss is 1 - the
+// mean over samples and scored classes (MONAI's DiceLoss(batch=False), nnU-Net's
+// default), so the loss of a batch is the mean of its samples' losses and k micro-batches
+// accumulate to the loss of the whole batch.
 Tensor soft_dice_loss(const Tensor& logits, const std::vector<int32_t>& targets,
-                      bool include_background = false, float smooth = 1e-5f);
+                      bool include_background = false, float smooth = 1e-5f, bool per_sample = false);
 
 }  // namespace quartet::engine

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -369,18 +370,25 @@ fs::path default_out(const ExperimentSpec& spec) {
   return p;
 }
 
-// The run's initial weights: from --init (checked against the model) or the seed.
+// The run's initial weights, one file per model its arms train: the workload's model
+// from --init (checked against the model) or the seed; an arm's own model from the seed.
 void write_initial_weights(const ExperimentSpec& spec, const workloads::Workload& wl, const std::string& init,
-                           const fs::path& dest) {
-  std::shared_ptr<engine::Model> model = wl.make_model(spec.workload.model, spec.seed);
-  if (!init.empty()) {
-    try {
-      engine::load_state_dict(*model, engine::read_safetensors(init).tensors);
-    } catch (const std::exception& e) {
-      throw InputError("--init " + init + ": " + e.what());
+                           const fs::path& run_dir) {
+  std::set<fs::path> written;
+  auto write = [&](const std::string& model_name, const fs::path& dest, const std::string& from) {
+    if (!written.insert(dest).second) return;
+    std::shared_ptr<engine::Model> model = wl.make_model(model_name, spec.seed);
+    if (!from.empty()) {
+      try {
+        engine::load_state_dict(*model, engine::read_safetensors(from).tensors);
+      } catch (const std::exception& e) {
+        throw InputError("--init " + from + ": " + e.what());
+      }
     }
-  }
-  engine::save_safetensors(dest.string(), model->state_dict(), {{"format", "pt"}});
+    engine::save_safetensors(dest.string(), model->state_dict(), {{"format", "pt"}});
+  };
+  write(spec.workload.model, run_dir / "init.safetensors", init);
+  for (const ArmSpec& arm : spec.arms) write(arm.model, initial_weights_path(run_dir, spec, arm), "");
 }
 
 }  // namespace
@@ -412,11 +420,11 @@ int run_experiment(const RunOptions& opt) {
   if (!resume) {
     fs::create_directories(run_dir);
     write_json_atomically(run_dir / "spec.json", {{"spec", spec.json}, {"environment", environment()}});
-    write_initial_weights(spec, *wl, opt.init, run_dir / "init.safetensors");
+    write_initial_weights(spec, *wl, opt.init, run_dir);
     status = {{"status", "running"}, {"arms", json::object()}};
     write_json_atomically(run_dir / "run.json", status);
   }
-  const int64_t train_size = wl->train_set().size();
+  const int64_t train_size = wl->train_size();
   wl.reset();  // the roles load their own copy
 
   SignalGuard signals;
@@ -501,16 +509,16 @@ int run_role(const RoleOptions& opt) {
   const ExperimentSpec spec = parse_spec(spec_json);
   const ArmSpec& arm = spec.arm(opt.arm);
   std::unique_ptr<workloads::Workload> wl = load_workload(spec);
-  if (remote && !fs::exists(run_dir / "init.safetensors"))  // same seed, same weights as the run's
-    engine::save_safetensors((run_dir / "init.safetensors").string(),
-                             wl->make_model(spec.workload.model, spec.seed)->state_dict());
+  const fs::path init = initial_weights_path(run_dir, spec, arm);
+  if (remote && !fs::exists(init))  // same seed, same weights as the run's
+    engine::save_safetensors(init.string(), wl->make_model(arm.model, spec.seed)->state_dict());
   std::unique_ptr<trainers::Regime> regime = trainers::make_regime(arm.regime);
   trainers::RoleContext ctx;
   ctx.arm = arm.name;
   ctx.role = opt.role;
   ctx.arm_dir = run_dir / arm.name;
-  ctx.init_weights = run_dir / "init.safetensors";
-  ctx.model_name = spec.workload.model;
+  ctx.init_weights = init;
+  ctx.model_name = arm.model;
   ctx.config = train_config(spec, arm);
   ctx.workload = wl.get();
   ctx.resume = opt.resume;

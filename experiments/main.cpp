@@ -10,6 +10,7 @@
 #include "engine/safetensors.h"
 #include "experiments/bench_collectives.h"
 #include "experiments/launcher.h"
+#include "experiments/phantom_command.h"
 #include "experiments/spec.h"
 #include "experiments/wiring.h"
 #include "trainers/regime.h"
@@ -66,8 +67,8 @@ int cmd_eval(const std::string& weights, const std::string& workload, const std:
   } catch (const std::exception& e) {
     throw InputError(weights + ": " + e.what());
   }
-  const double q = wl->evaluate(*m, wl->test_set(), batch);
-  std::cout << wl->metric_name() << " " << q << " on " << wl->test_set().size() << " test samples of " << workload
+  const double q = wl->evaluate(*m, batch);
+  std::cout << wl->metric_name() << " " << q << " on " << wl->test_size() << " test samples of " << workload
             << "\n";
   return 0;
 }
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--out", run.out, "run folder to create (must not exist); default results/<name>-<time>");
   run_cmd->add_option("--progress", run.progress, "bar (default on a terminal), jsonl (event stream) or none")
       ->check(CLI::IsMember({"bar", "jsonl", "none"}));
-  run_cmd->add_option("--init", run.init, "initial weights for every arm (safetensors); default: from the seed");
+  run_cmd->add_option("--init", run.init,
+                      "initial weights for every arm of the workload's model (safetensors); default: from the seed");
   run_cmd->add_option("--resume", run.resume, "continue an interrupted run folder");
   run_cmd->add_option("--listen", run.listen,
                       "the coordinator's address, HOST or HOST:PORT (default 127.0.0.1, a fresh port); another "
@@ -117,6 +119,9 @@ int main(int argc, char** argv) {
   BenchCollectivesOptions bench_opts;
   BenchRankOptions bench_rank_opts;
   const BenchCollectivesCommands bench = add_bench_collectives_commands(app, bench_opts, bench_rank_opts);
+  PhantomOptions phantom_opts;
+  CLI::App* phantom_cmd = add_phantom_command(app, phantom_opts);
+
 
   RoleOptions role;
   auto* role_cmd = app.add_subcommand(
@@ -155,6 +160,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*bench.bench) return bench_collectives_main(bench_opts);
+    if (*phantom_cmd) return phantom_main(phantom_opts);
     if (*bench.rank) return bench_collectives_rank_main(bench_rank_opts);
     if (*role_cmd) {
       if (role.run_dir.empty() == role.coordinator.empty()) {

@@ -232,7 +232,8 @@ std::string summary_table(const std::string& run_name, const std::vector<json>& 
   out << "\nsamples/s: training samples per second of training time (evaluation excluded). Memory: the engine's "
          "tracked peak (all tags, training only) and the process's peak resident set, the largest process's; "
          "an arm with several kinds of process (federated: server and pools) shows each kind's. Quality: "
-         "test-set accuracy at the last evaluation. To target: time and training samples to the first "
+         "the workload's test-set metric (accuracy; mean Dice for volumes) at the last evaluation. To target: "
+         "time and training samples to the first "
          "evaluation at or above the target (federated: and its round).\n";
   return out.str();
 }

@@ -79,7 +79,8 @@ Field train_field() {
       integer("scale_base_batch",
               "linear scaling rule (Goyal et al. 2017): lr x batch / this; 0: off", 0, 0),
   };
-  Field target = number("target", "quality (test accuracy) to reach; time and samples to it are reported");
+  Field target = number("target", "quality (the test metric: accuracy, or mean Dice for volumes) to reach; time "
+                                  "and samples to it are reported");
   target.exclusive_minimum = 0.0;
   target.maximum = 1.0;
   Field clip = number("clip_grad_norm", "clip gradients to this global L2 norm; 0 turns clipping off", 0.0);
@@ -177,6 +178,12 @@ Field link_field(json def) {
                 transport::link_profile_names());
 }
 
+Field volume_size_field() {
+  Field f = integer("volume_size", "phantom workloads: voxels per side of each volume; default 32", 32);
+  f.maximum = 256;
+  return f;
+}
+
 Field make_schema() {
   Field workload{.name = "workload", .type = FieldType::object, .description = "dataset, model, loss and metric",
                  .required = true};
@@ -186,6 +193,11 @@ Field make_schema() {
       string("data_dir", "dataset folder; empty: the workload's default", ""),
       integer("train_samples", "use only the first N training samples; 0: all", 0, 0),
       integer("test_samples", "evaluate on the first N test samples; 0: all", 0, 0),
+      integer("volumes", "phantom workloads: phantoms made from the seed, the test ones included; default 20", 2),
+      integer("test_volumes", "phantom workloads: the last ones, held out for the metric; default 4", 1),
+      volume_size_field(),
+      integer("patch", "phantom workloads: voxels per side of a training patch and of an inference window; default 32",
+              1),
   };
   Field train = train_field();
   train.required = true;
@@ -201,6 +213,7 @@ Field make_schema() {
   arm.fields = {
       required(string("name", "the arm's name: a folder name in the run")),
       required(string("regime", "how the model is trained", nullptr, trainers::regime_names())),
+      string("model", "the model this arm trains (quartet list models); default: workload.model"),
       integer("micro_batches",
               "accumulate: micro-batches per optimizer step; data_parallel: per rank, gradients "
               "communicated on the last only; the batch must split evenly",
@@ -411,6 +424,59 @@ void check_split(json& a, const std::string& regime, const ArmSpec& arm, const s
   if (!a.contains("link")) a["link"] = experiment_link;
 }
 
+void check_model(const std::string& model, const std::string& path) {
+  const std::vector<std::string> known = workloads::model_names();
+  if (std::find(known.begin(), known.end(), model) != known.end()) return;
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "\"" : ", \"") + k + "\"";
+  throw SpecError(path + ": unknown model \"" + model + "\"; expected one of " + list);
+}
+
+// Images and volumes take different models (workloads::workload_model_names).
+void check_model_fits(const std::string& workload, const std::string& model, const std::string& path) {
+  try {
+    workloads::check_workload_model(workload, model);
+  } catch (const std::invalid_argument& e) {
+    throw SpecError(path + ": " + e.what());
+  }
+}
+
+// The phantom workloads' fields: filled with their defaults on those workloads (so the
+// spec as run says what ran), refused on the others; the model must fit the workload.
+void check_workload(json& w, const std::string& path) {
+  static const char* const kVolumeFields[] = {"volumes", "test_volumes", "volume_size", "patch"};
+  const std::string name = w.at("name").get<std::string>();
+  check_model_fits(name, w.at("model").get<std::string>(), path + ".model");
+  if (!workloads::is_volume_workload(name)) {
+    for (const char* f : kVolumeFields)
+      if (w.contains(f))
+        throw SpecError(path + "." + f + ": only the phantom workloads take " + f + ", this one is " + name);
+    return;
+  }
+  for (const char* f : {"train_samples", "test_samples"})
+    if (w.at(f).get<int64_t>() != 0)
+      throw SpecError(path + "." + f + ": " + name + " counts volumes; use volumes and test_volumes");
+  if (!w.contains("volumes")) w["volumes"] = 20;
+  if (!w.contains("test_volumes")) w["test_volumes"] = 4;
+  if (!w.contains("volume_size")) w["volume_size"] = 32;
+  if (!w.contains("patch")) w["patch"] = std::min<int64_t>(32, w.at("volume_size").get<int64_t>());
+  const int64_t volumes = w.at("volumes").get<int64_t>(), size = w.at("volume_size").get<int64_t>();
+  if (volumes > 10000) throw SpecError(path + ".volumes: expected at most 10000, got " + std::to_string(volumes));
+  if (w.at("test_volumes").get<int64_t>() >= volumes)
+    throw SpecError(path + ".test_volumes: expected fewer than volumes (" + std::to_string(volumes) + "), got " +
+                    std::to_string(w.at("test_volumes").get<int64_t>()) + "; some must be left to train on");
+  if (volumes * size * size * size > (int64_t{1} << 30))
+    throw SpecError(path + ".volumes: " + std::to_string(volumes) + " volumes of " + std::to_string(size) +
+                    "^3 voxels exceed 2^30 voxels in all");
+  const int64_t patch = w.at("patch").get<int64_t>();
+  if (patch > size)
+    throw SpecError(path + ".patch: expected at most volume_size (" + std::to_string(size) + "), got " +
+                    std::to_string(patch));
+  if (w.at("model") == "unet3d" && patch % 4 != 0)
+    throw SpecError(path + ".patch: unet3d pools twice, so the patch must be a multiple of 4, got " +
+                    std::to_string(patch));
+}
+
 }  // namespace
 
 const Field& spec_schema() {
@@ -435,18 +501,13 @@ ExperimentSpec parse_spec(json j) {
   spec.workload = {w.at("name").get<std::string>(), w.at("model").get<std::string>(),
                    w.at("data_dir").get<std::string>(), w.at("train_samples").get<int64_t>(),
                    w.at("test_samples").get<int64_t>()};
-  {
-    std::vector<std::string> known;
-    bool found = false;
-    for (const auto& m : workloads::model_catalog()) {
-      known.push_back(m.name);
-      found = found || m.name == spec.workload.model;
-    }
-    if (!found) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "\"" : ", \"") + k + "\"";
-      throw SpecError("spec.workload.model: unknown model \"" + spec.workload.model + "\"; expected one of " + list);
-    }
+  check_model(spec.workload.model, "spec.workload.model");
+  check_workload(j.at("workload"), "spec.workload");
+  if (workloads::is_volume_workload(spec.workload.name)) {
+    spec.workload.volumes = w.at("volumes").get<int64_t>();
+    spec.workload.test_volumes = w.at("test_volumes").get<int64_t>();
+    spec.workload.volume_size = w.at("volume_size").get<int64_t>();
+    spec.workload.patch = w.at("patch").get<int64_t>();
   }
 
   std::set<std::string> seen;
@@ -460,6 +521,9 @@ ExperimentSpec parse_spec(json j) {
       throw SpecError(path + ".name: expected letters, digits, '-', '_' or '.' (at most 64), got \"" + arm.name + "\"");
     if (!seen.insert(arm.name).second) throw SpecError(path + ".name: \"" + arm.name + "\" is used by another arm");
     arm.regime = a.at("regime").get<std::string>();
+    arm.model = a.value("model", spec.workload.model);
+    check_model(arm.model, path + ".model");
+    check_model_fits(spec.workload.name, arm.model, path + ".model");
 
     // The arm's train settings: the experiment's, patched by the arm's own.
     json train = j.at("train");
@@ -486,7 +550,7 @@ ExperimentSpec parse_spec(json j) {
       throw SpecError(path + ".device: \"" + arm.device +
                       "\" is not available: this build of Quartet trains on \"cpu\" only (no CUDA backend)");
     check_federated(a, arm.regime, j.at("link"), path);
-    check_split(a, arm.regime, arm, spec.workload.model, j.at("link"), path);
+    check_split(a, arm.regime, arm, arm.model, j.at("link"), path);
     if (a.contains("remote")) {
       trainers::TrainConfig rc;
       rc.arm_settings = a;

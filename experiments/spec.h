@@ -49,11 +49,17 @@ struct WorkloadSpec {
   std::string data_dir;        // empty: the workload's default
   int64_t train_samples = 0;   // 0: the whole training set
   int64_t test_samples = 0;    // 0: the whole test set
+  // Phantom segmentation workloads only (workloads/segmentation.h); filled when absent.
+  int64_t volumes = 20;        // phantoms made, test ones included
+  int64_t test_volumes = 4;    // the last ones, held out
+  int64_t volume_size = 32;    // voxels per side
+  int64_t patch = 32;          // voxels per side of a training patch and an inference window
 };
 
 struct ArmSpec {
   std::string name;
   std::string regime;
+  std::string model;          // the arm's own `model`, else the workload's
   int64_t micro_batches = 1;  // accumulate; data_parallel: per rank
   TrainSpec train;
   // data_parallel (docs/data_parallel.md)

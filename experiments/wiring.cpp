@@ -10,7 +10,17 @@ workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
   c.seed = spec.seed;
   c.train_limit = spec.workload.train_samples;
   c.test_limit = spec.workload.test_samples;
+  c.volumes = spec.workload.volumes;
+  c.test_volumes = spec.workload.test_volumes;
+  c.volume_size = spec.workload.volume_size;
+  c.patch = spec.workload.patch;
   return c;
+}
+
+std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir, const ExperimentSpec& spec,
+                                           const ArmSpec& arm) {
+  if (arm.model == spec.workload.model) return run_dir / "init.safetensors";
+  return run_dir / ("init-" + arm.model + ".safetensors");
 }
 
 trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& arm) {

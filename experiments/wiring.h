@@ -2,6 +2,8 @@
 
 // Turns a parsed spec into the settings of the layers below.
 
+#include <filesystem>
+
 #include "experiments/spec.h"
 #include "trainers/regime.h"
 #include "workloads/workload.h"
@@ -9,6 +11,11 @@
 namespace quartet::experiments {
 
 workloads::WorkloadConfig workload_config(const ExperimentSpec& spec);
+
+// The weights an arm starts from, in the run folder: init.safetensors for the workload's
+// model (from the seed, or --init), init-<model>.safetensors for an arm with its own.
+std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir, const ExperimentSpec& spec,
+                                           const ArmSpec& arm);
 trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& arm);
 
 // Loads the workload; a missing or corrupt dataset becomes a SpecError-like InputError.

@@ -171,8 +171,8 @@ void train_data_parallel(const RoleContext& ctx) {
   const Settings set = settings_from(ctx.arm_settings);
   check(cfg, set);
   const workloads::Workload& wl = *ctx.workload;
-  const workloads::ImageDataset& train = wl.train_set();
-  const LoopPlan plan = plan_loop(cfg, train.size());
+  const int64_t train_size = wl.train_size();
+  const LoopPlan plan = plan_loop(cfg, train_size);
   const int ranks = cfg.ranks;
   const int64_t per_rank = cfg.batch / ranks;
   const int64_t micro = per_rank / cfg.micro_batches;
@@ -228,7 +228,7 @@ void train_data_parallel(const RoleContext& ctx) {
 
   bool capped = false;
   for (int64_t epoch = pos.epochs_done; epoch < cfg.epochs && !capped; ++epoch) {
-    const std::vector<int64_t> order = workloads::epoch_permutation(train.size(), cfg.seed, epoch);
+    const std::vector<int64_t> order = workloads::epoch_permutation(train_size, cfg.seed, epoch);
     for (int64_t b = 0; b < plan.steps_per_epoch; ++b) {
       StepRecord r;
       model->train();
@@ -241,7 +241,7 @@ void train_data_parallel(const RoleContext& ctx) {
         Stopwatch t;
         // This rank's slice of the global batch, then its m-th micro-batch.
         const auto first = order.begin() + b * cfg.batch + ctx.rank * per_rank + m * micro;
-        workloads::Batch batch = workloads::gather(train, std::vector<int64_t>(first, first + micro));
+        workloads::Batch batch = wl.train_batch(std::vector<int64_t>(first, first + micro), epoch);
         r.data += t.seconds();
         reducer.prepare(m + 1 == cfg.micro_batches);
         double synced = sync_stats.seconds;
@@ -282,7 +282,7 @@ void train_data_parallel(const RoleContext& ctx) {
       pos.samples += cfg.batch;
       r.step = pos.step;
       r.samples = pos.samples;  // the arm's samples: every rank's slices of every step
-      r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train.size());
+      r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train_size);
       r.loss = loss_sum / static_cast<double>(cfg.micro_batches);  // this rank's slice
       r.lr = optimizer->lr();
       r.comm_exposed = exposed;

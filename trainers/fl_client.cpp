@@ -49,15 +49,15 @@ LocalResult train_client(engine::Model& model, const workloads::Workload& wl, co
   const int64_t batch = std::min<int64_t>(cfg.batch, static_cast<int64_t>(indices.size()));
   const int64_t steps_per_epoch = workloads::batches_per_epoch(static_cast<int64_t>(indices.size()), batch);
   const uint64_t client_seed = workloads::mix_seed(cfg.seed ^ workloads::mix_seed(0xc11e47ULL + static_cast<uint64_t>(client)));
-  const auto& train = wl.train_set();
 
   LocalResult r;
   double loss_sum = 0.0;
   for (int64_t e = 0; e < cfg.local_epochs; ++e) {
-    const std::vector<int64_t> order = workloads::shuffled(indices, client_seed, (round - 1) * cfg.local_epochs + e);
+    const int64_t epoch = (round - 1) * cfg.local_epochs + e;  // the client's own count
+    const std::vector<int64_t> order = workloads::shuffled(indices, client_seed, epoch);
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
       Stopwatch t;
-      workloads::Batch data = workloads::gather(train, workloads::batch_at(order, batch, b));
+      workloads::Batch data = wl.train_batch(workloads::batch_at(order, batch, b), epoch);
       r.data += t.seconds();
       t.restart();
       optimizer->zero_grad();

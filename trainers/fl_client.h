@@ -38,7 +38,7 @@ struct LocalResult {
   double forward = 0.0, backward = 0.0, optimizer = 0.0, data = 0.0;  // seconds
 };
 
-// Trains `model` from `global` on `indices` (samples of wl.train_set()) for
+// Trains `model` from `global` on `indices` (training samples of wl) for
 // cfg.local_epochs epochs of min(cfg.batch, indices.size()) samples a step, the last
 // partial batch dropped. The order is seeded from (cfg.seed, client, round) only, so a
 // client's round gives the same weights whichever process runs it, whenever.

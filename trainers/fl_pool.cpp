@@ -136,7 +136,7 @@ void run_pool(const RoleContext& ctx, const FederatedSettings& settings, int64_t
   Pool pool{ctx, settings, {}, {}, {}, {}};
   workloads::PartitionSpec ps = settings.partition;
   ps.seed = ctx.config.seed;
-  pool.partition = workloads::make_partition(ps, ctx.workload->train_set());
+  pool.partition = workloads::make_partition(ps, *ctx.workload);
   pool.records = std::make_unique<JsonlWriter>(records_path(ctx.arm_dir, ctx.role).string());
 
   std::vector<std::thread> threads;

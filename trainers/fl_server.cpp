@@ -279,7 +279,7 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
   const TrainConfig& cfg = ctx.config;
   workloads::PartitionSpec ps = s.partition;
   ps.seed = cfg.seed;
-  const workloads::Partition partition = workloads::make_partition(ps, wl.train_set());
+  const workloads::Partition partition = workloads::make_partition(ps, wl);
   std::unique_ptr<Strategy> strategy = make_strategy(s.strategy);
 
   std::shared_ptr<engine::Model> model = wl.make_model(ctx.model_name, cfg.seed);
@@ -343,7 +343,7 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
 
   const int64_t per_round = clients_per_round(s.clients, s.fraction, s.min_clients);
   const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, s.rounds);
-  const int64_t train_size = wl.train_set().size();
+  const int64_t train_size = wl.train_size();
   for (int64_t round = pos.step + 1; round <= s.rounds; ++round) {
     // The round's memory figures count from here: set-up and the last round's checkpoint
     // copies are not part of this round's work.
@@ -460,7 +460,7 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
     engine::reset_memory_peaks();
     Stopwatch te;
     load_params(*model, global);
-    const double quality = wl.evaluate(*model, wl.test_set(), cfg.eval_batch);
+    const double quality = wl.evaluate(*model, cfg.eval_batch);
     const double eval_s = te.seconds();
     const int64_t eval_memory_peak = engine::memory_stats().total_peak;
 
@@ -478,7 +478,7 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
     r.bytes_sent = totals["bytes_sent"].get<int64_t>();
     r.bytes_received = totals["bytes_received"].get<int64_t>();
     r.messages = totals["messages"].get<int64_t>();
-    r.eval = Evaluation{wl.metric_name(), quality, wl.test_set().size(), eval_s};
+    r.eval = Evaluation{wl.metric_name(), quality, wl.test_size(), eval_s};
     r.wall = wall0 + clock.seconds();
     nlohmann::json rec = to_json(r, ctx.arm, ctx.role, ctx.rank, round_mem);
     rec["eval"]["memory_peak"] = eval_memory_peak;

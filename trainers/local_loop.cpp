@@ -34,8 +34,8 @@ void finish_step(const RoleContext& ctx, JsonlWriter& records, StepRecord& r, do
   const engine::MemStats train_mem = engine::memory_stats();
   if (evaluate) {
     Stopwatch te;
-    const double value = wl.evaluate(model, wl.test_set(), ctx.config.eval_batch);
-    r.eval = Evaluation{wl.metric_name(), value, wl.test_set().size(), te.seconds()};
+    const double value = wl.evaluate(model, ctx.config.eval_batch);
+    r.eval = Evaluation{wl.metric_name(), value, wl.test_size(), te.seconds()};
     engine::reset_memory_peaks();
   }
   r.wall = wall0 + clock.seconds();
@@ -51,8 +51,8 @@ void train_locally(const RoleContext& ctx) {
   if (cfg.micro_batches < 1 || cfg.batch % cfg.micro_batches != 0)
     throw std::invalid_argument("micro_batches " + std::to_string(cfg.micro_batches) + " does not divide batch " +
                                 std::to_string(cfg.batch));
-  const workloads::ImageDataset& train = wl.train_set();
-  const LoopPlan plan = plan_loop(cfg, train.size());
+  const int64_t train_size = wl.train_size();
+  const LoopPlan plan = plan_loop(cfg, train_size);
   const int64_t steps_per_epoch = plan.steps_per_epoch;
   const int64_t micro = cfg.batch / cfg.micro_batches;
 
@@ -72,7 +72,7 @@ void train_locally(const RoleContext& ctx) {
 
   bool capped = false;
   for (int64_t epoch = pos.epochs_done; epoch < cfg.epochs && !capped; ++epoch) {
-    const std::vector<int64_t> order = workloads::epoch_permutation(train.size(), cfg.seed, epoch);
+    const std::vector<int64_t> order = workloads::epoch_permutation(train_size, cfg.seed, epoch);
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
       StepRecord r;
       model->train();
@@ -82,7 +82,7 @@ void train_locally(const RoleContext& ctx) {
         Stopwatch t;
         std::vector<int64_t> idx(order.begin() + b * cfg.batch + m * micro,
                                  order.begin() + b * cfg.batch + (m + 1) * micro);
-        workloads::Batch batch = workloads::gather(train, idx);
+        workloads::Batch batch = wl.train_batch(idx, epoch);
         r.data += t.seconds();
         t.restart();
         engine::Tensor loss = wl.loss(model->forward(batch.x), batch.y);
@@ -102,7 +102,7 @@ void train_locally(const RoleContext& ctx) {
       pos.samples += cfg.batch;
       r.step = pos.step;
       r.samples = pos.samples;
-      r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train.size());
+      r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train_size);
       r.loss = loss_sum / static_cast<double>(cfg.micro_batches);
       r.lr = optimizer.lr();
       capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;

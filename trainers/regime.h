@@ -43,8 +43,8 @@ struct RoleContext {
   std::string role;
   int rank = 0;
   std::filesystem::path arm_dir;       // results/<run>/<arm>
-  std::filesystem::path init_weights;  // the run's initial weights (same for every arm)
-  std::string model_name;
+  std::filesystem::path init_weights;  // the arm's initial weights (every arm of its model alike)
+  std::string model_name;              // the arm's model
   TrainConfig config;
   const workloads::Workload* workload = nullptr;
   bool resume = false;                 // continue from <arm_dir>/checkpoint.safetensors if present

@@ -164,10 +164,10 @@ nlohmann::json Traffic::to_json() const {
   return j;
 }
 
-int64_t analytic_turn_bytes(int64_t steps, int64_t batch, int64_t cut_floats_per_sample, bool labels,
+int64_t analytic_turn_bytes(int64_t steps, int64_t batch, int64_t cut_floats_per_sample, int64_t labels_per_sample,
                             int64_t client_half_floats) {
   const int64_t samples = steps * batch;
-  return 2 * samples * cut_floats_per_sample * 4 + (labels ? samples * 4 : 0) + 2 * client_half_floats * 4;
+  return 2 * samples * cut_floats_per_sample * 4 + samples * labels_per_sample * 4 + 2 * client_half_floats * 4;
 }
 
 std::string server_address_key(const std::string& arm) { return "arm/" + arm + "/split/server"; }

@@ -96,9 +96,10 @@ class Traffic {
 
 // The analytic bytes one client's turn moves, for `steps` steps of `batch` samples
 // whose cut carries `cut_floats_per_sample` floats each way per sample, plus the labels
-// (4 bytes a sample, unless U-shaped) and the client half handed over (both ways), payload
+// (4 bytes each, `labels_per_sample` a sample: 1 for a class, a patch's voxels for
+// segmentation, 0 when U-shaped) and the client half handed over (both ways), payload
 // only: the measured counts exceed this by the framing.
-int64_t analytic_turn_bytes(int64_t steps, int64_t batch, int64_t cut_floats_per_sample, bool labels,
+int64_t analytic_turn_bytes(int64_t steps, int64_t batch, int64_t cut_floats_per_sample, int64_t labels_per_sample,
                             int64_t client_half_floats);
 
 // The coordinator keys where the server publishes its address and token.

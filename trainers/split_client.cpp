@@ -91,7 +91,7 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
   for (int64_t i = 0; i < turn.steps; ++i) {
     Stopwatch t;
     std::unique_lock compute(pool.compute_mutex);
-    workloads::Batch batch = workloads::gather(wl.train_set(), workloads::batch_at(order, turn.batch, i));
+    workloads::Batch batch = wl.train_batch(workloads::batch_at(order, turn.batch, i), turn.epoch);
     done.data += t.seconds();
     t.restart();
     opt.zero_grad();
@@ -168,7 +168,7 @@ void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t ind
   Pool pool{ctx, settings, {}, {}, {}, {}, {}};
   workloads::PartitionSpec ps = settings.partition;
   ps.seed = ctx.config.seed;
-  pool.partition = workloads::make_partition(ps, ctx.workload->train_set());
+  pool.partition = workloads::make_partition(ps, *ctx.workload);
   pool.cut = resolve_cut(*ctx.workload->make_model(ctx.model_name, ctx.config.seed), settings);
   pool.records = std::make_unique<JsonlWriter>(records_path(ctx.arm_dir, ctx.role).string(), int64_t{0});
 

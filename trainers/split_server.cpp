@@ -195,10 +195,13 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
   if (!cut_.ushaped) {
     labels = traffic.count(conn, "labels",
                      [&] { return transport::receive_message<Labels>(conn, MessageType::control, timeout).labels; });
-    const int classes = wl.train_set().num_classes();
-    if (static_cast<int64_t>(labels.size()) != turn.batch)
+    const int classes = wl.label_classes();
+    // turn.batch is the server's own (at most the training set), so the product is bounded.
+    const int64_t expected = turn.batch * wl.labels_per_sample();
+    if (static_cast<int64_t>(labels.size()) != expected)
       throw transport::MessageError("split: " + std::to_string(labels.size()) + " labels for a batch of " +
-                                    std::to_string(turn.batch));
+                                    std::to_string(turn.batch) + " (expected " + std::to_string(expected) + ", " +
+                                    std::to_string(wl.labels_per_sample()) + " per sample)");
     for (int32_t y : labels)
       if (y < 0 || y >= classes)
         throw transport::MessageError("split: label " + std::to_string(y) + " outside [0, " + std::to_string(classes) + ")");
@@ -305,7 +308,8 @@ nlohmann::json SplitServer::turn_json(const TurnOutcome& o) const {
           {"cut", {{"shapes", shapes}, {"floats_per_sample", o.cut_floats_per_sample},
                    {"bytes_per_step", o.cut_floats_per_sample * batch * 4}}},
           {"traffic", o.traffic->to_json()},
-          {"analytic_bytes", o.ok ? analytic_turn_bytes(o.steps, batch, o.cut_floats_per_sample, !cut_.ushaped,
+          {"analytic_bytes", o.ok ? analytic_turn_bytes(o.steps, batch, o.cut_floats_per_sample,
+                                                        cut_.ushaped ? 0 : ctx_.workload->labels_per_sample(),
                                                         client_half_floats_)
                                   : 0},
           {"client_compute", {{"forward", o.done.forward}, {"backward", o.done.backward},
@@ -324,7 +328,7 @@ void SplitServer::run() {
     throw std::invalid_argument("split: clip_grad_norm is not supported (the norm would span both sides of the cut)");
   workloads::PartitionSpec ps = s_.partition;
   ps.seed = cfg.seed;
-  const workloads::Partition partition = workloads::make_partition(ps, wl.train_set());
+  const workloads::Partition partition = workloads::make_partition(ps, wl);
   model_ = load_initial_model(ctx_);
   cut_ = resolve_cut(*model_, s_);
   client_stages_ = cut_.client_stages();
@@ -371,7 +375,7 @@ void SplitServer::run() {
 
   Position pos;
   int64_t bytes_sent = 0, bytes_received = 0, messages = 0;
-  const int64_t train_size = wl.train_set().size();
+  const int64_t train_size = wl.train_size();
   auto base_record = [&](const std::vector<const TurnOutcome*>& turns, int64_t epoch) {
     StepRecord r;
     double loss_sum = 0.0;

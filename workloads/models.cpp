@@ -5,6 +5,8 @@
 #include <string>
 
 #include "engine/random.h"
+#include "medical3d/models.h"
+#include "medical3d/phantom.h"
 
 namespace quartet::workloads {
 namespace {
@@ -66,20 +68,29 @@ std::shared_ptr<Model> build_lenet5(Generator& gen) {
   return m;
 }
 
-// Two 3x3 conv blocks (PyTorch's MNIST example, smaller head): 28 -> 32x14x14 -> 64x7x7.
-std::shared_ptr<Model> build_cnn(Generator& gen) {
+// Two 3x3 conv blocks (PyTorch's MNIST example) and a head of `hidden` units:
+// 28 -> 32x14x14 -> 64x7x7 -> hidden -> 10.
+std::shared_ptr<Model> build_conv_net(Generator& gen, int64_t hidden) {
   auto m = std::make_shared<Model>();
   auto conv1 = seq();
   conv1->emplace<engine::Conv2d>(1, 32, 3, padding(1), gen).emplace<engine::ReLU>().emplace<engine::MaxPool>(pool2());
   auto conv2 = seq();
   conv2->emplace<engine::Conv2d>(32, 64, 3, padding(1), gen).emplace<engine::ReLU>().emplace<engine::MaxPool>(pool2());
   auto fc1 = seq();
-  fc1->emplace<engine::Flatten>(1).emplace<engine::Linear>(3136, 128, gen).emplace<engine::ReLU>();
+  fc1->emplace<engine::Flatten>(1).emplace<engine::Linear>(3136, hidden, gen).emplace<engine::ReLU>();
   auto fc2 = seq();
-  fc2->emplace<engine::Linear>(128, 10, gen);
+  fc2->emplace<engine::Linear>(hidden, 10, gen);
   m->add_stage("conv1", conv1).add_stage("conv2", conv2).add_stage("fc1", fc1).add_stage("fc2", fc2);
   return m;
 }
+
+// cnn: a 128-unit head.
+std::shared_ptr<Model> build_cnn(Generator& gen) { return build_conv_net(gen, 128); }
+
+// cnn's two conv blocks under a 16x wider head (2048 units). The same cut tensors as cnn
+// with 15x the weights (fc1 holds 99 % of them), so split learning against federated
+// averaging crosses within tens of clients (docs/split.md).
+std::shared_ptr<Model> build_cnn_wide(Generator& gen) { return build_conv_net(gen, 2048); }
 
 // The first half of a residual block, a stage of its own so that a cut can fall inside
 // the block: x -> {relu(bn1(conv1(x))), shortcut(x)}. The second tensor is the skip
@@ -177,7 +188,20 @@ struct Entry {
   const char* name;
   const char* description;
   std::function<std::shared_ptr<Model>(Generator&)> build;
+  const char* task = kImageClassification;
+  engine::Shape input_shape{1, 28, 28};
+  int num_classes = 10;
 };
+
+// unet3d's registered settings (docs/models.md): three levels of 16, 32, 64 channels.
+std::shared_ptr<Model> build_unet3d(Generator& gen) {
+  medical3d::UNet3dOptions o;
+  o.depth = 3;
+  o.base_channels = 16;
+  o.norm = medical3d::UNetNorm::instance;
+  o.classes = medical3d::kPhantomClasses;
+  return medical3d::make_unet3d(o, gen);
+}
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
@@ -188,6 +212,14 @@ const std::vector<Entry>& registry() {
        "ResNet with BatchNorm: 3x3 stem, three basic blocks (16, 32, 64 channels; 1x1 projection "
        "shortcuts), global average pool, 64-10; each block is two stages, the skip crossing the cut",
        build_resnet_mini},
+      {"cnn-wide", "cnn's two conv blocks (32, 64 channels) under a wide head, 2048-10 (6.5M parameters)",
+       build_cnn_wide},
+      {"unet3d",
+       "3D U-Net: three levels (16, 32, 64 channels), two 3x3x3 conv-InstanceNorm-LeakyReLU per level, "
+       "transposed-conv up, skips concatenated; a logit per class (3) and voxel; skips travel across cuts",
+       build_unet3d, kVolumeSegmentation, {1, 32, 32, 32}, medical3d::kPhantomClasses},
+      {"cnn3d", "two 3x3x3 conv + max-pool blocks (16, 32 channels), global average pool, 32-2",
+       [](Generator& gen) { return medical3d::make_cnn3d(gen, 2); }, kVolumeClassification, {1, 32, 32, 32}, 2},
   };
   return entries;
 }
@@ -216,6 +248,8 @@ std::vector<std::string> model_names() {
 
 void check_model_name(const std::string& name) { find(name); }
 
+std::string model_task(const std::string& name) { return find(name).task; }
+
 int64_t parameter_count(const engine::Module& m) {
   int64_t n = 0;
   for (const auto& [name, t] : m.named_parameters()) n += t.numel();
@@ -229,8 +263,9 @@ ModelInfo model_info(const std::string& name) {
   ModelInfo info;
   info.name = e.name;
   info.description = e.description;
-  info.input_shape = {1, 28, 28};
-  info.num_classes = 10;
+  info.task = e.task;
+  info.input_shape = e.input_shape;
+  info.num_classes = e.num_classes;
   info.stages = model->stage_names();
   info.parameters = parameter_count(*model);
   return info;

@@ -1,6 +1,6 @@
 #pragma once
 
-// The 2D model zoo. Model names, stage names and parameter names are interface: split
+// The model zoo: the 2D models here, the 3D ones from medical3d/models.h. Model names, stage names and parameter names are interface: split
 // learning cuts at stage names, safetensors files carry parameter names, and both match
 // the PyTorch definitions in docs/models.md (state_dict keys and shapes identical).
 
@@ -13,10 +13,17 @@
 
 namespace quartet::workloads {
 
+// What a model maps: images to class logits, volumes to class logits, or volumes to a
+// logit per class and voxel.
+inline constexpr const char* kImageClassification = "image-classification";
+inline constexpr const char* kVolumeClassification = "volume-classification";
+inline constexpr const char* kVolumeSegmentation = "volume-segmentation";
+
 struct ModelInfo {
   std::string name;
   std::string description;
-  engine::Shape input_shape;  // per sample: (C, H, W)
+  std::string task;           // kImageClassification, kVolumeClassification or kVolumeSegmentation
+  engine::Shape input_shape;  // per sample: (C, H, W), or (C, D, H, W) for volumes (a size they take)
   int num_classes = 0;
   std::vector<std::string> stages;
   int64_t parameters = 0;     // trainable scalars
@@ -33,6 +40,8 @@ std::vector<ModelInfo> model_catalog();
 ModelInfo model_info(const std::string& name);
 // Throws like make_model for an unknown name; builds nothing.
 void check_model_name(const std::string& name);
+// The model's task (kImageClassification, ...); throws like make_model; builds nothing.
+std::string model_task(const std::string& name);
 
 // Trainable scalars of a module.
 int64_t parameter_count(const engine::Module& m);

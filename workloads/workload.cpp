@@ -7,14 +7,34 @@
 #include "engine/ops.h"
 #include "workloads/idx.h"
 #include "workloads/models.h"
+#include "workloads/segmentation.h"
 #include "workloads/synthetic.h"
 
 namespace quartet::workloads {
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::vector<std::string> image_models() {
+  std::vector<std::string> out;
+  for (const auto& m : model_names())
+    if (model_task(m) == kImageClassification) out.push_back(m);
+  return out;
+}
+
+}  // namespace
 
 ImageClassificationWorkload::ImageClassificationWorkload(std::string name, DatasetSplits data,
                                                          std::string default_model)
     : name_(std::move(name)), data_(std::move(data)), default_model_(std::move(default_model)) {
   check_model_name(default_model_);
+  if (model_task(default_model_) != kImageClassification)
+    throw std::invalid_argument("workload " + name_ + ": " + default_model_ + " does not classify images; models " +
+                                "that do: " + join(image_models()));
   for (const ImageDataset* d : {&data_.train, &data_.test})
     if (d->channels() != 1 || d->height() != 28 || d->width() != 28 || d->num_classes() > 10)
       throw std::invalid_argument("workload " + name_ + ": the 2D models take 1x28x28 images of up to 10 classes, got " +
@@ -23,11 +43,15 @@ ImageClassificationWorkload::ImageClassificationWorkload(std::string name, Datas
                                   " classes");
 }
 
-std::vector<std::string> ImageClassificationWorkload::model_names() const { return workloads::model_names(); }
+std::vector<std::string> ImageClassificationWorkload::model_names() const { return image_models(); }
 
 std::shared_ptr<engine::Model> ImageClassificationWorkload::make_model(const std::string& model_name,
                                                                        uint64_t seed) const {
   return workloads::make_model(model_name, seed);
+}
+
+Batch ImageClassificationWorkload::train_batch(const std::vector<int64_t>& indices, int64_t) const {
+  return gather(data_.train, indices);
 }
 
 engine::Tensor ImageClassificationWorkload::loss(const engine::Tensor& logits,
@@ -71,7 +95,36 @@ double ImageClassificationWorkload::evaluate(engine::Model& model, const ImageDa
   return static_cast<double>(correct) / static_cast<double>(data.size());
 }
 
-std::vector<std::string> workload_names() { return {"fashion-mnist", "synthetic"}; }
+std::vector<std::string> workload_names() {
+  return {"fashion-mnist", "synthetic", "phantom-ct-seg", "phantom-mri-seg"};
+}
+
+bool is_volume_workload(const std::string& workload) {
+  return workload == "phantom-ct-seg" || workload == "phantom-mri-seg";
+}
+
+std::vector<std::string> workload_model_names(const std::string& workload) {
+  const auto known = workload_names();
+  if (std::find(known.begin(), known.end(), workload) == known.end())
+    throw std::invalid_argument("unknown workload \"" + workload + "\"; known workloads: " + join(known));
+  const char* task = is_volume_workload(workload) ? kVolumeSegmentation : kImageClassification;
+  std::vector<std::string> out;
+  for (const auto& m : model_names())
+    if (model_task(m) == task) out.push_back(m);
+  return out;
+}
+
+void check_workload_model(const std::string& workload, const std::string& model) {
+  check_model_name(model);
+  const auto fit = workload_model_names(workload);
+  if (std::find(fit.begin(), fit.end(), model) == fit.end())
+    throw std::invalid_argument("model " + model + " does not fit workload " + workload + " (it is for " +
+                                model_task(model) + "); models that do: " + join(fit));
+}
+
+Partition make_partition(const PartitionSpec& spec, const Workload& workload) {
+  return make_partition(spec, workload.sample_classes(), workload.num_classes());
+}
 
 namespace {
 
@@ -91,6 +144,7 @@ DatasetSplits limited(DatasetSplits d, const WorkloadConfig& config) {
 }  // namespace
 
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config) {
+  if (is_volume_workload(config.name)) return make_phantom_workload(config);
   const std::string model = config.model.empty() ? "cnn" : config.model;
   if (config.name == "fashion-mnist") {
     check_model_name(model);  // before the data is read
@@ -106,9 +160,7 @@ std::unique_ptr<Workload> make_workload(const WorkloadConfig& config) {
     opt.seed = config.seed;
     return std::make_unique<ImageClassificationWorkload>(config.name, make_synthetic(opt), model);
   }
-  std::string known;
-  for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown workload \"" + config.name + "\"; known workloads: " + known);
+  throw std::invalid_argument("unknown workload \"" + config.name + "\"; known workloads: " + join(workload_names()));
 }
 
 }  // namespace quartet::workloads

@@ -199,49 +199,60 @@ void soft_dice_forward(const Tensor& logits, const std::vector<int32_t>& targets
       tsum[t[j]] += 1.0;
     }
   });
-  std::vector<double> total(static_cast<size_t>(3 * C), 0.0);
-  for (int64_t b = 0; b < bl.count; ++b)
-    for (int64_t k = 0; k < 3 * C; ++k) total[k] += parts[b * 3 * C + k];
+  // Groups: the whole batch (G = 1) or each sample (G = N); blocks are summed in order.
+  const int64_t G = stats.size(1);
+  std::vector<double> total(static_cast<size_t>(G * 3 * C), 0.0);
+  for (int64_t b = 0; b < bl.count; ++b) {
+    double* tot = total.data() + (G == 1 ? 0 : bl.sample(b)) * 3 * C;
+    for (int64_t k = 0; k < 3 * C; ++k) tot[k] += parts[b * 3 * C + k];
+  }
   float* st = stats.data();
   const int64_t first = include_background ? 0 : 1;
   double score = 0.0;
-  for (int64_t c = 0; c < C; ++c) {
-    const double num = 2.0 * total[c] + smooth;
-    const double den = total[C + c] + total[2 * C + c] + smooth;
-    st[c] = static_cast<float>(num);
-    st[C + c] = static_cast<float>(den);
-    if (c >= first) score += num / den;
+  for (int64_t g = 0; g < G; ++g) {
+    const double* tot = total.data() + g * 3 * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const double num = 2.0 * tot[c] + smooth;
+      const double den = tot[C + c] + tot[2 * C + c] + smooth;
+      st[g * C + c] = static_cast<float>(num);
+      st[(G + g) * C + c] = static_cast<float>(den);
+      if (c >= first) score += num / den;
+    }
   }
-  loss.data()[0] = static_cast<float>(1.0 - score / static_cast<double>(C - first));
+  loss.data()[0] = static_cast<float>(1.0 - score / static_cast<double>(G * (C - first)));
 }
 
 void soft_dice_backward(const Tensor& probs, const std::vector<int32_t>& targets, bool include_background,
                         const Tensor& stats, const Tensor& grad_loss, Tensor& grad_logits) {
   const Blocks bl(probs);
   const int64_t C = bl.c;
+  const int64_t G = stats.size(1);
   const int64_t first = include_background ? 0 : 1;
-  const double g = grad_loss.data()[0] / static_cast<double>(C - first);
-  // dL/dp_c at a position = b_c + [t == c] a_c for scored classes, 0 for the others.
-  std::vector<float> a(static_cast<size_t>(C), 0.0f), bcoef(static_cast<size_t>(C), 0.0f);
+  const double g = grad_loss.data()[0] / static_cast<double>(G * (C - first));
+  // dL/dp_c at a position of group k = b_kc + [t == c] a_kc for scored classes, 0 for the others.
+  std::vector<float> a(static_cast<size_t>(G * C), 0.0f), bcoef(static_cast<size_t>(G * C), 0.0f);
   const float* st = stats.data();
-  for (int64_t c = first; c < C; ++c) {
-    const double num = st[c], den = st[C + c];
-    a[c] = static_cast<float>(-g * 2.0 / den);
-    bcoef[c] = static_cast<float>(g * num / (den * den));
-  }
+  for (int64_t k = 0; k < G; ++k)
+    for (int64_t c = first; c < C; ++c) {
+      const double num = st[k * C + c], den = st[(G + k) * C + c];
+      a[k * C + c] = static_cast<float>(-g * 2.0 / den);
+      bcoef[k * C + c] = static_cast<float>(g * num / (den * den));
+    }
   const float* p = probs.data();
   float* d = grad_logits.data();
   for_each_block(bl.count, probs.numel(), [&](int64_t b) {
     const int64_t off = bl.offset(b), len = bl.len(b);
     const int32_t* t = targets.data() + bl.target(b);
+    const float* ak = a.data() + (G == 1 ? 0 : bl.sample(b)) * C;
+    const float* bk = bcoef.data() + (G == 1 ? 0 : bl.sample(b)) * C;
     // Softmax backward: dx_c = p_c (dp_c - sum_k p_k dp_k).
     std::array<float, kBlock> dot{};
     for (int64_t c = first; c < C; ++c)
-      for (int64_t j = 0; j < len; ++j) dot[j] += p[off + c * bl.s + j] * bcoef[c];
-    for (int64_t j = 0; j < len; ++j) dot[j] += p[off + t[j] * bl.s + j] * a[t[j]];
+      for (int64_t j = 0; j < len; ++j) dot[j] += p[off + c * bl.s + j] * bk[c];
+    for (int64_t j = 0; j < len; ++j) dot[j] += p[off + t[j] * bl.s + j] * ak[t[j]];
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t j = 0; j < len; ++j) d[off + c * bl.s + j] = p[off + c * bl.s + j] * (bcoef[c] - dot[j]);
-    for (int64_t j = 0; j < len; ++j) d[off + t[j] * bl.s + j] += p[off + t[j] * bl.s + j] * a[t[j]];
+      for (int64_t j = 0; j < len; ++j) d[off + c * bl.s + j] = p[off + c * bl.s + j] * (bk[c] - dot[j]);
+    for (int64_t j = 0; j < len; ++j) d[off + t[j] * bl.s + j] += p[off + t[j] * bl.s + j] * ak[t[j]];
   });
 }
 

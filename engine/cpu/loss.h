@@ -35,10 +35,11 @@ void mse_loss_forward(const Tensor& input, const Tensor& target, Tensor& loss);
 void mse_loss_backward(const Tensor& input, const Tensor& target, const Tensor& grad_loss,
                        Tensor& grad_input, Tensor& grad_target);
 
-// probs := softmax over C; stats (2, C) := per class c the Dice numerator
-// 2 sum p_c t_c + smooth and denominator sum p_c + sum t_c + smooth (every class, scored
-// or not); loss := 1 - mean over the scored classes (c >= 1, or all with
-// include_background) of numerator / denominator.
+// probs := softmax over C; stats (2, G, C) := per group g and class c the Dice
+// numerator 2 sum p_c t_c + smooth and denominator sum p_c + sum t_c + smooth (every
+// class, scored or not); G = 1 sums over the whole batch, G = N over each sample's
+// positions. loss := 1 - mean over the groups and the scored classes (c >= 1, or all
+// with include_background) of numerator / denominator.
 void soft_dice_forward(const Tensor& logits, const std::vector<int32_t>& targets, bool include_background,
                        float smooth, Tensor& probs, Tensor& stats, Tensor& loss);
 // Gradient of the loss above through the softmax, from the saved probs and stats.

@@ -115,7 +115,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
 }
 
 Tensor soft_dice_loss(const Tensor& logits, const std::vector<int32_t>& targets, bool include_background,
-                      float smooth) {
+                      float smooth, bool per_sample) {
   const char* op = "soft_dice_loss";
   check_class_targets(op, logits, targets);
   if (!include_background && logits.size(1) < 2)
@@ -124,7 +124,8 @@ Tensor soft_dice_loss(const Tensor& logits, const std::vector<int32_t>& targets,
   if (!(smooth >= 0.0f) || !std::isfinite(smooth))
     fail(op, "smooth must be finite and >= 0, got " + std::to_string(smooth));
   Tensor probs = Tensor::empty(logits.shape(), logits.device());
-  Tensor stats = Tensor::empty({2, logits.size(1)}, logits.device());
+  const int64_t groups = per_sample ? logits.size(0) : 1;
+  Tensor stats = Tensor::empty({2, groups, logits.size(1)}, logits.device());
   Tensor out = Tensor::empty({1}, logits.device());
   QUARTET_DISPATCH(logits.device(), soft_dice_forward, logits, targets, include_background, smooth, probs, stats,
                    out);

@@ -551,6 +551,35 @@ TEST_F(Cli, SplitCutsThatAreNotStagesExitWith2) {
   expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.arms[2].cuts: the second cut");
 }
 
+// An arm's own model: it starts from that model's weights made from the run's seed
+// (init-<model>.safetensors beside init.safetensors), its roles build that model (the
+// split cut is one of its stages), and its final weights are that model's.
+TEST_F(Cli, ArmsWithTheirOwnModelTrainAndSaveThatModel) {
+  json j = small_spec();
+  j["train"]["epochs"] = 1;
+  j["arms"] = json::array({{{"name", "single"}, {"regime", "single"}},
+                           {{"name", "fed-lenet5"}, {"regime", "federated"}, {"model", "lenet5"}, {"clients", 2}},
+                           {{"name", "split-lenet5"}, {"regime", "split"}, {"model", "lenet5"}, {"clients", 2},
+                            {"cut", "conv2"}}});
+  const Result r = quartet({"run", write_spec(j).string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  constexpr size_t kMlp = 235146, kLenet5 = 61706;
+  EXPECT_EQ(safetensors_floats(dir_ / "r" / "init.safetensors").size(), kMlp);
+  EXPECT_EQ(safetensors_floats(dir_ / "r" / "init-lenet5.safetensors").size(), kLenet5);
+  EXPECT_FALSE(fs::exists(dir_ / "r" / "init-mlp.safetensors"));
+  EXPECT_EQ(safetensors_floats(dir_ / "r" / "single" / "final.safetensors").size(), kMlp);
+  for (const char* arm : {"fed-lenet5", "split-lenet5"}) {
+    const std::vector<float> w = safetensors_floats(dir_ / "r" / arm / "final.safetensors");
+    EXPECT_EQ(w.size(), kLenet5) << arm;
+    EXPECT_NE(w, safetensors_floats(dir_ / "r" / "init-lenet5.safetensors")) << arm << " did not train";
+    EXPECT_EQ(json::parse(file_bytes(dir_ / "r" / arm / "summary.json"))["status"], "finished") << arm;
+  }
+  const std::string weights = (dir_ / "r" / "split-lenet5" / "final.safetensors").string();
+  const Result eval = quartet({"eval", weights, "--workload", "synthetic", "--model", "lenet5"}, dir_);
+  EXPECT_EQ(eval.code, 0) << eval.out;
+  EXPECT_EQ(quartet({"eval", weights, "--workload", "synthetic", "--model", "mlp"}, dir_).code, 2);
+}
+
 // A vanilla client pool killed mid-run: its clients lose their turns (logged), the server
 // goes on with the others, and the arm finishes with every epoch evaluated.
 TEST_F(Cli, SplitRunSurvivesAClientThatDisconnects) {

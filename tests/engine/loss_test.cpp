@@ -276,6 +276,35 @@ TEST(Loss, SoftDiceGradientMatchesFiniteDifferencesOn3dVolume) {
   EXPECT_TRUE(gradcheck([&](const TensorList& in) { return soft_dice_loss(in[0], targets, true); }, {x}, kTight));
 }
 
+TEST(Loss, SoftDicePerSampleIsTheMeanOfEachSamplesLoss) {
+  const Tensor logits = random_tensor({3, 3, 4, 3, 5}, 41, -2.0f, 2.0f);
+  const int64_t per = logits.numel() / 3, labels = per / 3;
+  // Samples unlike each other: mostly class 1 in the first, mostly class 2 in the others.
+  std::vector<int32_t> targets(static_cast<size_t>(3 * labels));
+  for (int64_t i = 0; i < 3 * labels; ++i) targets[i] = i % 4 == 0 ? 0 : i < labels ? 1 : (i % 7 == 0 ? 1 : 2);
+  double mean = 0.0;
+  for (int64_t n = 0; n < 3; ++n) {
+    const std::vector<float> all = logits.to_vector();
+    const Tensor one = Tensor::from_vector({1, 3, 4, 3, 5}, std::vector<float>(all.begin() + n * per,
+                                                                               all.begin() + (n + 1) * per));
+    mean += soft_dice_loss(one, std::vector<int32_t>(targets.begin() + n * labels,
+                                                     targets.begin() + (n + 1) * labels))
+                .item();
+  }
+  EXPECT_NEAR(soft_dice_loss(logits, targets, false, 1e-5f, true).item(), mean / 3.0, 1e-6);
+  // Pooled over the batch, the sums mix the samples: a different value.
+  EXPECT_GT(std::abs(soft_dice_loss(logits, targets).item() - mean / 3.0), 1e-2);
+}
+
+TEST(Loss, SoftDicePerSampleGradientMatchesFiniteDifferencesOn3dVolume) {
+  Tensor x = param({3, 3, 3, 2, 4}, 16, -2.0f, 2.0f);
+  const std::vector<int32_t> targets = spread_targets(x);
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return soft_dice_loss(in[0], targets, false, 1e-5f, true); },
+                        {x}, kTight));
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return soft_dice_loss(in[0], targets, true, 1.0f, true); },
+                        {x}, kTight));
+}
+
 TEST(Loss, SoftDiceRejectsASingleClassWhenBackgroundIsExcluded) {
   EXPECT_THROW(soft_dice_loss(Tensor::zeros({1, 1, 4}), {0, 0, 0, 0}), std::invalid_argument);
   EXPECT_NO_THROW(soft_dice_loss(Tensor::zeros({1, 1, 4}), {0, 0, 0, 0}, true));

@@ -89,6 +89,39 @@ TEST(Spec, UnknownModelListsTheKnownOnes) {
   expect_error(j, "spec.workload.model: unknown model \"gpt\"; expected one of \"mlp\", \"lenet5\", \"cnn\"");
 }
 
+TEST(Spec, ArmModelDefaultsToTheWorkloadsAndMayBeItsOwn) {
+  json j = valid();
+  j["arms"][1]["model"] = "cnn-wide";
+  const ExperimentSpec s = parse_spec(j);
+  EXPECT_EQ(s.arms[0].model, "mlp");
+  EXPECT_EQ(s.arms[1].model, "cnn-wide");
+  EXPECT_FALSE(s.json["arms"][0].contains("model"));  // absent: the workload's model
+  EXPECT_EQ(s.json["arms"][1]["model"], "cnn-wide");
+}
+
+TEST(Spec, UnknownArmModelListsTheKnownOnes) {
+  json j = valid();
+  j["arms"][1]["model"] = "gpt";
+  expect_error(j, "spec.arms[1].model: unknown model \"gpt\"; expected one of \"mlp\", \"lenet5\", \"cnn\", "
+                  "\"resnet-mini\", \"cnn-wide\"");
+  j["arms"][1]["model"] = 3;
+  expect_error(j, "spec.arms[1].model: expected a string");
+}
+
+// The cut names a stage of the arm's model, not of the workload's.
+TEST(Spec, SplitCutIsAStageOfTheArmsOwnModel) {
+  json j = valid();
+  j["arms"] = json::array({{{"name", "sl"}, {"regime", "split"}, {"cut", "conv2"}}});
+  expect_error(j, "spec.arms[0].cut: \"conv2\" is not a stage of mlp");
+  j["arms"][0]["model"] = "cnn";
+  EXPECT_EQ(parse_spec(j).arms[0].model, "cnn");
+  j["arms"][0]["cut"] = "fc1";
+  j["arms"][0]["model"] = "lenet5";
+  EXPECT_EQ(parse_spec(j).arms[0].model, "lenet5");
+  j["arms"][0]["cut"] = "fc3";
+  expect_error(j, "spec.arms[0].cut: \"fc3\" is the last stage");
+}
+
 TEST(Spec, UnknownWorkloadListsTheKnownOnes) {
   json j = valid();
   j["workload"]["name"] = "imagenet";

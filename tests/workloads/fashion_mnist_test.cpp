@@ -65,8 +65,8 @@ TEST(FashionMnist, WorkloadServesTheRealData) {
   WorkloadConfig c;
   c.name = "fashion-mnist";
   const auto w = make_workload(c);
-  EXPECT_EQ(w->train_set().size(), 60000);
-  EXPECT_EQ(w->test_set().size(), 10000);
+  EXPECT_EQ(w->train_size(), 60000);
+  EXPECT_EQ(w->test_size(), 10000);
   EXPECT_EQ(w->default_model(), "cnn");
 }
 

@@ -35,6 +35,10 @@ Params pytorch_parameters(const std::string& model) {
     return {{"conv1.0.weight", {32, 1, 3, 3}}, {"conv1.0.bias", {32}}, {"conv2.0.weight", {64, 32, 3, 3}},
             {"conv2.0.bias", {64}},           {"fc1.1.weight", {128, 3136}}, {"fc1.1.bias", {128}},
             {"fc2.0.weight", {10, 128}},      {"fc2.0.bias", {10}}};
+  if (model == "cnn-wide")
+    return {{"conv1.0.weight", {32, 1, 3, 3}}, {"conv1.0.bias", {32}}, {"conv2.0.weight", {64, 32, 3, 3}},
+            {"conv2.0.bias", {64}},           {"fc1.1.weight", {2048, 3136}}, {"fc1.1.bias", {2048}},
+            {"fc2.0.weight", {10, 2048}},     {"fc2.0.bias", {10}}};
   return {{"stem.0.weight", {16, 1, 3, 3}},
           {"stem.1.weight", {16}},
           {"stem.1.bias", {16}},
@@ -185,7 +189,15 @@ TEST_P(EveryModel, StagesComposeToTheWholeModelAtEveryCutInTraining) { expect_ev
 
 TEST_P(EveryModel, StagesComposeToTheWholeModelAtEveryCutInEval) { expect_every_cut_composes(GetParam(), false); }
 
-INSTANTIATE_TEST_SUITE_P(Models, EveryModel, ::testing::ValuesIn(model_names()),
+// The 2D models; the 3D ones have their own tests (tests/workloads/models3d_test.cpp).
+std::vector<std::string> image_model_names() {
+  std::vector<std::string> out;
+  for (const auto& m : model_names())
+    if (model_task(m) == kImageClassification) out.push_back(m);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryModel, ::testing::ValuesIn(image_model_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param;
                            for (char& c : name)
@@ -194,7 +206,8 @@ INSTANTIATE_TEST_SUITE_P(Models, EveryModel, ::testing::ValuesIn(model_names()),
                          });
 
 TEST(Models, ModelNamesAreTheDocumentedOnes) {
-  EXPECT_EQ(model_names(), (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini"}));
+  EXPECT_EQ(model_names(),
+            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d", "cnn3d"}));
 }
 
 TEST(Models, StageNamesAreTheDocumentedOnes) {
@@ -205,6 +218,7 @@ TEST(Models, StageNamesAreTheDocumentedOnes) {
   EXPECT_EQ(make_model("resnet-mini", 0)->stage_names(),
             (std::vector<std::string>{"stem", "layer1a", "layer1b", "layer2a", "layer2b", "layer3a", "layer3b",
                                       "head"}));
+  EXPECT_EQ(make_model("cnn-wide", 0)->stage_names(), (std::vector<std::string>{"conv1", "conv2", "fc1", "fc2"}));
 }
 
 TEST(Models, ParameterCountsAreTheDocumentedOnes) {
@@ -212,6 +226,28 @@ TEST(Models, ParameterCountsAreTheDocumentedOnes) {
   EXPECT_EQ(parameter_count(*make_model("lenet5", 0)), 61706);
   EXPECT_EQ(parameter_count(*make_model("mlp", 0)), 235146);
   EXPECT_EQ(parameter_count(*make_model("resnet-mini", 0)), 77754);
+  EXPECT_EQ(parameter_count(*make_model("cnn-wide", 0)), 6463882);
+}
+
+// cnn-wide keeps cnn's client side: the same conv blocks, so a cut after conv2 sends the
+// same 64x7x7 tensor and hands over the same client half, from the same seed.
+TEST(Models, CnnWideSharesCnnsConvBlocksAndItsCut) {
+  const auto cnn = make_model("cnn", 5), wide = make_model("cnn-wide", 5);
+  for (const char* name : {"conv1.0.weight", "conv1.0.bias", "conv2.0.weight", "conv2.0.bias"}) {
+    const auto find = [&](const engine::Model& m) {
+      for (const auto& [n, t] : m.named_parameters())
+        if (n == name) return t.to_vector();
+      return std::vector<float>{};
+    };
+    EXPECT_EQ(find(*cnn), find(*wide)) << name;
+  }
+  engine::NoGradScope no_grad;
+  const engine::Tensor x = two_images();
+  const engine::TensorList a = cnn->forward_stages({x}, 0, 2), b = wide->forward_stages({x}, 0, 2);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].shape(), (engine::Shape{2, 64, 7, 7}));
+  EXPECT_EQ(a[0].to_vector(), b[0].to_vector());
 }
 
 TEST(Models, CatalogListsEveryModelWithItsStagesAndInputShape) {
@@ -219,7 +255,9 @@ TEST(Models, CatalogListsEveryModelWithItsStagesAndInputShape) {
   ASSERT_EQ(catalog.size(), model_names().size());
   for (const ModelInfo& info : catalog) {
     EXPECT_EQ(info.stages, make_model(info.name, 0)->stage_names());
-    EXPECT_EQ(info.input_shape, (engine::Shape{1, 28, 28}));
+    const engine::Shape expected =
+        info.task == kImageClassification ? engine::Shape{1, 28, 28} : engine::Shape{1, 32, 32, 32};
+    EXPECT_EQ(info.input_shape, expected);
     EXPECT_FALSE(info.description.empty());
   }
 }
@@ -332,7 +370,7 @@ TEST(Models, UnknownModelListsTheKnownOnes) {
     make_model("resnet-huge", 1);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini");
+    EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini, cnn-wide, unet3d, cnn3d");
   }
 }
 

@@ -33,8 +33,8 @@ std::string error_of(auto f) {
 TEST(Workload, SyntheticWorkloadHasTheRequestedSizes) {
   const auto w = make_workload(synthetic_config());
   EXPECT_EQ(w->name(), "synthetic");
-  EXPECT_EQ(w->train_set().size(), 1024);
-  EXPECT_EQ(w->test_set().size(), 256);
+  EXPECT_EQ(w->train_size(), 1024);
+  EXPECT_EQ(w->test_size(), 256);
   EXPECT_EQ(w->metric_name(), "accuracy");
   EXPECT_EQ(w->default_model(), "mlp");
 }
@@ -43,7 +43,7 @@ TEST(Workload, UnknownWorkloadListsTheKnownOnes) {
   WorkloadConfig c;
   c.name = "cifar";
   EXPECT_EQ(error_of([&] { make_workload(c); }),
-            "unknown workload \"cifar\"; known workloads: fashion-mnist, synthetic");
+            "unknown workload \"cifar\"; known workloads: fashion-mnist, synthetic, phantom-ct-seg, phantom-mri-seg");
 }
 
 TEST(Workload, UnknownModelIsRefusedBeforeDataIsRead) {
@@ -72,7 +72,8 @@ TEST(Workload, LossIsMeanCrossEntropy) {
 }
 
 TEST(Workload, EvaluateCountsEverySampleAndRestoresTrainingMode) {
-  const auto w = make_workload(synthetic_config());
+  const auto owned = make_workload(synthetic_config());
+  const auto* w = dynamic_cast<const ImageClassificationWorkload*>(owned.get());
   const auto model = w->make_model(1);
   const ImageDataset seven = w->test_set().take_first(7);
   const double acc = w->evaluate(*model, seven, 3);  // batches of 3, 3, 1
@@ -87,16 +88,15 @@ TEST(Workload, MlpLearnsTheSyntheticData) {
   const auto w = make_workload(synthetic_config());
   const auto model = w->make_model(1);
   engine::SGD opt(model->parameters(), engine::SgdOptions{.lr = 0.05f, .momentum = 0.9f});
-  const ImageDataset& train = w->train_set();
-  const int64_t per_epoch = batches_per_epoch(train.size(), 32);
+  const int64_t per_epoch = batches_per_epoch(w->train_size(), 32);
   for (int64_t step = 0; step < 96; ++step) {
-    const auto order = epoch_permutation(train.size(), 1, step / per_epoch);
-    const Batch b = gather(train, batch_at(order, 32, step % per_epoch));
+    const auto order = epoch_permutation(w->train_size(), 1, step / per_epoch);
+    const Batch b = w->train_batch(batch_at(order, 32, step % per_epoch), step / per_epoch);
     opt.zero_grad();
     w->loss(model->forward(b.x), b.y).backward();
     opt.step();
   }
-  EXPECT_GT(w->evaluate(*model, w->test_set(), 128), 0.9);
+  EXPECT_GT(w->evaluate(*model, 128), 0.9);
 }
 
 }  // namespace

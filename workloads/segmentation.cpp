@@ -1,0 +1,174 @@
+#include "workloads/segmentation.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "medical3d/inference.h"
+#include "medical3d/msd.h"
+#include "medical3d/transforms.h"
+#include "workloads/models.h"
+#include "workloads/sampler.h"
+
+namespace quartet::workloads {
+namespace {
+
+// Spatial sizes a model takes must be multiples of this: unet3d pools twice.
+int64_t size_multiple(const std::string& model) { return model == "unet3d" ? 4 : 1; }
+
+std::vector<int32_t> lesion_burden(const std::vector<medical3d::Sample>& volumes, int classes) {
+  std::vector<int64_t> lesion;
+  for (const auto& s : volumes) lesion.push_back(medical3d::class_counts(s.labels)[static_cast<size_t>(classes - 1)]);
+  std::vector<int64_t> sorted = lesion;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t median = sorted[sorted.size() / 2];
+  std::vector<int32_t> out;
+  for (int64_t v : lesion) out.push_back(v >= median ? 1 : 0);
+  return out;
+}
+
+}  // namespace
+
+SegmentationWorkload::SegmentationWorkload(std::string name, std::vector<medical3d::Sample> train,
+                                           std::vector<medical3d::Sample> test, SegmentationOptions options,
+                                           std::string default_model)
+    : name_(std::move(name)),
+      train_(std::move(train)),
+      test_(std::move(test)),
+      options_(options),
+      default_model_(std::move(default_model)) {
+  if (train_.empty() || test_.empty())
+    throw std::invalid_argument("workload " + name_ + ": needs at least one training and one test volume");
+  if (options_.classes < 2 || options_.classes > 256)
+    throw std::invalid_argument("workload " + name_ + ": classes must be in [2, 256]");
+  if (options_.patch < 1) throw std::invalid_argument("workload " + name_ + ": patch must be >= 1");
+  for (const auto* split : {&train_, &test_})
+    for (const auto& s : *split) {
+      if (s.image.grid.dims != s.labels.grid.dims)
+        throw std::invalid_argument("workload " + name_ + ": an image and its labels differ in size");
+      for (int64_t d : s.image.grid.dims)
+        if (d < options_.patch)
+          throw std::invalid_argument("workload " + name_ + ": patch " + std::to_string(options_.patch) +
+                                      " is larger than a volume of " + std::to_string(d) + " voxels");
+      const auto counts = medical3d::class_counts(s.labels);
+      for (int c = options_.classes; c < 256; ++c)
+        if (counts[static_cast<size_t>(c)] > 0)
+          throw std::invalid_argument("workload " + name_ + ": a label volume holds class " + std::to_string(c) +
+                                      ", outside [0, " + std::to_string(options_.classes) + ")");
+    }
+  check_workload_model(name_, default_model_);
+  if (options_.patch % size_multiple(default_model_) != 0)
+    throw std::invalid_argument("workload " + name_ + ": " + default_model_ + " takes sizes divisible by " +
+                                std::to_string(size_multiple(default_model_)) + ", the patch is " +
+                                std::to_string(options_.patch));
+  burden_ = lesion_burden(train_, options_.classes);
+}
+
+Batch SegmentationWorkload::train_batch(const std::vector<int64_t>& indices, int64_t epoch) const {
+  const int64_t p = options_.patch, voxels = p * p * p, n = static_cast<int64_t>(indices.size());
+  Batch b;
+  b.x = engine::Tensor::empty({n, 1, p, p, p});
+  b.y.resize(static_cast<size_t>(n * voxels));
+  float* px = b.x.data();
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = indices[static_cast<size_t>(k)];
+    if (i < 0 || i >= train_size())
+      throw std::out_of_range("workload " + name_ + ": sample " + std::to_string(i) + " outside [0, " +
+                              std::to_string(train_size()) + ")");
+    const medical3d::Sample& s = train_[static_cast<size_t>(i)];
+    engine::Generator gen(mix_seed(mix_seed(mix_seed(options_.seed) ^ static_cast<uint64_t>(epoch)) ^
+                                   static_cast<uint64_t>(i)));
+    medical3d::Sample patch =
+        medical3d::random_crop(s.image, s.labels, {p, p, p}, options_.foreground_probability, gen);
+    medical3d::random_flip_(patch.image, patch.labels, options_.flip_probability, gen);
+    std::copy(patch.image.voxels.begin(), patch.image.voxels.end(), px + k * voxels);
+    std::copy(patch.labels.voxels.begin(), patch.labels.voxels.end(), b.y.begin() + k * voxels);
+  }
+  return b;
+}
+
+std::vector<std::string> SegmentationWorkload::model_names() const { return workload_model_names(name_); }
+
+std::shared_ptr<engine::Model> SegmentationWorkload::make_model(const std::string& model_name, uint64_t seed) const {
+  check_workload_model(name_, model_name);
+  return workloads::make_model(model_name, seed);
+}
+
+engine::Tensor SegmentationWorkload::loss(const engine::Tensor& logits, const std::vector<int32_t>& labels) const {
+  return engine::add(engine::soft_dice_loss(logits, labels, false, 1e-5f, true),
+                     engine::cross_entropy(logits, labels, {}));
+}
+
+double SegmentationWorkload::evaluate(engine::Model& model, int64_t batch) const {
+  if (batch < 1) throw std::invalid_argument("evaluation batch: expected >= 1, got " + std::to_string(batch));
+  const bool was_training = model.training();
+  model.eval();
+  engine::NoGradScope no_grad;
+  double total = 0.0;
+  try {
+    medical3d::SlidingWindowOptions o;
+    o.window = {options_.patch, options_.patch, options_.patch};
+    o.overlap = options_.overlap;
+    o.batch = batch;
+    // Windows of every test volume share the batches: a forward pass of one window is
+    // the slowest kind on CPUs (its GEMMs split across threads, not its samples).
+    std::vector<const medical3d::Volume*> images;
+    for (const medical3d::Sample& s : test_) images.push_back(&s.image);
+    const std::vector<engine::Tensor> logits = medical3d::sliding_window_logits(model, images, o);
+    for (size_t i = 0; i < test_.size(); ++i)
+      total += medical3d::mean_foreground_dice(medical3d::argmax_labels(logits[i], test_[i].labels.grid),
+                                               test_[i].labels, options_.classes);
+  } catch (...) {
+    model.train(was_training);
+    throw;
+  }
+  model.train(was_training);
+  return total / static_cast<double>(test_.size());
+}
+
+medical3d::Volume normalise_phantom(medical3d::PhantomKind kind, const medical3d::Volume& image) {
+  return kind == medical3d::PhantomKind::ct ? medical3d::window(image, 40.0f, 400.0f)
+                                             : medical3d::zscore(image, medical3d::ZScoreOver::all);
+}
+
+std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
+  const medical3d::PhantomKind kind =
+      c.name == "phantom-ct-seg" ? medical3d::PhantomKind::ct : medical3d::PhantomKind::mri;
+  if (c.name != "phantom-ct-seg" && c.name != "phantom-mri-seg")
+    throw std::invalid_argument("make_phantom_workload: \"" + c.name + "\" is not a phantom workload");
+  const std::string model = c.model.empty() ? "unet3d" : c.model;
+  check_workload_model(c.name, model);  // before any phantom is made
+  if (c.volumes < 2 || c.volumes > 10000)
+    throw std::invalid_argument("volumes: expected 2 to 10000 phantoms, got " + std::to_string(c.volumes));
+  if (c.test_volumes < 1 || c.test_volumes >= c.volumes)
+    throw std::invalid_argument("test_volumes: expected 1 to volumes - 1 (" + std::to_string(c.volumes - 1) +
+                                "), got " + std::to_string(c.test_volumes));
+  if (c.volume_size < medical3d::kMinPhantomSize || c.volume_size > medical3d::kMaxPhantomSize)
+    throw std::invalid_argument("volume_size: expected " + std::to_string(medical3d::kMinPhantomSize) + " to " +
+                                std::to_string(medical3d::kMaxPhantomSize) + " voxels, got " +
+                                std::to_string(c.volume_size));
+  if (c.volumes * c.volume_size * c.volume_size * c.volume_size > medical3d::kMaxVoxels)
+    throw std::invalid_argument("volumes: " + std::to_string(c.volumes) + " phantoms of " +
+                                std::to_string(c.volume_size) + "^3 voxels exceed " +
+                                std::to_string(medical3d::kMaxVoxels) + " voxels in all");
+  if (c.patch < 1 || c.patch > c.volume_size)
+    throw std::invalid_argument("patch: expected 1 to volume_size (" + std::to_string(c.volume_size) + "), got " +
+                                std::to_string(c.patch));
+  if (c.train_limit != 0 || c.test_limit != 0)
+    throw std::invalid_argument("train_samples, test_samples: " + c.name + " counts volumes; use volumes and "
+                                "test_volumes");
+  std::vector<medical3d::Sample> train, test;
+  for (int64_t i = 0; i < c.volumes; ++i) {
+    medical3d::Sample s = medical3d::make_phantom(kind, c.volume_size, medical3d::phantom_case_seed(c.seed, i));
+    s.image = normalise_phantom(kind, s.image);
+    (i < c.volumes - c.test_volumes ? train : test).push_back(std::move(s));
+  }
+  SegmentationOptions o;
+  o.patch = c.patch;
+  o.classes = medical3d::kPhantomClasses;
+  o.seed = c.seed;
+  return std::make_unique<SegmentationWorkload>(c.name, std::move(train), std::move(test), o, model);
+}
+
+}  // namespace quartet::workloads

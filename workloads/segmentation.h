@@ -1,0 +1,89 @@
+#pragma once
+
+// Volume segmentation: training on random patches, scoring whole held-out volumes.
+//
+// Training sample i is training volume i. Its batch entry in `epoch` is a random crop of
+// `patch` voxels per side (centred on a foreground voxel with foreground_probability,
+// medical3d::random_crop), then random flips along each axis (flip_probability each),
+// all drawn from one engine::Generator seeded from (seed, epoch, i). Loss: soft Dice
+// per sample over the foreground classes plus per-voxel cross-entropy (nnU-Net's
+// Dice + CE). Metric: the mean over test volumes of the mean Dice over the foreground
+// classes, each volume segmented by sliding-window inference (windows of `patch` voxels,
+// `overlap` shared, logits averaged) and argmax.
+//
+// For partitioners a training volume's class is its lesion burden: 1 when its lesion
+// voxels (class 2, or the last class) are at least the median over the training
+// volumes, else 0; so a Dirichlet partition skews clients towards small or large lesions.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "medical3d/phantom.h"
+#include "medical3d/volume.h"
+#include "workloads/workload.h"
+
+namespace quartet::workloads {
+
+struct SegmentationOptions {
+  int64_t patch = 32;                   // voxels per side of a training patch and an inference window
+  float foreground_probability = 0.67f; // a patch centred on a labelled voxel (nnU-Net oversamples a third)
+  float flip_probability = 0.5f;        // per axis
+  double overlap = 0.5;                 // of inference windows
+  int classes = 3;                      // labels in [0, classes)
+  uint64_t seed = 1;                    // augmentation
+};
+
+class SegmentationWorkload : public Workload {
+ public:
+  // Volumes already normalised (windowed CT, z-scored MRI), each image with its labels on
+  // one grid. requires non-empty splits, labels in [0, classes), a patch >= 1 that fits
+  // in every volume, and a default model that segments volumes into `classes` classes
+  // (else std::invalid_argument).
+  SegmentationWorkload(std::string name, std::vector<medical3d::Sample> train, std::vector<medical3d::Sample> test,
+                       SegmentationOptions options, std::string default_model);
+
+  const std::string& name() const override { return name_; }
+  int64_t train_size() const override { return static_cast<int64_t>(train_.size()); }
+  int64_t test_size() const override { return static_cast<int64_t>(test_.size()); }
+  // x: (N, 1, patch, patch, patch); y: N * patch^3 voxel classes.
+  Batch train_batch(const std::vector<int64_t>& indices, int64_t epoch) const override;
+  int64_t labels_per_sample() const override { return options_.patch * options_.patch * options_.patch; }
+  int label_classes() const override { return options_.classes; }
+  // Lesion burden, 0 (below the median) or 1; see above.
+  std::vector<int32_t> sample_classes() const override { return burden_; }
+  int num_classes() const override { return 2; }
+  std::vector<std::string> model_names() const override;
+  const std::string& default_model() const override { return default_model_; }
+  using Workload::make_model;
+  std::shared_ptr<engine::Model> make_model(const std::string& model_name, uint64_t seed) const override;
+  // logits (N, classes, D, H, W), labels N*D*H*W: soft Dice (per sample) + cross-entropy.
+  engine::Tensor loss(const engine::Tensor& logits, const std::vector<int32_t>& labels) const override;
+  std::string metric_name() const override { return "dice"; }
+  // batch: windows per forward pass.
+  double evaluate(engine::Model& model, int64_t batch) const override;
+
+  const std::vector<medical3d::Sample>& train_volumes() const { return train_; }
+  const std::vector<medical3d::Sample>& test_volumes() const { return test_; }
+  const SegmentationOptions& options() const { return options_; }
+
+ private:
+  std::string name_;
+  std::vector<medical3d::Sample> train_, test_;
+  SegmentationOptions options_;
+  std::string default_model_;
+  std::vector<int32_t> burden_;
+};
+
+// A phantom's image as the network sees it: CT windowed to the abdomen (centre 40 HU,
+// width 400) onto [0, 1]; MRI z-scored over every voxel.
+medical3d::Volume normalise_phantom(medical3d::PhantomKind kind, const medical3d::Volume& image);
+
+// "phantom-ct-seg" or "phantom-mri-seg" from config: phantoms
+// make_phantom(kind, volume_size, phantom_case_seed(seed, i)) for i in [0, volumes), the
+// same cases `quartet phantom --seed` writes; the last test_volumes are held out.
+// throws std::invalid_argument unless 1 <= test_volumes < volumes <= 10000, volume_size is
+// a phantom size, 1 <= patch <= volume_size, and the model fits.
+std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& config);
+
+}  // namespace quartet::workloads
