@@ -6,11 +6,11 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "engine/autograd.h"
 #include "engine/safetensors.h"
-#include "trainers/local_loop.h"
 #include "trainers/metrics.h"
 #include "trainers/split.h"
 #include "trainers/split_protocol.h"
@@ -27,9 +27,12 @@ using transport::MessageType;
 // Tensors crossing one cut: the main path and its skip connections.
 constexpr size_t kMaxCutTensors = 64;
 
+// What a virtual client keeps between its turns: its optimizer's state (momentum, Adam's
+// moments) for its half. The half itself comes from the server at every turn, and the
+// model that computes it exists only during the turn, so a pool holds one model per
+// client training at that moment (vanilla and U-shaped: one), not one per client.
 struct ClientState {
-  std::shared_ptr<engine::Model> model;  // the whole model; only the client stages are used
-  std::unique_ptr<engine::Optimizer> optimizer;
+  std::optional<engine::NamedTensors> optimizer_state;
 };
 
 struct Pool {
@@ -71,12 +74,14 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
                              " samples");
   Traffic traffic;
   const std::vector<int> client_stages = pool.cut.client_stages();
-  engine::NamedTensors half = stages_state(*cs.model, client_stages);
+  std::shared_ptr<engine::Model> held = pool.ctx.workload->make_model(pool.ctx.model_name, pool.ctx.config.seed);
+  engine::Model& model = *held;
+  engine::NamedTensors half = stages_state(model, client_stages);
   traffic.count(conn, "weights", [&] { receive_state(conn, half, timeout); });
-  if (!cs.optimizer || turn.fresh_optimizer)
-    cs.optimizer = make_optimizer(pool.ctx.config.optimizer, stages_parameters(*cs.model, client_stages));
-  engine::Model& model = *cs.model;
-  engine::Optimizer& opt = *cs.optimizer;
+  std::unique_ptr<engine::Optimizer> optimizer =
+      make_optimizer(pool.ctx.config.optimizer, stages_parameters(model, client_stages));
+  if (cs.optimizer_state && !turn.fresh_optimizer) optimizer->load_state(*cs.optimizer_state);
+  engine::Optimizer& opt = *optimizer;
   model.train();
 
   // The client's own shuffle: client 0 shuffles with the run's seed, as single does.
@@ -134,6 +139,7 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
     done.optimizer += t.seconds();
     done.steps += 1;
   }
+  if (done.steps > 0) cs.optimizer_state = opt.state();
   const engine::MemStats mem = engine::memory_stats();
   done.memory_peak = mem.total_peak;
   const nlohmann::json memory = memory_json(mem);
@@ -180,7 +186,6 @@ void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t ind
                          kClientRolePrefix + std::to_string(c), pool.settings.link, pool.settings.join_timeout_s, c,
                          [&](transport::Connection& conn, const transport::Frame& frame) {
                            const Turn turn = transport::decode_message<Turn>(frame.payload);
-                           if (!cs.model) cs.model = load_initial_model(pool.ctx);
                            run_turn(pool, cs, conn, c, turn);
                          });
     });

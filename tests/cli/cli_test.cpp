@@ -703,3 +703,23 @@ TEST_F(Cli, DataParallelTrainsAcrossTwoHostsInNetworkNamespaces) {
 }
 
 }  // namespace
+
+namespace {
+
+// A vanilla pool hosting many clients holds one model at a time (the one training), not
+// one per client: its tracked parameter bytes stay those of one model.
+TEST_F(Cli, SplitPoolHoldsOneModelWhateverItsClientCount) {
+  json j = split_spec();
+  j["arms"] = json::array({{{"name", "sl"}, {"regime", "split"}, {"clients", 8}, {"cut", "fc1"}}});
+  const Result r = quartet({"run", write_spec(j).string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<json> turns = records_of(dir_ / "r" / "sl" / "roles" / "pool0.jsonl", "client_turn");
+  ASSERT_EQ(turns.size(), 16u);  // 8 clients x 2 epochs
+  const int64_t model_bytes = 235146 * 4;  // mlp
+  for (const json& t : turns) {
+    EXPECT_GE(t["memory"]["parameters"]["current"].get<int64_t>(), model_bytes);
+    EXPECT_LT(t["memory"]["parameters"]["current"].get<int64_t>(), 2 * model_bytes) << t.dump();
+  }
+}
+
+}  // namespace
