@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -214,6 +216,31 @@ class RunCoordinator {
 // How long a remote role may take to join before its arm fails.
 constexpr auto kRemoteJoinTimeout = std::chrono::minutes(10);
 
+// Cores idle over a short look at /proc/stat (the whole machine: idle and iowait time
+// against all time); `cores` when it cannot be read.
+int idle_cores(int cores) {
+  auto sample = [](uint64_t& idle, uint64_t& total) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    in >> cpu;
+    if (cpu != "cpu") return false;
+    idle = total = 0;
+    for (int i = 0; i < 8; ++i) {
+      uint64_t v = 0;
+      if (!(in >> v)) return i >= 4;
+      total += v;
+      if (i == 3 || i == 4) idle += v;
+    }
+    return true;
+  };
+  uint64_t idle0 = 0, total0 = 0, idle1 = 0, total1 = 0;
+  if (!sample(idle0, total0)) return cores;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (!sample(idle1, total1) || total1 <= total0) return cores;
+  const double share = static_cast<double>(idle1 - idle0) / static_cast<double>(total1 - total0);
+  return static_cast<int>(std::floor(share * cores + 0.25));
+}
+
 ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const ExperimentSpec& spec, const ArmSpec& arm,
                    int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
@@ -223,7 +250,19 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   const std::vector<std::string> roles = regime->roles(cfg);
   const int local_roles = static_cast<int>(roles.size() - arm.remote.size());
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / std::max(1, local_roles));
+  int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / std::max(1, local_roles));
+  if (arm.threads == 0 && threads > 1) {
+    // Compute threads wait for each other at every op: one that the OS has to share
+    // with other work stalls the rest (a 2-thread arm on a busy 2-core machine ran 150x
+    // slower than on 1 thread). Chosen threads use only the cores that are idle now.
+    const int idle = idle_cores(cores);
+    if (idle < threads) {
+      const int fewer = std::max(1, idle);
+      std::fprintf(stderr, "quartet: %s: other work keeps %d of %d cores busy: %d compute thread%s per process, not %d\n",
+                   arm.name.c_str(), cores - idle, cores, fewer, fewer == 1 ? "" : "s", threads);
+      threads = fewer;
+    }
+  }
   rc.coordinator().declare_arm(arm.name, static_cast<int>(roles.size()),
                                json{{"spec", spec.json}, {"arm", arm.name}}.dump());
 
