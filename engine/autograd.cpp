@@ -38,6 +38,9 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradScope::NoGradScope() : saved_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradScope::~NoGradScope() { t_grad_enabled = saved_; }
 
+EnableGradScope::EnableGradScope() : saved_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradScope::~EnableGradScope() { t_grad_enabled = saved_; }
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!t_grad_enabled) return false;
   for (const Tensor* t : inputs)
@@ -141,7 +144,7 @@ void run_backward(const TensorList& roots, const TensorList& grads_in) {
     grads.erase(found);
 
     if (v.leaf) {  // a leaf: its gradient is final for this pass
-      accumulate(v.leaf->grad, g, MemTag::gradients);
+      accumulate(v.leaf->grad, g, v.leaf->grad_tag);
       Tensor leaf(v.leaf);
       for (const GradReadyHook& hook : v.leaf->hooks) hook(leaf);
       continue;
@@ -188,6 +191,122 @@ void run_backward(const TensorList& roots, const TensorList& grads_in) {
       }
     }
   }
+}
+
+namespace {
+
+// What a checkpointed segment keeps between forward and backward: its inputs, how to
+// recompute it, and the gradients of its outputs as backward delivers them.
+struct CheckpointState {
+  SegmentFn recompute;
+  TensorList inputs;
+  size_t num_outputs = 0;
+  TensorList output_grads;  // per output; undefined where backward brought none
+};
+
+Edge edge_to(const Tensor& t) {
+  Edge e;
+  if (!t.defined() || !t.requires_grad()) return e;
+  if (t.grad_fn()) e.fn = t.grad_fn();
+  else e.leaf = t.impl_ptr();
+  e.shape = t.shape();
+  e.device = t.device();
+  return e;
+}
+
+// The checkpoint op's backward: recompute with the graph, backpropagate the outputs'
+// gradients through it, hand back the inputs' gradients.
+TensorList checkpoint_backward(CheckpointState& st) {
+  TensorList leaves;
+  for (const Tensor& in : st.inputs) {
+    Tensor d = in.detach();
+    if (in.requires_grad()) d.set_requires_grad(true);
+    d.impl()->grad_tag = MemTag::workspace;  // a gradient in flight, not a parameter's
+    leaves.push_back(d);
+  }
+  TensorList ys;
+  {
+    EnableGradScope grad_on;
+    MemTagScope tag(MemTag::activations);
+    ys = st.recompute(leaves);
+  }
+  if (ys.size() != st.num_outputs)
+    throw std::logic_error("checkpoint: the recompute returned " + std::to_string(ys.size()) +
+                           " tensors, the forward " + std::to_string(st.num_outputs));
+  TensorList roots, grads;
+  for (size_t j = 0; j < ys.size(); ++j) {
+    Tensor& g = st.output_grads[j];
+    if (!g.defined()) continue;
+    check_same_shape(ys[j], g, "checkpoint: recomputed output against its gradient");
+    if (!ys[j].requires_grad()) continue;  // depends on nothing trainable after all
+    roots.push_back(ys[j]);
+    grads.push_back(g);
+  }
+  st.output_grads.clear();
+  ys.clear();
+  if (!roots.empty()) run_backward(roots, grads);
+  roots.clear();
+  grads.clear();
+  TensorList out;
+  for (Tensor& leaf : leaves) out.push_back(leaf.requires_grad() ? leaf.grad() : Tensor());
+  return out;
+}
+
+}  // namespace
+
+TensorList checkpoint(const SegmentFn& forward, SegmentFn recompute, const TensorList& inputs,
+                      const TensorList& params) {
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  for (const Tensor& t : params) any = any || (t.defined() && t.requires_grad());
+  if (!t_grad_enabled || !any) return forward(inputs);
+
+  TensorList outs;
+  {
+    NoGradScope no_grad;
+    outs = forward(inputs);
+  }
+  auto state = std::make_shared<CheckpointState>();
+  state->recompute = std::move(recompute);
+  state->inputs = inputs;
+  state->num_outputs = outs.size();
+  state->output_grads.resize(outs.size());
+
+  // One node stands for the whole segment; each output gets a node of its own that parks
+  // its gradient in the state and passes a one-float token on to that node, so the
+  // segment's backward runs once, after every output it reaches has been handed its
+  // gradient (run_backward's order guarantees that).
+  auto segment = std::make_shared<Node>();
+  segment->name = "checkpoint";
+  for (const Tensor& in : inputs) segment->next.push_back(edge_to(in));
+  segment->backward = [state](const Tensor&) { return checkpoint_backward(*state); };
+
+  const Device device = inputs.empty() ? Device::cpu() : inputs.front().device();
+  TensorList result;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    bool passed_through = false;
+    for (const Tensor& in : inputs) passed_through = passed_through || outs[j].same(in);
+    if (passed_through) {
+      result.push_back(outs[j]);
+      continue;
+    }
+    Tensor y = outs[j].detach();  // a fresh handle: the same tensor twice gets two nodes
+    auto node = std::make_shared<Node>();
+    node->name = "checkpoint_output";
+    Edge token;
+    token.fn = segment;
+    token.shape = {1};
+    token.device = device;
+    node->next.push_back(std::move(token));
+    node->backward = [state, j, device](const Tensor& g) {
+      state->output_grads[j] = g;
+      return TensorList{Tensor::zeros({1}, device)};
+    };
+    y.impl()->grad_fn = std::move(node);
+    y.impl()->requires_grad = true;
+    result.push_back(std::move(y));
+  }
+  return result;
 }
 
 }  // namespace quartet::engine

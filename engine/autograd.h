@@ -44,6 +44,19 @@ class NoGradScope {
   bool saved_;
 };
 
+// Turns grad mode on for a scope, whatever it was (activation checkpointing records its
+// recompute inside a backward pass).
+class EnableGradScope {
+ public:
+  EnableGradScope();
+  ~EnableGradScope();
+  EnableGradScope(const EnableGradScope&) = delete;
+  EnableGradScope& operator=(const EnableGradScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // True when grad mode is on and some input requires grad.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 
@@ -63,5 +76,29 @@ void run_backward(const Tensor& root, const Tensor& grad);
 // tensors) come back. A root that also feeds another root gets both contributions.
 // requires roots.size() == grads.size() >= 1, grads[i] shaped like roots[i]
 void run_backward(const TensorList& roots, const TensorList& grads);
+
+// ---- activation checkpointing (Chen et al. 2016; PyTorch's torch.utils.checkpoint) ----
+
+// A segment of a network: a list of tensors in, a list of tensors out (a model stage).
+using SegmentFn = std::function<TensorList(const TensorList& inputs)>;
+
+// Trades compute for memory. Runs forward(inputs) without recording a graph, so the
+// segment's intermediate tensors are freed as it goes and only its inputs are kept (with
+// its outputs, which the caller holds). The outputs are recorded as one op: once backward
+// has delivered the gradients of every output it reaches, recompute(inputs) runs again
+// with the graph recorded, on detached copies of the inputs, and backward runs through
+// that graph. Leaves inside the segment (its parameters) get their gradients and fire
+// their grad-ready hooks there, in that nested pass; the inputs' gradients flow on to
+// whatever produced them.
+// requires: recompute(inputs) returns what forward(inputs) returned (as many tensors, the
+//   same shapes, and the same values for the gradients to be right); every output of the
+//   segment that depends on a leaf requiring grad depends on one in `params` or on an
+//   input; a parameter is used by one segment only (its hook fires once per segment).
+// ensures: an output that is one of the inputs passed through unchanged is that input
+//   itself, outside the checkpoint (its gradient skips the recompute); the others are new
+//   tensors that require grad. Without grad mode, or when no input and no param requires
+//   grad, this is forward(inputs) and records nothing.
+TensorList checkpoint(const SegmentFn& forward, SegmentFn recompute, const TensorList& inputs,
+                      const TensorList& params);
 
 }  // namespace quartet::engine

@@ -1,6 +1,10 @@
 #include "engine/model.h"
 
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/autograd.h"
 
 namespace quartet::engine {
 
@@ -34,8 +38,59 @@ TensorList Model::forward_stages(const TensorList& inputs, int begin, int end) {
     throw std::out_of_range("stages [" + std::to_string(begin) + ", " + std::to_string(end) +
                             ") out of range for " + std::to_string(num_stages()) + " stages");
   TensorList x = inputs;
-  for (int i = begin; i < end; ++i) x = stages_[i]->forward_list(x);
+  for (int i = begin; i < end; ++i)
+    x = checkpointing_ && grad_enabled() && i + 1 < num_stages() ? checkpoint_stage(i, x)
+                                                                  : stages_[i]->forward_list(x);
   return x;
+}
+
+namespace {
+
+// Puts a stage's buffers, generators and train/eval mode back as they were when the
+// guard was made.
+class StageStateGuard {
+ public:
+  explicit StageStateGuard(Module& stage) : stage_(stage), training_(stage.training()) {
+    MemTagScope tag(MemTag::workspace);
+    for (auto& [name, b] : stage.named_buffers()) {
+      buffers_.push_back(b);
+      saved_.push_back(b.clone());
+    }
+    for (Generator* g : stage.generators()) rng_.push_back(g->state());
+  }
+  ~StageStateGuard() {
+    for (size_t k = 0; k < buffers_.size(); ++k) buffers_[k].copy_from(saved_[k]);
+    std::vector<Generator*> gens = stage_.generators();
+    for (size_t k = 0; k < gens.size() && k < rng_.size(); ++k) gens[k]->set_state(rng_[k]);
+    if (stage_.training() != training_) stage_.train(training_);
+  }
+  StageStateGuard(const StageStateGuard&) = delete;
+  StageStateGuard& operator=(const StageStateGuard&) = delete;
+
+ private:
+  Module& stage_;
+  bool training_;
+  std::vector<Tensor> buffers_, saved_;
+  std::vector<std::string> rng_;
+};
+
+}  // namespace
+
+TensorList Model::checkpoint_stage(int i, const TensorList& inputs) {
+  std::shared_ptr<Module> stage = stages_[i];
+  // Where the stage's generators stand before forward draws: the recompute starts there.
+  std::vector<std::string> rng;
+  for (Generator* g : stage->generators()) rng.push_back(g->state());
+  const bool training = stage->training();
+  auto forward = [&stage](const TensorList& xs) { return stage->forward_list(xs); };
+  auto recompute = [stage, rng = std::move(rng), training](const TensorList& xs) {
+    StageStateGuard keep(*stage);  // what forward left: restored once the recompute is done
+    std::vector<Generator*> gens = stage->generators();
+    for (size_t k = 0; k < gens.size() && k < rng.size(); ++k) gens[k]->set_state(rng[k]);
+    if (stage->training() != training) stage->train(training);
+    return stage->forward_list(xs);
+  };
+  return checkpoint(forward, std::move(recompute), inputs, stage->parameters());
 }
 
 Tensor Model::forward(const Tensor& x) {

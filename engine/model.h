@@ -21,12 +21,28 @@ class Model : public Module {
   int stage_index(const std::string& name) const;
   Module& stage(int i);
 
-  // Runs stages [begin, end) on `inputs`.
+  // Runs stages [begin, end) on `inputs`. With checkpointing on and grad mode on, every
+  // stage but the model's last runs as an engine::checkpoint segment (engine/autograd.h):
+  // forward keeps only each stage's inputs, backward recomputes the stage with its graph.
+  // The last stage is left alone, as PyTorch's checkpoint_sequential leaves its last
+  // segment: backward would recompute it at once, for no memory saved. A cut model
+  // checkpoints each side's stages the same way (a split client's last stage included).
+  // The recompute sees the stage as forward saw it: its generators (Dropout) are rewound
+  // to where forward started, and its buffers (BatchNorm running statistics, which a
+  // training forward updates) are put back afterwards, so they move once per forward,
+  // as without checkpointing; the train/eval mode forward ran in is used again.
   TensorList forward_stages(const TensorList& inputs, int begin, int end);
   // All stages; requires one input and one output.
   Tensor forward(const Tensor& x) override;
 
+  // Activation checkpointing per stage (off by default): compute traded for memory.
+  void set_checkpointing(bool on) { checkpointing_ = on; }
+  bool checkpointing() const { return checkpointing_; }
+
  private:
+  TensorList checkpoint_stage(int i, const TensorList& inputs);
+
+  bool checkpointing_ = false;
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<Module>> stages_;
 };

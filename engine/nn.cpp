@@ -43,6 +43,14 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+std::vector<Generator*> Module::generators() {
+  std::vector<Generator*> out;
+  if (Generator* g = own_generator()) out.push_back(g);
+  for (auto& [name, child] : children_)
+    for (Generator* g : child->generators()) out.push_back(g);
+  return out;
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

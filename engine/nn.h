@@ -32,6 +32,10 @@ class Module {
   // Parameters then buffers: what safetensors saves.
   NamedTensors state_dict() const;
 
+  // The random generators this module and its children draw from in forward (Dropout's),
+  // in registration order: activation checkpointing replays them in its recompute.
+  std::vector<Generator*> generators();
+
   void train(bool on = true);
   void eval() { train(false); }
   bool training() const { return training_; }
@@ -42,6 +46,8 @@ class Module {
   Tensor register_buffer(std::string name, Tensor t);
   void register_module(std::string name, std::shared_ptr<Module> child);
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  // This module's own generator, if its forward draws random numbers.
+  virtual Generator* own_generator() { return nullptr; }
 
  private:
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
@@ -155,6 +161,9 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x) override;
   Generator& generator() { return gen_; }  // for checkpoints: state() / set_state()
   float p;
+
+ protected:
+  Generator* own_generator() override { return &gen_; }
 
  private:
   Generator gen_;

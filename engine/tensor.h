@@ -51,6 +51,7 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // leaves only; accumulates with += until zeroed
+  MemTag grad_tag = MemTag::gradients;  // what grad is charged to (a checkpoint's inputs: workspace)
   std::shared_ptr<Node> grad_fn;     // null for leaves and for tensors outside the graph
   std::vector<GradReadyHook> hooks;
 };

@@ -547,7 +547,7 @@ int run_role(const RoleOptions& opt) {
   }
   const ExperimentSpec spec = parse_spec(spec_json);
   const ArmSpec& arm = spec.arm(opt.arm);
-  std::unique_ptr<workloads::Workload> wl = load_workload(spec);
+  std::unique_ptr<workloads::Workload> wl = load_workload(spec, arm);
   const fs::path init = initial_weights_path(run_dir, spec, arm);
   if (remote && !fs::exists(init))  // same seed, same weights as the run's
     engine::save_safetensors(init.string(), wl->make_model(arm.model, spec.seed)->state_dict());

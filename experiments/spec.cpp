@@ -95,6 +95,10 @@ Field train_field() {
       clip,
       integer("eval_batch", "batch size for test-set evaluation", 1, 1000),
       integer("max_steps", "stop each arm after this many optimizer steps; 0: no limit", 0, 0),
+      Field{.name = "checkpoint", .type = FieldType::boolean,
+            .description = "activation checkpointing: each model stage but the last keeps only its inputs in "
+                           "forward and is recomputed in backward (less memory, more compute; every regime)",
+            .default_value = false},
   };
   return train;
 }
@@ -193,10 +197,11 @@ Field make_schema() {
       string("data_dir", "dataset folder; empty: the workload's default", ""),
       integer("train_samples", "use only the first N training samples; 0: all", 0, 0),
       integer("test_samples", "evaluate on the first N test samples; 0: all", 0, 0),
-      integer("volumes", "phantom workloads: phantoms made from the seed, the test ones included; default 20", 2),
-      integer("test_volumes", "phantom workloads: the last ones, held out for the metric; default 4", 1),
+      integer("volumes", "phantom workloads: phantoms made from the seed, the test ones included; default 20. "
+                         "msd-folder: use the first N cases; default all", 2),
+      integer("test_volumes", "volume workloads: the last ones, held out for the metric; default 4", 1),
       volume_size_field(),
-      integer("patch", "phantom workloads: voxels per side of a training patch and of an inference window; default 32",
+      integer("patch", "volume workloads: voxels per side of a training patch and of an inference window; default 32",
               1),
   };
   Field train = train_field();
@@ -214,6 +219,8 @@ Field make_schema() {
       required(string("name", "the arm's name: a folder name in the run")),
       required(string("regime", "how the model is trained", nullptr, trainers::regime_names())),
       string("model", "the model this arm trains (quartet list models); default: workload.model"),
+      integer("patch", "volume workloads: this arm's patch and inference window, voxels per side (memory against "
+                       "size); default: workload.patch", 1),
       integer("micro_batches",
               "accumulate: micro-batches per optimizer step; data_parallel: per rank, gradients "
               "communicated on the last only; the batch must split evenly",
@@ -272,6 +279,7 @@ TrainSpec train_from(const json& t) {
   s.clip_grad_norm = t.at("clip_grad_norm").get<double>();
   s.eval_batch = t.at("eval_batch").get<int64_t>();
   s.max_steps = t.at("max_steps").get<int64_t>();
+  s.checkpoint = t.at("checkpoint").get<bool>();
   return s;
 }
 
@@ -441,7 +449,7 @@ void check_model_fits(const std::string& workload, const std::string& model, con
   }
 }
 
-// The phantom workloads' fields: filled with their defaults on those workloads (so the
+// The volume workloads' fields: filled with their defaults on those workloads (so the
 // spec as run says what ran), refused on the others; the model must fit the workload.
 void check_workload(json& w, const std::string& path) {
   static const char* const kVolumeFields[] = {"volumes", "test_volumes", "volume_size", "patch"};
@@ -450,12 +458,30 @@ void check_workload(json& w, const std::string& path) {
   if (!workloads::is_volume_workload(name)) {
     for (const char* f : kVolumeFields)
       if (w.contains(f))
-        throw SpecError(path + "." + f + ": only the phantom workloads take " + f + ", this one is " + name);
+        throw SpecError(path + "." + f + ": only the volume workloads take " + f + ", this one is " + name);
     return;
   }
   for (const char* f : {"train_samples", "test_samples"})
     if (w.at(f).get<int64_t>() != 0)
       throw SpecError(path + "." + f + ": " + name + " counts volumes; use volumes and test_volumes");
+  if (name == "msd-folder") {
+    // Real data: the folder says how many volumes there are and how large; volumes, when
+    // given, takes the first ones (the workload checks it against the folder).
+    if (w.contains("volume_size"))
+      throw SpecError(path + ".volume_size: msd-folder's volumes keep their own sizes; only the phantom workloads "
+                      "take volume_size");
+    if (w.at("data_dir").get<std::string>().empty())
+      throw SpecError(path + ".data_dir: msd-folder needs the dataset's folder (dataset.json, imagesTr/, labelsTr/)");
+    if (!w.contains("test_volumes")) w["test_volumes"] = 4;
+    if (!w.contains("patch")) w["patch"] = 32;
+    if (w.contains("volumes") && w.at("test_volumes").get<int64_t>() >= w.at("volumes").get<int64_t>())
+      throw SpecError(path + ".test_volumes: expected fewer than volumes (" + w.at("volumes").dump() + "), got " +
+                      w.at("test_volumes").dump() + "; some must be left to train on");
+    if (w.at("model") == "unet3d" && w.at("patch").get<int64_t>() % 4 != 0)
+      throw SpecError(path + ".patch: unet3d pools twice, so the patch must be a multiple of 4, got " +
+                      w.at("patch").dump());
+    return;
+  }
   if (!w.contains("volumes")) w["volumes"] = 20;
   if (!w.contains("test_volumes")) w["test_volumes"] = 4;
   if (!w.contains("volume_size")) w["volume_size"] = 32;
@@ -504,9 +530,9 @@ ExperimentSpec parse_spec(json j) {
   check_model(spec.workload.model, "spec.workload.model");
   check_workload(j.at("workload"), "spec.workload");
   if (workloads::is_volume_workload(spec.workload.name)) {
-    spec.workload.volumes = w.at("volumes").get<int64_t>();
+    spec.workload.volumes = w.value("volumes", int64_t{0});  // msd-folder without it: all
     spec.workload.test_volumes = w.at("test_volumes").get<int64_t>();
-    spec.workload.volume_size = w.at("volume_size").get<int64_t>();
+    spec.workload.volume_size = w.value("volume_size", int64_t{0});
     spec.workload.patch = w.at("patch").get<int64_t>();
   }
 
@@ -524,6 +550,17 @@ ExperimentSpec parse_spec(json j) {
     arm.model = a.value("model", spec.workload.model);
     check_model(arm.model, path + ".model");
     check_model_fits(spec.workload.name, arm.model, path + ".model");
+    if (a.contains("patch")) {
+      arm.patch = a.at("patch").get<int64_t>();
+      if (!workloads::is_volume_workload(spec.workload.name))
+        throw SpecError(path + ".patch: only the volume workloads take patch, this one is " + spec.workload.name);
+      if (spec.workload.volume_size > 0 && arm.patch > spec.workload.volume_size)
+        throw SpecError(path + ".patch: expected at most volume_size (" + std::to_string(spec.workload.volume_size) +
+                        "), got " + std::to_string(arm.patch));
+      if (arm.model == "unet3d" && arm.patch % 4 != 0)
+        throw SpecError(path + ".patch: unet3d pools twice, so the patch must be a multiple of 4, got " +
+                        std::to_string(arm.patch));
+    }
 
     // The arm's train settings: the experiment's, patched by the arm's own.
     json train = j.at("train");

@@ -41,6 +41,7 @@ struct TrainSpec {
   double clip_grad_norm = 0.0;  // 0: off
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;  // 0: no limit; a cap for quick runs and tests
+  bool checkpoint = false;  // activation checkpointing per model stage
 };
 
 struct WorkloadSpec {
@@ -49,10 +50,10 @@ struct WorkloadSpec {
   std::string data_dir;        // empty: the workload's default
   int64_t train_samples = 0;   // 0: the whole training set
   int64_t test_samples = 0;    // 0: the whole test set
-  // Phantom segmentation workloads only (workloads/segmentation.h); filled when absent.
-  int64_t volumes = 20;        // phantoms made, test ones included
+  // Volume workloads only (workloads/segmentation.h); filled when absent.
+  int64_t volumes = 20;        // phantoms made, test ones included; msd-folder: first cases, 0 all
   int64_t test_volumes = 4;    // the last ones, held out
-  int64_t volume_size = 32;    // voxels per side
+  int64_t volume_size = 32;    // voxels per side (phantoms)
   int64_t patch = 32;          // voxels per side of a training patch and an inference window
 };
 
@@ -60,6 +61,7 @@ struct ArmSpec {
   std::string name;
   std::string regime;
   std::string model;          // the arm's own `model`, else the workload's
+  int64_t patch = 0;          // volume workloads: the arm's own patch; 0: the workload's
   int64_t micro_batches = 1;  // accumulate; data_parallel: per rank
   TrainSpec train;
   // data_parallel (docs/data_parallel.md)

@@ -17,6 +17,12 @@ workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
   return c;
 }
 
+workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmSpec& arm) {
+  workloads::WorkloadConfig c = workload_config(spec);
+  if (arm.patch > 0) c.patch = arm.patch;
+  return c;
+}
+
 std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir, const ExperimentSpec& spec,
                                            const ArmSpec& arm) {
   if (arm.model == spec.workload.model) return run_dir / "init.safetensors";
@@ -32,6 +38,7 @@ trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& ar
   c.ranks = arm.ranks;
   c.eval_batch = t.eval_batch;
   c.max_steps = t.max_steps;
+  c.checkpoint = t.checkpoint;
   c.target = t.target;
   const OptimizerSpec& o = t.optimizer;
   c.optimizer = {o.name,
@@ -57,14 +64,24 @@ trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& ar
   return c;
 }
 
-std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec) {
+namespace {
+
+std::unique_ptr<workloads::Workload> load(const workloads::WorkloadConfig& config) {
   try {
-    return workloads::make_workload(workload_config(spec));
+    return workloads::make_workload(config);
   } catch (const std::invalid_argument& e) {
     throw InputError(std::string("spec.workload: ") + e.what());
   } catch (const std::runtime_error& e) {
     throw InputError(e.what());
   }
+}
+
+}  // namespace
+
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec) { return load(workload_config(spec)); }
+
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, const ArmSpec& arm) {
+  return load(workload_config(spec, arm));
 }
 
 }  // namespace quartet::experiments

@@ -11,6 +11,8 @@
 namespace quartet::experiments {
 
 workloads::WorkloadConfig workload_config(const ExperimentSpec& spec);
+// The workload as one arm sees it: the experiment's, with the arm's own patch.
+workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmSpec& arm);
 
 // The weights an arm starts from, in the run folder: init.safetensors for the workload's
 // model (from the seed, or --init), init-<model>.safetensors for an arm with its own.
@@ -20,6 +22,7 @@ trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& ar
 
 // Loads the workload; a missing or corrupt dataset becomes a SpecError-like InputError.
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec);
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, const ArmSpec& arm);
 
 // Bad input that is not a spec field: a file, a folder, an argument. Exit code 2.
 class InputError : public std::runtime_error {

@@ -71,6 +71,7 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
     engine::reset_memory_peaks();
     // A model only while training: built, trained, freed.
     std::shared_ptr<engine::Model> model = wl.make_model(pool.ctx.model_name, pool.ctx.config.seed);
+    model->set_checkpointing(pool.ctx.config.checkpoint);
     result = train_client(*model, wl, pool.partition.clients[static_cast<size_t>(client)], global, lc, client,
                           start.round);
     memory = engine::memory_stats();

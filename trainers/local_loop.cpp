@@ -25,6 +25,7 @@ LoopPlan plan_loop(const TrainConfig& cfg, int64_t train_size) {
 std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx) {
   std::shared_ptr<engine::Model> model = ctx.workload->make_model(ctx.model_name, ctx.config.seed);
   engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
+  model->set_checkpointing(ctx.config.checkpoint);
   return model;
 }
 

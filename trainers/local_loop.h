@@ -25,7 +25,7 @@ struct LoopPlan {
 // Throws std::invalid_argument when the batch does not fit the training set.
 LoopPlan plan_loop(const TrainConfig& cfg, int64_t train_size);
 
-// The arm's model with the run's initial weights.
+// The arm's model with the run's initial weights, activation checkpointing as the arm says.
 std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx);
 
 // Ends a step: takes this step's training memory, evaluates `model` when `evaluate`

@@ -31,6 +31,9 @@ struct TrainConfig {
   nlohmann::json arm_settings = nlohmann::json::object();
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;       // 0: no cap
+  // Activation checkpointing per stage (engine::Model::set_checkpointing) on every model
+  // a role trains.
+  bool checkpoint = false;
   std::optional<double> target;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

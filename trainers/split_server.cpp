@@ -441,6 +441,7 @@ void SplitServer::run() {
         Half half{model_.get(), server_opt.get(), true};
         if (!shared) {
           copies[c] = ctx_.workload->make_model(ctx_.model_name, cfg.seed);
+          copies[c]->set_checkpointing(cfg.checkpoint);
           engine::NamedTensors dst = copies[c]->state_dict();
           assign(dst, flatten(model_->state_dict()));
           copy_opts[c] = make_optimizer(cfg.optimizer, stages_parameters(*copies[c], server_stages_));

@@ -194,12 +194,12 @@ struct Entry {
 };
 
 // unet3d's registered settings (docs/models.md): three levels of 16, 32, 64 channels.
-std::shared_ptr<Model> build_unet3d(Generator& gen) {
+std::shared_ptr<Model> build_unet3d(Generator& gen, int classes = medical3d::kPhantomClasses) {
   medical3d::UNet3dOptions o;
   o.depth = 3;
   o.base_channels = 16;
   o.norm = medical3d::UNetNorm::instance;
-  o.classes = medical3d::kPhantomClasses;
+  o.classes = classes;
   return medical3d::make_unet3d(o, gen);
 }
 
@@ -217,7 +217,7 @@ const std::vector<Entry>& registry() {
       {"unet3d",
        "3D U-Net: three levels (16, 32, 64 channels), two 3x3x3 conv-InstanceNorm-LeakyReLU per level, "
        "transposed-conv up, skips concatenated; a logit per class (3) and voxel; skips travel across cuts",
-       build_unet3d, kVolumeSegmentation, {1, 32, 32, 32}, medical3d::kPhantomClasses},
+       [](Generator& gen) { return build_unet3d(gen); }, kVolumeSegmentation, {1, 32, 32, 32}, medical3d::kPhantomClasses},
       {"cnn3d", "two 3x3x3 conv + max-pool blocks (16, 32 channels), global average pool, 32-2",
        [](Generator& gen) { return medical3d::make_cnn3d(gen, 2); }, kVolumeClassification, {1, 32, 32, 32}, 2},
   };
@@ -238,6 +238,18 @@ std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed
   const Entry& e = find(name);
   Generator gen(seed);
   return e.build(gen);
+}
+
+std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed, int classes) {
+  const Entry& e = find(name);
+  if (classes == e.num_classes) return make_model(name, seed);
+  if (name != "unet3d")
+    throw std::invalid_argument("model " + name + " has " + std::to_string(e.num_classes) + " classes, not " +
+                                std::to_string(classes) + "; only unet3d takes the data's number of classes");
+  if (classes < 2 || classes > 256)
+    throw std::invalid_argument("unet3d: classes must be in [2, 256], got " + std::to_string(classes));
+  Generator gen(seed);
+  return build_unet3d(gen, classes);
 }
 
 std::vector<std::string> model_names() {

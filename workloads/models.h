@@ -33,6 +33,11 @@ struct ModelInfo {
 // init, so the same seed gives the same weights in every regime and process.
 // Throws std::invalid_argument listing the known models for an unknown name.
 std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed);
+// The same with `classes` outputs in place of the registered number, for data with its
+// own label set (a Decathlon task): unet3d only, whose other settings stay the registered
+// ones. throws std::invalid_argument for another model with other classes than its own,
+// or classes outside [2, 256].
+std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed, int classes);
 
 std::vector<std::string> model_names();
 std::vector<ModelInfo> model_catalog();

@@ -1,21 +1,20 @@
 #include "workloads/segmentation.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "medical3d/inference.h"
 #include "medical3d/msd.h"
+#include "medical3d/nifti.h"
 #include "medical3d/transforms.h"
 #include "workloads/models.h"
 #include "workloads/sampler.h"
 
 namespace quartet::workloads {
 namespace {
-
-// Spatial sizes a model takes must be multiples of this: unet3d pools twice.
-int64_t size_multiple(const std::string& model) { return model == "unet3d" ? 4 : 1; }
 
 std::vector<int32_t> lesion_burden(const std::vector<medical3d::Sample>& volumes, int classes) {
   std::vector<int64_t> lesion;
@@ -58,9 +57,9 @@ SegmentationWorkload::SegmentationWorkload(std::string name, std::vector<medical
                                       ", outside [0, " + std::to_string(options_.classes) + ")");
     }
   check_workload_model(name_, default_model_);
-  if (options_.patch % size_multiple(default_model_) != 0)
+  if (options_.patch % spatial_multiple(default_model_) != 0)
     throw std::invalid_argument("workload " + name_ + ": " + default_model_ + " takes sizes divisible by " +
-                                std::to_string(size_multiple(default_model_)) + ", the patch is " +
+                                std::to_string(spatial_multiple(default_model_)) + ", the patch is " +
                                 std::to_string(options_.patch));
   burden_ = lesion_burden(train_, options_.classes);
 }
@@ -92,7 +91,7 @@ std::vector<std::string> SegmentationWorkload::model_names() const { return work
 
 std::shared_ptr<engine::Model> SegmentationWorkload::make_model(const std::string& model_name, uint64_t seed) const {
   check_workload_model(name_, model_name);
-  return workloads::make_model(model_name, seed);
+  return workloads::make_model(model_name, seed, options_.classes);
 }
 
 engine::Tensor SegmentationWorkload::loss(const engine::Tensor& logits, const std::vector<int32_t>& labels) const {
@@ -127,7 +126,32 @@ double SegmentationWorkload::evaluate(engine::Model& model, int64_t batch) const
   return total / static_cast<double>(test_.size());
 }
 
-medical3d::Volume normalise_phantom(medical3d::PhantomKind kind, const medical3d::Volume& image) {
+int64_t spatial_multiple(const std::string& model) { return model == "unet3d" ? 4 : 1; }
+
+medical3d::LabelVolume segment_volume(engine::Model& model, const medical3d::Volume& image, int64_t patch,
+                                      double overlap, int64_t batch) {
+  if (patch < 1 || batch < 1)
+    throw std::invalid_argument("segment_volume: patch and batch must be >= 1, got " + std::to_string(patch) +
+                                " and " + std::to_string(batch));
+  const bool was_training = model.training();
+  model.eval();
+  engine::NoGradScope no_grad;
+  medical3d::SlidingWindowOptions o;
+  o.window = {patch, patch, patch};
+  o.overlap = overlap;
+  o.batch = batch;
+  try {
+    medical3d::LabelVolume out =
+        medical3d::argmax_labels(medical3d::sliding_window_logits(model, image, o), image.grid);
+    model.train(was_training);
+    return out;
+  } catch (...) {
+    model.train(was_training);
+    throw;
+  }
+}
+
+medical3d::Volume normalise_image(medical3d::PhantomKind kind, const medical3d::Volume& image) {
   return kind == medical3d::PhantomKind::ct ? medical3d::window(image, 40.0f, 400.0f)
                                              : medical3d::zscore(image, medical3d::ZScoreOver::all);
 }
@@ -161,12 +185,75 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
   std::vector<medical3d::Sample> train, test;
   for (int64_t i = 0; i < c.volumes; ++i) {
     medical3d::Sample s = medical3d::make_phantom(kind, c.volume_size, medical3d::phantom_case_seed(c.seed, i));
-    s.image = normalise_phantom(kind, s.image);
+    s.image = normalise_image(kind, s.image);
     (i < c.volumes - c.test_volumes ? train : test).push_back(std::move(s));
   }
   SegmentationOptions o;
   o.patch = c.patch;
   o.classes = medical3d::kPhantomClasses;
+  o.seed = c.seed;
+  return std::make_unique<SegmentationWorkload>(c.name, std::move(train), std::move(test), o, model);
+}
+
+std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
+  if (c.name != "msd-folder") throw std::invalid_argument("make_msd_workload: \"" + c.name + "\" is not msd-folder");
+  const std::string model = c.model.empty() ? "unet3d" : c.model;
+  check_workload_model(c.name, model);
+  if (c.data_dir.empty())
+    throw std::invalid_argument("data_dir: msd-folder needs the dataset's folder (Medical Segmentation Decathlon "
+                                "layout: dataset.json, imagesTr/, labelsTr/)");
+  if (c.train_limit != 0 || c.test_limit != 0)
+    throw std::invalid_argument("train_samples, test_samples: msd-folder counts volumes; use volumes and test_volumes");
+  const medical3d::MsdDataset ds = medical3d::read_msd_dataset(c.data_dir);
+  const std::string json_path = c.data_dir + "/dataset.json";
+  if (ds.modality.size() > 1)
+    throw std::runtime_error(json_path + ": " + std::to_string(ds.modality.size()) +
+                             " modalities; the volume models take one channel");
+  const int64_t listed = static_cast<int64_t>(ds.training.size());
+  const int64_t used = c.volumes > 0 ? c.volumes : listed;
+  if (used > listed)
+    throw std::invalid_argument("volumes: " + std::to_string(used) + " asked, " + json_path + " lists " +
+                                std::to_string(listed) + " training cases");
+  if (c.test_volumes < 1 || c.test_volumes >= used)
+    throw std::invalid_argument("test_volumes: expected 1 to " + std::to_string(used - 1) + " of the " +
+                                std::to_string(used) + " cases (some must be left to train on), got " +
+                                std::to_string(c.test_volumes));
+  if (c.patch < 1 || c.patch % spatial_multiple(model) != 0)
+    throw std::invalid_argument("patch: expected a positive multiple of " + std::to_string(spatial_multiple(model)) +
+                                " for " + model + ", got " + std::to_string(c.patch));
+  std::string modality = ds.modality.empty() ? "" : ds.modality.begin()->second;
+  std::transform(modality.begin(), modality.end(), modality.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  const medical3d::PhantomKind kind = modality == "CT" ? medical3d::PhantomKind::ct : medical3d::PhantomKind::mri;
+
+  std::vector<medical3d::Sample> train, test;
+  int64_t voxels = 0;
+  int max_class = 0;
+  for (int64_t i = 0; i < used; ++i) {
+    const medical3d::MsdCase& mc = ds.training[static_cast<size_t>(i)];
+    medical3d::Sample s{medical3d::read_nifti(mc.image), medical3d::read_nifti_labels(mc.label)};
+    if (s.image.grid.dims != s.labels.grid.dims)
+      throw std::runtime_error(mc.label + ": " + std::to_string(s.labels.nx()) + "x" + std::to_string(s.labels.ny()) +
+                               "x" + std::to_string(s.labels.nz()) + " voxels, its image " + mc.image + " has " +
+                               std::to_string(s.image.nx()) + "x" + std::to_string(s.image.ny()) + "x" +
+                               std::to_string(s.image.nz()));
+    voxels += s.image.grid.voxel_count();
+    if (voxels > medical3d::kMaxVoxels)
+      throw std::invalid_argument("volumes: the first " + std::to_string(i + 1) + " cases of " + c.data_dir +
+                                  " exceed " + std::to_string(medical3d::kMaxVoxels) +
+                                  " voxels in all; use fewer (volumes)");
+    const auto counts = medical3d::class_counts(s.labels);
+    for (int k = 255; k > max_class; --k)
+      if (counts[static_cast<size_t>(k)] > 0) max_class = k;
+    s.image = normalise_image(kind, s.image);
+    (i < used - c.test_volumes ? train : test).push_back(std::move(s));
+  }
+  // The classes dataset.json names, or those the masks hold when it names none.
+  const int classes = ds.labels.empty() ? max_class + 1 : ds.labels.rbegin()->first + 1;
+  if (classes < 2)
+    throw std::runtime_error(json_path + ": one class only; segmentation needs background and at least one more");
+  SegmentationOptions o;
+  o.patch = c.patch;
+  o.classes = classes;
   o.seed = c.seed;
   return std::make_unique<SegmentationWorkload>(c.name, std::move(train), std::move(test), o, model);
 }

@@ -75,9 +75,22 @@ class SegmentationWorkload : public Workload {
   std::vector<int32_t> burden_;
 };
 
-// A phantom's image as the network sees it: CT windowed to the abdomen (centre 40 HU,
-// width 400) onto [0, 1]; MRI z-scored over every voxel.
-medical3d::Volume normalise_phantom(medical3d::PhantomKind kind, const medical3d::Volume& image);
+// An image as the network sees it, phantom or real: CT windowed to the abdomen (centre
+// 40 HU, width 400) onto [0, 1]; MRI z-scored over every voxel.
+medical3d::Volume normalise_image(medical3d::PhantomKind kind, const medical3d::Volume& image);
+
+// Spatial sizes (patches, windows) `model` takes are multiples of this: 4 for unet3d,
+// which pools twice; 1 otherwise.
+int64_t spatial_multiple(const std::string& model);
+
+// The segmentation of one normalised image, as evaluate() makes it: sliding windows of
+// `patch` voxels per side overlapping by `overlap`, `batch` windows a forward pass, the
+// windows' logits averaged, argmax; on the image's grid. Runs in eval mode without grad
+// and leaves the model's mode as it was.
+// requires a model that maps (B, 1, P, P, P) to (B, classes, P, P, P), classes <= 256;
+// patch >= 1, batch >= 1, 0 <= overlap < 1 (else std::invalid_argument).
+medical3d::LabelVolume segment_volume(engine::Model& model, const medical3d::Volume& image, int64_t patch,
+                                      double overlap, int64_t batch);
 
 // "phantom-ct-seg" or "phantom-mri-seg" from config: phantoms
 // make_phantom(kind, volume_size, phantom_case_seed(seed, i)) for i in [0, volumes), the
@@ -85,5 +98,18 @@ medical3d::Volume normalise_phantom(medical3d::PhantomKind kind, const medical3d
 // throws std::invalid_argument unless 1 <= test_volumes < volumes <= 10000, volume_size is
 // a phantom size, 1 <= patch <= volume_size, and the model fits.
 std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& config);
+
+// "msd-folder": the Medical Segmentation Decathlon folder config.data_dir
+// (medical3d/msd.h), trained and scored as the phantoms are. Its training cases in
+// dataset.json's order, the first `volumes` of them (0: all), the last test_volumes held
+// out (the Decathlon's imagesTs have no labels). A "CT" modality is windowed like the CT
+// phantoms, any other z-scored like the MRI ones; volumes keep their own sizes and
+// spacings (no resampling). Classes: 1 + the largest index dataset.json's "labels" names
+// (else the largest class in the masks); unet3d gets that many outputs.
+// throws std::invalid_argument for a missing data_dir, volumes past the listed cases, a
+// bad test_volumes or patch (a multiple of 4 for unet3d, at most every volume's size), or
+// more than kMaxVoxels voxels in all; std::runtime_error naming the file for an unreadable
+// folder or volume, an image and mask of different sizes, several modalities, or one class.
+std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& config);
 
 }  // namespace quartet::workloads

@@ -96,11 +96,11 @@ double ImageClassificationWorkload::evaluate(engine::Model& model, const ImageDa
 }
 
 std::vector<std::string> workload_names() {
-  return {"fashion-mnist", "synthetic", "phantom-ct-seg", "phantom-mri-seg"};
+  return {"fashion-mnist", "synthetic", "phantom-ct-seg", "phantom-mri-seg", "msd-folder"};
 }
 
 bool is_volume_workload(const std::string& workload) {
-  return workload == "phantom-ct-seg" || workload == "phantom-mri-seg";
+  return workload == "phantom-ct-seg" || workload == "phantom-mri-seg" || workload == "msd-folder";
 }
 
 std::vector<std::string> workload_model_names(const std::string& workload) {
@@ -144,6 +144,7 @@ DatasetSplits limited(DatasetSplits d, const WorkloadConfig& config) {
 }  // namespace
 
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config) {
+  if (config.name == "msd-folder") return make_msd_workload(config);
   if (is_volume_workload(config.name)) return make_phantom_workload(config);
   const std::string model = config.model.empty() ? "cnn" : config.model;
   if (config.name == "fashion-mnist") {

@@ -28,7 +28,9 @@ struct WorkloadConfig {
   int64_t test_limit = 0;
   // Phantom segmentation (workloads/segmentation.h): phantoms 0..volumes-1 of the seed
   // (medical3d/msd.h's phantom_case_seed), the last test_volumes held out; cubic volumes
-  // of volume_size voxels, trained on patches of patch voxels.
+  // of volume_size voxels, trained on patches of patch voxels. msd-folder: the first
+  // `volumes` cases of data_dir (0: all), the last test_volumes held out; volume_size
+  // unused.
   int64_t volumes = 20;
   int64_t test_volumes = 4;
   int64_t volume_size = 32;
@@ -132,7 +134,8 @@ std::vector<std::string> workload_model_names(const std::string& workload);
 void check_workload_model(const std::string& workload, const std::string& model);
 
 // "fashion-mnist" loads data_dir (default kFashionMnistDir); "synthetic" generates
-// synthetic_train/test samples from seed; "phantom-ct-seg" and "phantom-mri-seg" make
+// synthetic_train/test samples from seed; "msd-folder" reads a Decathlon folder
+// (data_dir); "phantom-ct-seg" and "phantom-mri-seg" make
 // `volumes` phantoms from seed (workloads/segmentation.h). Throws std::invalid_argument
 // for an unknown workload or model (listing the known ones) or bad sizes, and
 // std::runtime_error for unreadable data.

@@ -130,7 +130,7 @@ TEST_F(VolumeCli, PhantomSpecFieldsAreCheckedAndFilled) {
   j = json::parse(R"({"name": "x", "workload": {"name": "synthetic", "model": "mlp", "volumes": 4},
                       "train": {"batch": 8}, "arms": [{"name": "s", "regime": "single"}]})");
   expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_),
-                    "spec.workload.volumes: only the phantom workloads take volumes");
+                    "spec.workload.volumes: only the volume workloads take volumes");
 }
 
 // Split with one client and the cut after enc2 sends {e1, e2} each step, and the voxel

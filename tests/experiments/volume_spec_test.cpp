@@ -60,7 +60,7 @@ TEST(VolumeSpec, ImageWorkloadsAreNotGivenVolumeFields) {
                            "train": {"batch": 8}, "arms": [{"name": "s", "regime": "single"}]})");
   EXPECT_FALSE(parse_spec(j).json.at("workload").contains("volumes"));
   j["workload"]["patch"] = 16;
-  EXPECT_EQ(error_of(j), "spec.workload.patch: only the phantom workloads take patch, this one is synthetic");
+  EXPECT_EQ(error_of(j), "spec.workload.patch: only the volume workloads take patch, this one is synthetic");
 }
 
 TEST(VolumeSpec, BadSizesNameTheField) {
@@ -88,6 +88,87 @@ TEST(VolumeSpec, ModelsMustFitTheWorkload) {
   j["arms"][0]["model"] = "cnn3d";
   EXPECT_NE(error_of(j).find("spec.arms[0].model: model cnn3d does not fit workload phantom-mri-seg"),
             std::string::npos);
+}
+
+TEST(VolumeSpec, CheckpointIsOffUnlessTheTrainSettingsOrAnArmTurnItOn) {
+  json j = phantom();
+  j["arms"].push_back({{"name", "ckpt"}, {"regime", "single"}, {"train", {{"checkpoint", true}}}});
+  const ExperimentSpec spec = parse_spec(j);
+  EXPECT_FALSE(spec.arms[0].train.checkpoint);
+  EXPECT_EQ(spec.json["arms"][0]["train"]["checkpoint"], false);
+  EXPECT_TRUE(spec.arms[1].train.checkpoint);
+  EXPECT_TRUE(train_config(spec, spec.arms[1]).checkpoint);
+  EXPECT_FALSE(train_config(spec, spec.arms[0]).checkpoint);
+  j["train"]["checkpoint"] = true;
+  EXPECT_TRUE(parse_spec(j).arms[0].train.checkpoint);
+}
+
+TEST(VolumeSpec, ANonBooleanCheckpointNamesTheField) {
+  json j = phantom();
+  j["arms"][0]["train"] = {{"checkpoint", "yes"}};
+  EXPECT_NE(error_of(j).find("spec.arms[0].train.checkpoint"), std::string::npos) << error_of(j);
+}
+
+json msd() {
+  return json::parse(R"({
+    "name": "m",
+    "workload": {"name": "msd-folder", "model": "unet3d", "data_dir": "data/Task03_Liver"},
+    "train": {"epochs": 1, "batch": 2},
+    "arms": [{"name": "single", "regime": "single"}]
+  })");
+}
+
+TEST(VolumeSpec, MsdFolderTakesTheFolderAndFillsTestVolumesAndPatch) {
+  const ExperimentSpec spec = parse_spec(msd());
+  const json& w = spec.json.at("workload");
+  EXPECT_EQ(w.at("test_volumes"), 4);
+  EXPECT_EQ(w.at("patch"), 32);
+  EXPECT_FALSE(w.contains("volumes")) << "every case of the folder";
+  EXPECT_FALSE(w.contains("volume_size"));
+  const workloads::WorkloadConfig c = workload_config(spec);
+  EXPECT_EQ(c.data_dir, "data/Task03_Liver");
+  EXPECT_EQ(c.volumes, 0);
+  EXPECT_EQ(c.test_volumes, 4);
+  EXPECT_EQ(c.patch, 32);
+}
+
+TEST(VolumeSpec, MsdFolderFieldsNameTheField) {
+  json j = msd();
+  j["workload"]["data_dir"] = "";
+  EXPECT_NE(error_of(j).find("spec.workload.data_dir: msd-folder needs the dataset's folder"), std::string::npos)
+      << error_of(j);
+  j = msd();
+  j["workload"]["volume_size"] = 64;
+  EXPECT_NE(error_of(j).find("spec.workload.volume_size: msd-folder's volumes keep their own sizes"),
+            std::string::npos) << error_of(j);
+  j = msd();
+  j["workload"]["volumes"] = 4;
+  EXPECT_NE(error_of(j).find("spec.workload.test_volumes: expected fewer than volumes (4)"), std::string::npos)
+      << error_of(j);
+  j = msd();
+  j["workload"]["patch"] = 30;
+  EXPECT_NE(error_of(j).find("spec.workload.patch: unet3d pools twice"), std::string::npos) << error_of(j);
+}
+
+TEST(VolumeSpec, AnArmsPatchReachesItsWorkloadConfigOnly) {
+  json j = phantom();
+  j["workload"]["volume_size"] = 64;
+  j["arms"].push_back({{"name", "p64"}, {"regime", "single"}, {"patch", 64}});
+  const ExperimentSpec spec = parse_spec(j);
+  EXPECT_EQ(workload_config(spec, spec.arms[0]).patch, 32);
+  EXPECT_EQ(workload_config(spec, spec.arms[1]).patch, 64);
+  EXPECT_EQ(workload_config(spec).patch, 32);
+}
+
+TEST(VolumeSpec, AnArmsPatchIsCheckedLikeTheWorkloads) {
+  json j = phantom();
+  j["arms"][0]["patch"] = 64;
+  EXPECT_EQ(error_of(j), "spec.arms[0].patch: expected at most volume_size (32), got 64");
+  j["arms"][0]["patch"] = 30;
+  EXPECT_EQ(error_of(j), "spec.arms[0].patch: unet3d pools twice, so the patch must be a multiple of 4, got 30");
+  j = json::parse(R"({"name": "t", "workload": {"name": "synthetic", "model": "mlp"},
+                      "train": {"batch": 8}, "arms": [{"name": "s", "regime": "single", "patch": 16}]})");
+  EXPECT_EQ(error_of(j), "spec.arms[0].patch: only the volume workloads take patch, this one is synthetic");
 }
 
 }  // namespace

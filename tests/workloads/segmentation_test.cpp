@@ -64,7 +64,7 @@ TEST(Segmentation, VolumesAreThePhantomCasesOfTheSeedNormalised) {
   const auto w = make_workload(phantoms());
   const auto ct = medical3d::make_phantom(medical3d::PhantomKind::ct, 32, medical3d::phantom_case_seed(4, 5));
   EXPECT_EQ(seg(w).test_volumes()[1].labels.voxels, ct.labels.voxels);
-  EXPECT_EQ(seg(w).test_volumes()[1].image.voxels, normalise_phantom(medical3d::PhantomKind::ct, ct.image).voxels);
+  EXPECT_EQ(seg(w).test_volumes()[1].image.voxels, normalise_image(medical3d::PhantomKind::ct, ct.image).voxels);
   for (float v : seg(w).train_volumes()[0].image.voxels) ASSERT_TRUE(v >= 0.0f && v <= 1.0f);
 }
 

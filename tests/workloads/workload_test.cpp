@@ -43,7 +43,8 @@ TEST(Workload, UnknownWorkloadListsTheKnownOnes) {
   WorkloadConfig c;
   c.name = "cifar";
   EXPECT_EQ(error_of([&] { make_workload(c); }),
-            "unknown workload \"cifar\"; known workloads: fashion-mnist, synthetic, phantom-ct-seg, phantom-mri-seg");
+            "unknown workload \"cifar\"; known workloads: fashion-mnist, synthetic, phantom-ct-seg, phantom-mri-seg, "
+            "msd-folder");
 }
 
 TEST(Workload, UnknownModelIsRefusedBeforeDataIsRead) {

@@ -1,0 +1,488 @@
+#include "gui/charts.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QCategoryAxis>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QPen>
+#include <QScatterSeries>
+#include <QStackedBarSeries>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "gui/json_util.h"
+#include "gui/projection.h"
+
+namespace quartet::gui {
+
+namespace {
+
+using Points = QList<QPointF>;
+
+// Removes every series and axis: bar charts are rebuilt on each fill.
+void reset(QChart* chart) {
+  chart->removeAllSeries();
+  for (QAbstractAxis* axis : chart->axes()) {
+    chart->removeAxis(axis);
+    delete axis;
+  }
+}
+
+QValueAxis* value_axis(const QString& title, double lo, double hi, const char* format = "%.0f") {
+  auto* axis = new QValueAxis;
+  axis->setTitleText(title);
+  axis->setRange(lo, hi);
+  axis->setLabelFormat(format);
+  axis->applyNiceNumbers();
+  return axis;
+}
+
+// A log axis from the decade below `lo` to the decade above `hi`.
+QLogValueAxis* log_axis(const QString& title, double lo, double hi, const char* format) {
+  auto* axis = new QLogValueAxis;
+  axis->setTitleText(title);
+  axis->setBase(10.0);
+  axis->setLabelFormat(format);
+  if (!(lo > 0) || !(hi > 0)) lo = 1.0, hi = 10.0;
+  axis->setRange(std::pow(10.0, std::floor(std::log10(lo))), std::pow(10.0, std::ceil(std::log10(hi * 1.0001))));
+  axis->setMinorTickCount(-1);
+  return axis;
+}
+
+QString label_of(const ArmResults& arm) { return QString::fromStdString(arm.label.empty() ? arm.name : arm.label); }
+
+void attach(QChart* chart, QAbstractSeries* series, QAbstractAxis* x, QAbstractAxis* y) {
+  chart->addSeries(series);
+  if (!chart->axes(Qt::Horizontal).contains(x)) chart->addAxis(x, Qt::AlignBottom);
+  if (!chart->axes(Qt::Vertical).contains(y)) chart->addAxis(y, Qt::AlignLeft);
+  series->attachAxis(x);
+  series->attachAxis(y);
+}
+
+void hide_from_legend(QChart* chart, QAbstractSeries* series) {
+  for (QLegendMarker* m : chart->legend()->markers(series)) m->setVisible(false);
+}
+
+// Line charts keep their series and axes between fills: each arm's series is found by
+// name and replace()d.
+struct LineSpec {
+  QString x_title, y_title;
+  bool log_y = false;
+  double y_cap = 0.0;  // the metric's ceiling (1 for accuracy), 0: none
+  const char* y_format = "%.2f";
+  const char* x_format = "%.0f";
+  std::function<Points(const ArmResults&)> points;
+};
+
+void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& spec,
+           const std::vector<std::pair<QString, Points>>& extra = {}) {
+  QList<QAbstractAxis*> xs = chart->axes(Qt::Horizontal), ys = chart->axes(Qt::Vertical);
+  QValueAxis* x = xs.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(xs.front());
+  QAbstractAxis* y = ys.isEmpty() ? nullptr : ys.front();
+  if (!x || !y) {
+    reset(chart);
+    x = value_axis(spec.x_title, 0.0, 1.0, spec.x_format);
+    y = spec.log_y ? static_cast<QAbstractAxis*>(log_axis(spec.y_title, 1.0, 10.0, spec.y_format))
+                   : value_axis(spec.y_title, 0.0, 1.0, spec.y_format);
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+  }
+  double x_hi = 0.0, y_lo = std::numeric_limits<double>::infinity(), y_hi = 0.0;
+  QStringList wanted;
+  auto place = [&](const QString& name, Points pts, const QColor& color, bool dashed) {
+    if (spec.log_y) pts.erase(std::remove_if(pts.begin(), pts.end(), [](const QPointF& p) { return !(p.y() > 0); }), pts.end());
+    if (pts.isEmpty()) return;
+    wanted << name;
+    QLineSeries* s = nullptr;
+    for (QAbstractSeries* existing : chart->series())
+      if (existing->name() == name) s = qobject_cast<QLineSeries*>(existing);
+    if (!s) {
+      s = new QLineSeries;
+      s->setName(name);
+      QPen pen(color);
+      pen.setWidthF(2.0);
+      if (dashed) pen.setStyle(Qt::DashLine);
+      s->setPen(pen);
+      attach(chart, s, x, y);
+    }
+    s->setPointsVisible(!dashed && pts.size() <= 60);
+    s->replace(pts);
+    for (const QPointF& p : pts) {
+      x_hi = std::max(x_hi, p.x());
+      y_lo = std::min(y_lo, p.y());
+      y_hi = std::max(y_hi, p.y());
+    }
+  };
+  for (size_t i = 0; i < arms.size(); ++i) place(label_of(arms[i]), spec.points(arms[i]), arm_color(i), false);
+  for (const auto& [name, pts] : extra) place(name, pts, QColor(120, 120, 120), true);
+  for (QAbstractSeries* s : chart->series())
+    if (!wanted.contains(s->name())) {
+      chart->removeSeries(s);
+      delete s;
+    }
+  x->setRange(0.0, x_hi > 0 ? x_hi * 1.03 : 1.0);
+  x->applyNiceNumbers();
+  x->setLabelFormat(x->max() <= 0.1 ? "%.3f" : x->max() <= 1.0 ? "%.2f" : x->max() <= 10.0 ? "%.1f" : "%.0f");
+  if (!std::isfinite(y_lo)) y_lo = 0.0, y_hi = 1.0;
+  if (auto* ly = qobject_cast<QLogValueAxis*>(y)) {
+    if (y_lo > 0) {
+      ly->setRange(std::pow(10.0, std::floor(std::log10(y_lo))), std::pow(10.0, std::ceil(std::log10(y_hi * 1.0001))));
+    }
+  } else if (auto* vy = qobject_cast<QValueAxis*>(y)) {
+    const double pad = std::max(0.02, (y_hi - y_lo) * 0.08);
+    double top = y_hi + pad;
+    if (spec.y_cap > 0 && y_hi <= spec.y_cap) top = std::min(top, spec.y_cap);
+    vy->setRange(std::max(0.0, y_lo - pad), top);
+    vy->applyNiceNumbers();
+    if (spec.y_cap > 0 && vy->max() > spec.y_cap && y_hi <= spec.y_cap) vy->setMax(spec.y_cap);
+  }
+  chart->legend()->setVisible(true);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+// The dashed target line of a quality chart, when the arms share one.
+std::vector<std::pair<QString, Points>> target_line(const std::vector<ArmResults>& arms, bool by_samples) {
+  double target = 0.0, x_hi = 0.0;
+  for (const ArmResults& a : arms) {
+    const double t = number(a.summary, "target", number(member(a.spec, "train"), "target"));
+    if (t > 0 && target > 0 && t != target) return {};  // runs with different targets: no one line
+    if (t > 0) target = t;
+    for (const EvalPoint& e : eval_points(a)) x_hi = std::max(x_hi, by_samples ? static_cast<double>(e.samples) : e.wall);
+  }
+  if (!(target > 0) || !(x_hi > 0)) return {};
+  return {{QString("target %1").arg(target), Points{{0.0, target}, {x_hi, target}}}};
+}
+
+void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples) {
+  LineSpec spec;
+  spec.x_title = by_samples ? "training samples" : "wall time (s)";
+  spec.y_title = "test quality (the workload's metric)";
+  spec.y_cap = 1.0;
+  spec.points = [by_samples](const ArmResults& a) {
+    Points pts;
+    for (const EvalPoint& e : eval_points(a)) pts.append({by_samples ? static_cast<double>(e.samples) : e.wall, e.value});
+    return pts;
+  };
+  lines(chart, arms, spec, target_line(arms, by_samples));
+}
+
+// A bar chart's content: categories along x, one bar set per series of values.
+struct Bars {
+  QStringList categories;
+  std::vector<QString> sets;
+  std::vector<QColor> colors;
+  std::vector<std::vector<double>> values;  // per set, per category
+  bool stacked = false;
+  bool labels = false;  // values above the bars
+  QString y_title;
+  bool log_y = false;
+  double y_lo = 0.0, y_hi = 1.0;
+  const char* y_format = "%.0f";
+};
+
+// Refreshes a bar chart in place when its categories and sets are unchanged (so a live
+// view does not rebuild its axes twice a second); otherwise rebuilds it.
+void bars(QChart* chart, const Bars& b) {
+  QAbstractBarSeries* series = nullptr;
+  if (chart->series().size() == 1) series = qobject_cast<QAbstractBarSeries*>(chart->series().front());
+  QBarCategoryAxis* x = nullptr;
+  if (!chart->axes(Qt::Horizontal).isEmpty()) x = qobject_cast<QBarCategoryAxis*>(chart->axes(Qt::Horizontal).front());
+  QAbstractAxis* y = chart->axes(Qt::Vertical).isEmpty() ? nullptr : chart->axes(Qt::Vertical).front();
+  bool same = series && x && y && x->categories() == b.categories && series->count() == static_cast<int>(b.sets.size()) &&
+              (qobject_cast<QLogValueAxis*>(y) != nullptr) == b.log_y;
+  for (int i = 0; same && i < series->count(); ++i) same = series->barSets()[i]->label() == b.sets[i];
+  if (same) {
+    for (size_t i = 0; i < b.sets.size(); ++i)
+      for (int c = 0; c < b.categories.size(); ++c) series->barSets()[static_cast<int>(i)]->replace(c, b.values[i][c]);
+    if (auto* ly = qobject_cast<QLogValueAxis*>(y)) {
+      ly->setRange(b.y_lo, b.y_hi);
+    } else if (auto* vy = qobject_cast<QValueAxis*>(y)) {
+      vy->setRange(b.y_lo, b.y_hi);
+      vy->applyNiceNumbers();
+    }
+    return;
+  }
+  // Rebuild the series, but keep the axes: a chart whose axes are swapped while it is
+  // shown can keep drawing the old ones' labels.
+  chart->removeAllSeries();
+  if (y && (qobject_cast<QLogValueAxis*>(y) != nullptr) != b.log_y) {
+    chart->removeAxis(y);
+    delete y;
+    y = nullptr;
+  }
+  if (!x) {
+    reset(chart);
+    x = new QBarCategoryAxis;
+    y = nullptr;
+  }
+  x->setCategories(b.categories);
+  x->setLabelsAngle(b.categories.size() > 6 ? -30 : 0);
+  if (!y) {
+    if (b.log_y) {
+      auto* ly = new QLogValueAxis;
+      ly->setBase(10.0);
+      ly->setLabelFormat(b.y_format);
+      ly->setMinorTickCount(-1);
+      y = ly;
+    } else {
+      y = value_axis(b.y_title, b.y_lo, b.y_hi, b.y_format);
+    }
+    y->setTitleText(b.y_title);
+  }
+  if (auto* ly = qobject_cast<QLogValueAxis*>(y)) {
+    ly->setRange(b.y_lo, b.y_hi);
+  } else if (auto* vy = qobject_cast<QValueAxis*>(y)) {
+    vy->setRange(b.y_lo, b.y_hi);
+    vy->applyNiceNumbers();
+  }
+  QAbstractBarSeries* fresh = b.stacked ? static_cast<QAbstractBarSeries*>(new QStackedBarSeries)
+                                        : static_cast<QAbstractBarSeries*>(new QBarSeries);
+  for (size_t i = 0; i < b.sets.size(); ++i) {
+    auto* set = new QBarSet(b.sets[i]);
+    set->setColor(b.colors[i]);
+    set->setLabelColor(Qt::black);  // the default white vanishes above a bar
+    for (double v : b.values[i]) *set << v;
+    fresh->append(set);
+  }
+  if (b.labels) {
+    fresh->setLabelsVisible(true);
+    fresh->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
+    fresh->setLabelsFormat("@value");
+  }
+  attach(chart, fresh, x, y);
+  chart->legend()->setVisible(b.sets.size() > 1);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+void throughput(QChart* chart, const std::vector<ArmResults>& arms) {
+  Bars b;
+  b.sets = {"samples/s"};
+  b.colors = {arm_color(0)};
+  b.values = {{}};
+  b.labels = true;
+  b.y_title = "training samples per second";
+  double top = 1.0;
+  for (const ArmResults& a : arms) {
+    const double v = std::round(samples_per_second(a));
+    b.categories << label_of(a);
+    b.values[0].push_back(v);
+    top = std::max(top, v);
+  }
+  b.y_hi = top * 1.15;
+  bars(chart, b);
+}
+
+void memory(QChart* chart, const std::vector<ArmResults>& arms) {
+  Bars b;
+  b.stacked = true;
+  b.y_title = "peak tracked MiB per process (training)";
+  b.y_format = "%.1f";
+  std::vector<std::string> tags;
+  std::vector<std::vector<double>> rows;  // per category, per tag (MiB)
+  double top = 0.0;
+  for (const ArmResults& a : arms)
+    for (const ProcessMemory& p : process_memory(a)) {
+      b.categories << label_of(a) + (p.kind.empty() ? QString() : QString("<br>%1").arg(QString::fromStdString(p.kind)));
+      std::vector<double> row;
+      double sum = 0.0;
+      for (const auto& [tag, bytes] : p.tags) {
+        auto it = std::find(tags.begin(), tags.end(), tag);
+        const size_t at = static_cast<size_t>(it - tags.begin());
+        if (it == tags.end()) tags.push_back(tag);
+        if (row.size() <= at) row.resize(at + 1, 0.0);
+        row[at] = bytes / (1024.0 * 1024.0);
+        sum += row[at];
+      }
+      rows.push_back(row);
+      top = std::max(top, sum);
+    }
+  for (size_t t = 0; t < tags.size(); ++t) {
+    b.sets.push_back(QString::fromStdString(tags[t]));
+    b.colors.push_back(arm_color(t + 3));
+    std::vector<double> column;
+    for (const auto& row : rows) column.push_back(t < row.size() ? row[t] : 0.0);
+    b.values.push_back(column);
+  }
+  b.y_hi = top > 0 ? top * 1.1 : 1.0;
+  bars(chart, b);
+}
+
+void communication(QChart* chart, const std::vector<ArmResults>& arms) {
+  Bars b;
+  b.sets = {"bytes per process per epoch"};
+  b.colors = {arm_color(1)};
+  b.values = {{}};
+  b.y_title = "bytes per process per epoch";
+  b.log_y = true;
+  b.y_format = "%.0e";
+  double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+  std::vector<double> values;
+  for (const ArmResults& a : arms) {
+    const double v = bytes_per_process_per_epoch(a);
+    b.categories << label_of(a) + "<br>" + (v > 0 ? format_bytes(v) : QString("none"));
+    values.push_back(v);
+    if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  lo = std::isfinite(lo) ? lo / 10.0 : 1.0;
+  hi = hi > 0 ? hi * 3.0 : 10.0;
+  b.y_lo = std::pow(10.0, std::floor(std::log10(lo)));
+  b.y_hi = std::pow(10.0, std::ceil(std::log10(hi)));
+  // An arm without traffic sits at the axis floor: no bar, "none" in its label.
+  for (double v : values) b.values[0].push_back(v > 0 ? v : b.y_lo);
+  bars(chart, b);
+}
+
+void cumulative(QChart* chart, const std::vector<ArmResults>& arms) {
+  LineSpec spec;
+  spec.x_title = "wall time (s)";
+  spec.y_title = "bytes moved (every message once)";
+  spec.log_y = true;
+  spec.y_format = "%.0e";
+  spec.points = [](const ArmResults& a) {
+    Points pts;
+    for (const BytesPoint& b : cumulative_bytes(a)) pts.append({b.wall, b.bytes});
+    return pts;
+  };
+  lines(chart, arms, spec);
+}
+
+void projection(QChart* chart, const std::vector<ArmResults>& arms) {
+  chart->removeAllSeries();
+  const std::vector<std::string> links = projection_links();
+  QCategoryAxis* x = chart->axes(Qt::Horizontal).isEmpty() ? nullptr
+                                                            : qobject_cast<QCategoryAxis*>(chart->axes(Qt::Horizontal).front());
+  QLogValueAxis* y = chart->axes(Qt::Vertical).isEmpty() ? nullptr
+                                                          : qobject_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).front());
+  if (!x || !y) {
+    reset(chart);
+    x = new QCategoryAxis;
+    x->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+    x->append("loopback", 0.0);
+    for (size_t i = 0; i < links.size(); ++i) x->append(QString::fromStdString(links[i]), static_cast<double>(i + 1));
+    x->setRange(-0.4, static_cast<double>(links.size()) + 0.4);
+    x->setTitleText("link (dashed: projected from this run; markers: measured on the link the arm ran on)");
+    y = log_axis("seconds per epoch", 1.0, 10.0, "%g");
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+  }
+  double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+  struct Pending {
+    QLineSeries* line;
+    QScatterSeries* measured;
+  };
+  std::vector<Pending> pending;
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const ArmProjection p = project_arm(arms[i]);
+    if (!p.unavailable.empty()) continue;
+    auto* line = new QLineSeries;
+    line->setName(QString::fromStdString(p.arm));
+    QPen pen(arm_color(i));
+    pen.setWidthF(2.0);
+    pen.setStyle(Qt::DashLine);
+    line->setPen(pen);
+    line->setPointsVisible(true);
+    for (size_t l = 0; l < p.links.size(); ++l) {
+      const double s = p.links[l].seconds_per_epoch;
+      if (!(s > 0)) continue;
+      line->append(static_cast<double>(l + 1), s);
+      lo = std::min(lo, s), hi = std::max(hi, s);
+    }
+    auto* measured = new QScatterSeries;
+    measured->setName(QString::fromStdString(p.arm) + " (measured)");
+    measured->setColor(arm_color(i));
+    measured->setBorderColor(Qt::black);
+    measured->setMarkerSize(11.0);
+    const auto at = std::find(links.begin(), links.end(), p.measured_link);
+    const double mx = at == links.end() ? 0.0 : static_cast<double>(at - links.begin() + 1);
+    if (p.measured_seconds_per_epoch > 0) {
+      measured->append(mx, p.measured_seconds_per_epoch);
+      lo = std::min(lo, p.measured_seconds_per_epoch), hi = std::max(hi, p.measured_seconds_per_epoch);
+    }
+    pending.push_back({line, measured});
+  }
+  if (!std::isfinite(lo) || !(hi > 0)) lo = 1.0, hi = 10.0;
+  y->setRange(std::pow(10.0, std::floor(std::log10(lo))), std::pow(10.0, std::ceil(std::log10(hi * 1.0001))));
+  for (const Pending& p : pending) {
+    attach(chart, p.line, x, y);
+    attach(chart, p.measured, x, y);
+    hide_from_legend(chart, p.measured);
+  }
+  chart->legend()->setVisible(true);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+}  // namespace
+
+const std::vector<ChartInfo>& chart_kinds() {
+  static const std::vector<ChartInfo> kinds = {
+      {ChartKind::throughput, "throughput", "Throughput per arm"},
+      {ChartKind::quality_wall, "quality-wall", "Test quality against wall time"},
+      {ChartKind::quality_samples, "quality-samples", "Test quality against training samples"},
+      {ChartKind::memory, "memory", "Peak memory per process, by tag"},
+      {ChartKind::communication, "communication", "Communication per process per epoch (log scale)"},
+      {ChartKind::cumulative_bytes, "cumulative-bytes", "Bytes moved over time (log scale)"},
+      {ChartKind::projection, "projection", "Time per epoch over link profiles: measured and projected"},
+  };
+  return kinds;
+}
+
+const ChartInfo& chart_info(ChartKind kind) {
+  for (const ChartInfo& c : chart_kinds())
+    if (c.kind == kind) return c;
+  return chart_kinds().front();
+}
+
+QChart* make_chart(ChartKind kind, const std::vector<ArmResults>& arms) {
+  auto* chart = new QChart;
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->setTitle(chart_info(kind).title);
+  fill_chart(chart, kind, arms);
+  return chart;
+}
+
+void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& arms) {
+  switch (kind) {
+    case ChartKind::throughput: return throughput(chart, arms);
+    case ChartKind::quality_wall: return quality(chart, arms, false);
+    case ChartKind::quality_samples: return quality(chart, arms, true);
+    case ChartKind::memory: return memory(chart, arms);
+    case ChartKind::communication: return communication(chart, arms);
+    case ChartKind::cumulative_bytes: return cumulative(chart, arms);
+    case ChartKind::projection: return projection(chart, arms);
+  }
+}
+
+QColor arm_color(size_t index) {
+  // Tableau 10: distinct in print and for most colour-blind readers.
+  static const QColor kColors[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59),
+                                   QColor(0x76, 0xb7, 0xb2), QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48),
+                                   QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7), QColor(0x9c, 0x75, 0x5f),
+                                   QColor(0xba, 0xb0, 0xac)};
+  return kColors[index % (sizeof kColors / sizeof kColors[0])];
+}
+
+QString format_bytes(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (std::abs(bytes) >= 1000.0 && u < 4) bytes /= 1000.0, ++u;
+  return u == 0 ? QString("%1 B").arg(bytes, 0, 'f', 0) : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : 1).arg(units[u]);
+}
+
+QString format_mib(double bytes) { return QString("%1 MiB").arg(bytes / (1024.0 * 1024.0), 0, 'f', 1); }
+
+QString format_seconds(double seconds) {
+  if (!(seconds >= 0)) return "—";
+  if (seconds < 1.0) return QString("%1 ms").arg(seconds * 1000.0, 0, 'f', seconds < 0.01 ? 2 : 0);
+  if (seconds < 60.0) return QString("%1 s").arg(seconds, 0, 'f', 1);
+  const qint64 t = std::llround(seconds);
+  if (t < 3600) return QString("%1:%2").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
+  return QString("%1:%2:%3").arg(t / 3600).arg((t / 60) % 60, 2, 10, QChar('0')).arg(t % 60, 2, 10, QChar('0'));
+}
+
+}  // namespace quartet::gui

@@ -1,0 +1,51 @@
+#pragma once
+
+// The charts: one code path for the app's views and the offscreen report. Each chart is
+// filled from a snapshot of arms; filling again refreshes it in place (line series are
+// replace()d, bar series rebuilt), so a live view refreshes on a timer from the latest
+// snapshot and never appends from a worker thread.
+
+#include <QChart>
+#include <QColor>
+#include <QString>
+#include <vector>
+
+#include "gui/results_model.h"
+
+namespace quartet::gui {
+
+enum class ChartKind {
+  throughput,        // samples/s per arm (bars)
+  quality_wall,      // test metric against wall time (a line per arm)
+  quality_samples,   // test metric against training samples (a line per arm)
+  memory,            // tracked peak per tag, per kind of process (stacked bars, MiB)
+  communication,     // bytes per process per epoch (bars, log scale)
+  cumulative_bytes,  // bytes moved against wall time (a line per arm, log scale)
+  projection,        // time per epoch: measured, and projected over link profiles
+};
+
+struct ChartInfo {
+  ChartKind kind;
+  const char* id;     // file name stem in a report: "throughput", "quality-wall", …
+  const char* title;  // what the chart shows, in words
+};
+
+// Every chart, in the report's order.
+const std::vector<ChartInfo>& chart_kinds();
+const ChartInfo& chart_info(ChartKind kind);
+
+// A new chart of `kind` over `arms` (labels name them); the caller owns it.
+QChart* make_chart(ChartKind kind, const std::vector<ArmResults>& arms);
+
+// Refreshes a chart made by make_chart(kind, …) with a newer snapshot.
+void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& arms);
+
+// The colour of the i-th arm, the same in every chart.
+QColor arm_color(size_t index);
+
+// Numbers as charts and tables print them: "1.58 GB", "23.4 MiB", "2:05", "12.3 s".
+QString format_bytes(double bytes);
+QString format_mib(double bytes);
+QString format_seconds(double seconds);
+
+}  // namespace quartet::gui

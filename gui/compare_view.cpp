@@ -1,0 +1,141 @@
+#include "gui/compare_view.h"
+
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+#include "gui/chart_panel.h"
+#include "gui/charts.h"
+
+namespace quartet::gui {
+
+// Runs are lettered A, B, … in the list; the charts call their arms "A: single".
+std::string run_letter(size_t index) {
+  std::string letter(1, static_cast<char>('A' + index % 26));
+  if (index >= 26) letter += std::to_string(index / 26);
+  return letter;
+}
+
+CompareView::CompareView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QHBoxLayout(this);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  layout->addWidget(split);
+  auto* left = new QWidget(split);
+  auto* lv = new QVBoxLayout(left);
+  lv->setContentsMargins(0, 0, 0, 0);
+  tree_ = new QTreeWidget(left);
+  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status")});
+  tree_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  tree_->header()->setStretchLastSection(true);
+  tree_->setToolTip(tr("Tick the arms to compare"));
+  lv->addWidget(tree_, 1);
+  auto* buttons = new QHBoxLayout;
+  auto* open = new QPushButton(tr("Add run…"), left);
+  auto* remove = new QPushButton(tr("Remove run"), left);
+  buttons->addWidget(open);
+  buttons->addWidget(remove);
+  lv->addLayout(buttons);
+  error_ = new QLabel(left);
+  error_->setStyleSheet("color: #b00020;");
+  error_->setWordWrap(true);
+  error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  error_->hide();
+  lv->addWidget(error_);
+  charts_ = new ChartPanel(split);
+  split->addWidget(left);
+  split->addWidget(charts_);
+  split->setStretchFactor(1, 3);
+  split->setSizes({380, 1000});
+
+  connect(open, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run folder"));
+    if (!dir.isEmpty()) add_run(dir);
+  });
+  connect(remove, &QPushButton::clicked, this, &CompareView::remove_selected_run);
+  connect(tree_, &QTreeWidget::itemChanged, this, [this] {
+    if (!updating_) update_charts();
+  });
+}
+
+std::optional<QString> CompareView::add_run(const QString& dir) {
+  try {
+    add_run(load_run(dir.toStdString()));
+  } catch (const std::exception& e) {
+    const QString message = QString::fromStdString(e.what());
+    error_->setText(message);
+    error_->show();
+    return message;
+  }
+  error_->hide();
+  emit run_opened(dir);
+  return std::nullopt;
+}
+
+void CompareView::add_run(RunResults run) {
+  updating_ = true;
+  auto* top = new QTreeWidgetItem(tree_, {QString(), QString(), QString::fromStdString(run.status)});
+  top->setToolTip(0, QString::fromStdString(run.dir.string()));
+  for (const ArmResults& a : run.arms) {
+    auto* item = new QTreeWidgetItem(top, {QString::fromStdString(a.name), QString::fromStdString(a.regime),
+                                           QString::fromStdString(a.status)});
+    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+    item->setCheckState(0, a.roles.empty() && a.summary.is_null() ? Qt::Unchecked : Qt::Checked);
+  }
+  top->setExpanded(true);
+  runs_.push_back(std::move(run));
+  relabel();
+  updating_ = false;
+  update_charts();
+}
+
+void CompareView::relabel() {
+  for (size_t r = 0; r < runs_.size(); ++r)
+    if (QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(r)))
+      top->setText(0, QString::fromStdString(run_letter(r) + "  " + runs_[r].name + "  (" +
+                                             runs_[r].dir.filename().string() + ")"));
+}
+
+void CompareView::remove_selected_run() {
+  QTreeWidgetItem* item = tree_->currentItem();
+  if (!item) return;
+  if (item->parent()) item = item->parent();
+  const int at = tree_->indexOfTopLevelItem(item);
+  if (at < 0) return;
+  delete tree_->takeTopLevelItem(at);
+  runs_.erase(runs_.begin() + at);
+  relabel();
+  update_charts();
+}
+
+void CompareView::set_arm_checked(size_t run, const std::string& arm, bool checked) {
+  QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(run));
+  if (!top) return;
+  for (int i = 0; i < top->childCount(); ++i)
+    if (top->child(i)->text(0).toStdString() == arm) top->child(i)->setCheckState(0, checked ? Qt::Checked : Qt::Unchecked);
+}
+
+std::vector<ArmResults> CompareView::picked() const {
+  std::vector<ArmResults> out;
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    const QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(r));
+    for (size_t a = 0; a < runs_[r].arms.size(); ++a) {
+      if (!top || static_cast<int>(a) >= top->childCount() || top->child(static_cast<int>(a))->checkState(0) != Qt::Checked)
+        continue;
+      ArmResults arm = runs_[r].arms[a];
+      if (runs_.size() > 1) arm.label = run_letter(r) + ": " + arm.name;
+      out.push_back(std::move(arm));
+    }
+  }
+  return out;
+}
+
+void CompareView::update_charts() { charts_->show_arms(picked()); }
+
+QString CompareView::error_text() const { return error_->isHidden() ? QString() : error_->text(); }
+
+}  // namespace quartet::gui

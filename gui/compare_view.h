@@ -1,0 +1,58 @@
+#pragma once
+
+// Finished runs side by side: pick runs and their arms; the charts show the picked arms,
+// each named "A: arm" (the run's letter in the list) when more than one run is open.
+
+#include <QString>
+#include <QWidget>
+#include <optional>
+#include <vector>
+
+#include "gui/results_model.h"
+
+class QLabel;
+class QTreeWidget;
+class QTreeWidgetItem;
+
+namespace quartet::gui {
+
+class ChartPanel;
+
+class CompareView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit CompareView(QWidget* parent = nullptr);
+
+  // Opens a run folder with every arm picked. Returns the error, shown in the view, when
+  // the folder cannot be read; the runs already open stay as they were.
+  std::optional<QString> add_run(const QString& dir);
+  void add_run(RunResults run);
+  void remove_selected_run();
+  // Picks (or drops) one arm of the i-th run.
+  void set_arm_checked(size_t run, const std::string& arm, bool checked);
+
+  // The picked arms, labelled as the charts show them.
+  std::vector<ArmResults> picked() const;
+  const std::vector<RunResults>& runs() const { return runs_; }
+  ChartPanel* charts() const { return charts_; }
+  QString error_text() const;
+
+ signals:
+  void run_opened(const QString& dir);
+
+ private:
+  void update_charts();
+  void relabel();
+
+  std::vector<RunResults> runs_;
+  QTreeWidget* tree_;
+  QLabel* error_;
+  ChartPanel* charts_;
+  bool updating_ = false;
+};
+
+// "A", "B", …: how the comparison names its i-th run.
+std::string run_letter(size_t index);
+
+}  // namespace quartet::gui

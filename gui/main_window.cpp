@@ -1,0 +1,344 @@
+#include "gui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDesktopServices>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QUrl>
+
+#include "gui/chart_panel.h"
+#include "gui/compare_view.h"
+#include "gui/report.h"
+#include "gui/run_controller.h"
+#include "gui/run_view.h"
+#include "gui/spec_editor.h"
+#include "gui/volume_viewer.h"
+
+namespace quartet::gui {
+
+namespace {
+
+constexpr int kMaxRecent = 8;
+
+}  // namespace
+
+bool is_volume_file(const QString& path) { return path.endsWith(".nii") || path.endsWith(".nii.gz"); }
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  controller_ = new RunController(this);
+  editor_ = new SpecEditor;
+  run_view_ = new RunView(controller_);
+  compare_ = new CompareView;
+  viewer_ = new VolumeViewer;
+  tabs_ = new QTabWidget(this);
+  tabs_->addTab(editor_, tr("&Experiment"));
+  tabs_->addTab(run_view_, tr("&Run"));
+  tabs_->addTab(compare_, tr("&Compare"));
+  tabs_->addTab(viewer_, tr("&Volumes"));
+  setCentralWidget(tabs_);
+  build_menus();
+  statusBar()->showMessage(tr("Ready"));
+
+  connect(editor_, &SpecEditor::modified_changed, this, &MainWindow::update_title);
+  connect(controller_, &RunController::started, this, &MainWindow::update_run_actions);
+  connect(controller_, &RunController::finished, this, [this](int code, const QString& error) {
+    update_run_actions();
+    statusBar()->showMessage(code == 0 ? tr("Run finished: %1").arg(controller_->out_dir())
+                                       : tr("Run ended (exit code %1): %2").arg(code).arg(error.section('\n', 0, 0)));
+    // A finished run joins the comparison.
+    if (QFileInfo(controller_->out_dir() + "/spec.json").exists()) compare_->add_run(controller_->out_dir());
+  });
+  connect(compare_, &CompareView::run_opened, this, [this](const QString& dir) { remember(dir); });
+
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  restoreState(settings.value("window/state").toByteArray());
+  if (!settings.contains("window/geometry")) resize(1280, 860);
+  update_title();
+  update_run_actions();
+}
+
+void MainWindow::build_menus() {
+  auto add = [this](QMenu* menu, const QString& name, const QString& text, const QList<QKeySequence>& keys,
+                    auto slot) {
+    QAction* a = menu->addAction(text);
+    a->setObjectName(name);
+    a->setShortcuts(keys);
+    connect(a, &QAction::triggered, this, slot);
+    return a;
+  };
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  add(file, "new", tr("&New Experiment"), {QKeySequence::New}, [this] {
+    if (!confirm_discard()) return;
+    editor_->new_spec();
+    update_title();
+    show_tab(0);
+  });
+  add(file, "open", tr("&Open Experiment…"), {QKeySequence::Open}, [this] {
+    if (!confirm_discard()) return;
+    QSettings s;
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open an experiment file"), s.value("dirs/spec").toString(),
+                                                      tr("Experiment files (*.json);;All files (*)"));
+    if (path.isEmpty()) return;
+    s.setValue("dirs/spec", QFileInfo(path).absolutePath());
+    if (const QString e = open_spec(path); !e.isEmpty()) warn(tr("Cannot open the experiment"), e);
+  });
+  recent_menu_ = file->addMenu(tr("Open &Recent"));
+  rebuild_recent_menu();
+  add(file, "save", tr("&Save"), {QKeySequence::Save}, [this] {
+    QString path = editor_->path();
+    if (path.isEmpty()) {
+      path = QFileDialog::getSaveFileName(this, tr("Save the experiment"), QSettings().value("dirs/spec").toString(),
+                                          tr("Experiment files (*.json)"));
+      if (path.isEmpty()) return;
+    }
+    if (const QString e = save_spec(path); !e.isEmpty()) warn(tr("Cannot save the experiment"), e);
+  });
+  add(file, "save_as", tr("Save &As…"), {QKeySequence::SaveAs}, [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save the experiment as"), editor_->path(),
+                                                      tr("Experiment files (*.json)"));
+    if (path.isEmpty()) return;
+    if (const QString e = save_spec(path); !e.isEmpty()) warn(tr("Cannot save the experiment"), e);
+  });
+  file->addSeparator();
+  add(file, "open_results", tr("Open Res&ults…"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O)}, [this] {
+    QSettings s;
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run folder"), s.value("dirs/results").toString());
+    if (dir.isEmpty()) return;
+    s.setValue("dirs/results", QFileInfo(dir).absolutePath());
+    if (const QString e = open_results(dir); !e.isEmpty()) warn(tr("Cannot open the results"), e);
+  });
+  add(file, "open_volume", tr("Open &Volume…"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_I)}, [this] {
+    QSettings s;
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a CT or MRI volume"), s.value("dirs/volume").toString(),
+                                                      tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
+    if (path.isEmpty()) return;
+    s.setValue("dirs/volume", QFileInfo(path).absolutePath());
+    if (const QString e = open_volume(path); !e.isEmpty()) warn(tr("Cannot open the volume"), e);
+  });
+  add(file, "open_mask", tr("Open &Mask…"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M)}, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a segmentation mask"),
+                                                      QSettings().value("dirs/volume").toString(),
+                                                      tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
+    if (path.isEmpty()) return;
+    show_tab(3);
+    if (const QString e = viewer_->open_mask(path); !e.isEmpty()) warn(tr("Cannot open the mask"), e);
+  });
+  add(file, "export_charts", tr("&Export Charts…"), {QKeySequence(Qt::CTRL | Qt::Key_E)}, [this] {
+    ChartPanel* panel = tabs_->currentWidget() == compare_ ? compare_->charts() : run_view_->charts();
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the charts (PNG and SVG) into"));
+    if (dir.isEmpty()) return;
+    try {
+      const QStringList files = panel->export_to(dir, true, true);
+      statusBar()->showMessage(tr("%n chart file(s) written to %1", nullptr, static_cast<int>(files.size())).arg(dir));
+    } catch (const std::exception& e) {
+      warn(tr("Cannot export the charts"), QString::fromStdString(e.what()));
+    }
+  });
+  file->addSeparator();
+  add(file, "quit", tr("&Quit"), {QKeySequence::Quit}, [this] { close(); });
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  add(run, "run", tr("&Start"), {QKeySequence(Qt::Key_F5), QKeySequence(Qt::CTRL | Qt::Key_R)}, [this] {
+    if (const QString e = start_run(); !e.isEmpty()) warn(tr("Cannot start the run"), e);
+  });
+  add(run, "stop", tr("S&top"), {QKeySequence(Qt::SHIFT | Qt::Key_F5), QKeySequence(Qt::CTRL | Qt::Key_Period)},
+      [this] { stop_run(); });
+  run->addSeparator();
+  add(run, "report", tr("Write &Report for the Run Shown"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R)}, [this] {
+    QString index;
+    if (const QString e = write_report_for_shown_run(&index); !e.isEmpty()) {
+      warn(tr("Cannot write the report"), e);
+      return;
+    }
+    statusBar()->showMessage(tr("Report written: %1").arg(index));
+    QDesktopServices::openUrl(QUrl::fromLocalFile(index));
+  });
+  add(run, "results_dir", tr("Results &Folder…"), {}, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Where runs are written"), results_dir());
+    if (!dir.isEmpty()) QSettings().setValue("results_dir", dir);
+  });
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  add(view, "view_editor", tr("&Experiment"), {QKeySequence(Qt::CTRL | Qt::Key_1)}, [this] { show_tab(0); });
+  add(view, "view_run", tr("&Run"), {QKeySequence(Qt::CTRL | Qt::Key_2)}, [this] { show_tab(1); });
+  add(view, "view_compare", tr("&Compare"), {QKeySequence(Qt::CTRL | Qt::Key_3)}, [this] { show_tab(2); });
+  add(view, "view_volumes", tr("&Volumes"), {QKeySequence(Qt::CTRL | Qt::Key_4)}, [this] { show_tab(3); });
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  add(help, "about", tr("&About Quartet"), {}, [this] {
+    QMessageBox::about(this, tr("About Quartet"),
+                       tr("<b>Quartet</b> trains one model under several regimes (single, accumulate, "
+                          "data_parallel, federated, split) and shows what each costs in throughput, memory and "
+                          "communication, and what accuracy it buys.<p>The runner is <code>%1</code>.")
+                           .arg(controller_->quartet().toHtmlEscaped()));
+  });
+}
+
+QAction* MainWindow::action(const QString& name) const { return findChild<QAction*>(name); }
+
+QString MainWindow::open_spec(const QString& path) {
+  try {
+    editor_->load(path);
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  remember(path);
+  update_title();
+  show_tab(0);
+  statusBar()->showMessage(tr("Opened %1").arg(path));
+  return {};
+}
+
+QString MainWindow::save_spec(const QString& path) {
+  try {
+    editor_->save(path);
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  remember(path);
+  update_title();
+  statusBar()->showMessage(tr("Saved %1").arg(path));
+  return {};
+}
+
+QString MainWindow::open_results(const QString& dir) {
+  if (const auto e = compare_->add_run(dir)) return *e;
+  if (!controller_->running()) run_view_->show_results(compare_->runs().back());  // never hide a live run
+  show_tab(2);
+  return {};
+}
+
+QString MainWindow::open_volume(const QString& path) {
+  const QString e = viewer_->open_image(path);
+  if (!e.isEmpty()) return e;
+  remember(path);
+  show_tab(3);
+  return {};
+}
+
+QString MainWindow::results_dir() const {
+  return QSettings().value("results_dir", QDir::current().filePath("results")).toString();
+}
+
+QString MainWindow::start_run() {
+  if (controller_->running()) return tr("a run is already in progress; stop it first (Shift+F5)");
+  if (!editor_->validate()) {
+    show_tab(0);
+    return tr("the experiment is not valid: %1").arg(editor_->problem());
+  }
+  const nlohmann::json spec = editor_->spec();
+  const QString name = QString::fromStdString(spec.value("name", "run"));
+  QDir().mkpath(results_dir());
+  QString out = QDir(results_dir()).filePath(name + "-" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
+  // Inside the working folder, a relative path reads better (and is what `quartet run` prints).
+  if (const QString rel = QDir::current().relativeFilePath(out); !rel.startsWith("..")) out = rel;
+  if (!controller_->start(spec, out)) return controller_->error();
+  show_tab(1);
+  statusBar()->showMessage(tr("Running into %1").arg(out));
+  return {};
+}
+
+void MainWindow::stop_run() {
+  if (!controller_->running()) return;
+  controller_->stop();
+  statusBar()->showMessage(tr("Stopping: finished arms are kept"));
+}
+
+QString MainWindow::write_report_for_shown_run(QString* index_html) {
+  const RunResults& shown = run_view_->shown();
+  if (shown.dir.empty()) return tr("no run is shown: run an experiment or open a results folder first");
+  try {
+    const RunResults run = load_run(shown.dir);
+    write_report(run, parse_formats("png,svg,md,html"));
+    if (index_html) *index_html = QString::fromStdString((run.dir / "report" / "index.html").string());
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  return {};
+}
+
+QStringList MainWindow::recent_files() const { return QSettings().value("recent_files").toStringList(); }
+
+void MainWindow::remember(const QString& path) {
+  QSettings s;
+  QStringList recent = s.value("recent_files").toStringList();
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  recent.removeAll(abs);
+  recent.prepend(abs);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  s.setValue("recent_files", recent);
+  rebuild_recent_menu();
+}
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  const QStringList recent = recent_files();
+  for (int i = 0; i < recent.size(); ++i) {
+    const QString path = recent[i];
+    QAction* a = recent_menu_->addAction(QString("&%1 %2").arg(i + 1).arg(QFileInfo(path).fileName()));
+    a->setToolTip(path);
+    connect(a, &QAction::triggered, this, [this, path] {
+      const QString e = QFileInfo(path).isDir()   ? open_results(path)
+                        : is_volume_file(path)    ? open_volume(path)
+                        : confirm_discard()       ? open_spec(path)
+                                                  : QString();
+      if (!e.isEmpty()) warn(tr("Cannot open %1").arg(path), e);
+    });
+  }
+  recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::show_tab(int index) { tabs_->setCurrentIndex(index); }
+
+void MainWindow::update_title() {
+  const QString file = editor_->path().isEmpty() ? tr("untitled") : QFileInfo(editor_->path()).fileName();
+  setWindowTitle(QString("%1[*] — Quartet").arg(file));
+  setWindowModified(editor_->modified());
+}
+
+void MainWindow::update_run_actions() {
+  const bool running = controller_->running();
+  if (QAction* a = action("run")) a->setEnabled(!running);
+  if (QAction* a = action("stop")) a->setEnabled(running);
+}
+
+bool MainWindow::confirm_discard() {
+  if (!editor_->modified() || qEnvironmentVariableIsSet("QUARTET_GUI_NO_DIALOGS")) return true;
+  return QMessageBox::question(this, tr("Discard changes?"),
+                               tr("The experiment has unsaved changes. Discard them?")) == QMessageBox::Yes;
+}
+
+void MainWindow::warn(const QString& title, const QString& message) {
+  statusBar()->showMessage(message.section('\n', 0, 0));
+  if (!qEnvironmentVariableIsSet("QUARTET_GUI_NO_DIALOGS")) QMessageBox::warning(this, title, message);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (controller_->running() && !qEnvironmentVariableIsSet("QUARTET_GUI_NO_DIALOGS") &&
+      QMessageBox::question(this, tr("Stop the run?"), tr("A run is in progress. Stop it and quit?")) != QMessageBox::Yes) {
+    event->ignore();
+    return;
+  }
+  if (!confirm_discard()) {
+    event->ignore();
+    return;
+  }
+  controller_->stop();
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("window/state", saveState());
+  event->accept();
+}
+
+}  // namespace quartet::gui

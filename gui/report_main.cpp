@@ -1,0 +1,66 @@
+// quartet-report: a run folder's charts, summary and link projection, written into
+// RUN_DIR/report/. Reached as `quartet report …` (the runner hands over to it).
+
+#include <QApplication>
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "gui/report.h"
+#include "gui/results_model.h"
+
+namespace {
+
+// Qt's chatter about the headless platform is not the user's concern; real warnings pass.
+void qt_messages(QtMsgType type, const QMessageLogContext&, const QString& message) {
+  if (type == QtDebugMsg || type == QtInfoMsg) return;
+  if (message.startsWith("QStandardPaths:") || message.contains("propagateSizeHints")) return;
+  std::cerr << "quartet report: Qt: " << message.toStdString() << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"quartet report: charts (PNG/SVG), the summary table and the projection over link profiles of a "
+               "run folder, written into RUN_DIR/report/ only."};
+  app.name("quartet report");
+  std::string run_dir, formats = "png,svg,md,html";
+  app.add_option("run_dir", run_dir, "the run folder (quartet run made it)")->required();
+  app.add_option("--format", formats, "what to write, comma-separated: png, svg, md, html (md and html add png "
+                                      "when no image format is given)")
+      ->capture_default_str();
+  bool quiet = false;
+  app.add_flag("-q,--quiet", quiet, "print nothing on success");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  quartet::gui::ReportFormats f;
+  quartet::gui::RunResults run;
+  try {
+    f = quartet::gui::parse_formats(formats);
+    run = quartet::gui::load_run(run_dir);
+  } catch (const std::exception& e) {
+    std::cerr << "quartet report: " << e.what() << "\n";
+    return 2;
+  }
+  // Charts render offscreen: a report never needs a display.
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  qInstallMessageHandler(qt_messages);
+  int qt_argc = 1;
+  QApplication qt(qt_argc, argv);
+  try {
+    const auto written = quartet::gui::write_report(run, f);
+    if (!quiet) {
+      for (const std::string& w : run.warnings) std::cerr << "quartet report: warning: " << w << "\n";
+      std::cout << "quartet report: " << written.size() << " files in " << (run.dir / "report").string() << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "quartet report: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

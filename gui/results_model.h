@@ -1,0 +1,100 @@
+#pragma once
+
+// A run folder (docs/results.md) read into memory for the charts and the report: the
+// spec as run, each arm's summary and its roles' records. The same structures are built
+// live from `quartet run --progress=jsonl` events (gui/run_stream.h), so a chart cannot
+// tell a finished run from a running one.
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace quartet::gui {
+
+// A run folder that cannot be read: the message names the file and what is wrong.
+class ResultsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RoleRecords {
+  std::string role;                      // trainer, rank0, server, pool1, …
+  std::vector<nlohmann::json> records;   // every record of roles/<role>.jsonl, in order
+};
+
+struct EvalPoint {
+  int64_t step = 0;
+  int64_t samples = 0;
+  double epoch = 0.0;
+  double wall = 0.0;   // seconds since the arm started
+  double value = 0.0;  // the workload's metric
+};
+
+struct BytesPoint {
+  double wall = 0.0;
+  double bytes = 0.0;  // cumulative, every message counted once (at its sender)
+};
+
+// Tracked peak bytes per tag of one kind of process (a role's name without its index),
+// the largest process of that kind.
+struct ProcessMemory {
+  std::string kind;                                  // "" for a one-process arm
+  std::vector<std::pair<std::string, double>> tags;  // parameters, gradients, … in record order
+  double rss = 0.0;
+};
+
+struct ArmResults {
+  std::string name;
+  std::string label;   // what charts call it: the name, or "run / name" in a comparison
+  std::string regime;
+  std::string status;  // pending, running, finished, failed, interrupted (run.json or events)
+  std::string link = "loopback";  // the emulated link its Asio traffic crossed
+  std::string error;              // why it failed, when it did
+  nlohmann::json spec;            // the arm as run (defaults filled), or null
+  nlohmann::json summary;         // <arm>/summary.json, or null while it runs
+  std::vector<RoleRecords> roles;
+  int64_t total_samples = 0;      // planned training samples, when known (events)
+
+  // Adds one record to its role (a live run's step event).
+  void add_record(const nlohmann::json& record);
+  const RoleRecords* role(const std::string& name) const;
+  // The role whose step records carry the arm's clock and evaluations (trainer, rank0 or
+  // server); null before the first record.
+  const RoleRecords* timeline() const;
+};
+
+struct RunResults {
+  std::filesystem::path dir;
+  std::string name;
+  std::string status;        // run.json's, or "unknown" when it has none
+  nlohmann::json spec;       // spec.json's "spec"
+  nlohmann::json environment;
+  std::vector<ArmResults> arms;  // in the spec's order
+  std::vector<std::string> warnings;  // readable problems that did not stop the load
+};
+
+// Reads a run folder. Throws ResultsError naming the file for a folder that is not a run
+// (no spec.json), unreadable or malformed JSON, a corrupt record line, or fields of the
+// wrong type. A torn last record line (a killed writer) is not an error; an arm without a
+// summary yet is loaded from its records.
+RunResults load_run(const std::filesystem::path& dir);
+
+// Figures derived from an arm's records and summary, for charts; each tolerates a running
+// arm (no summary) and missing fields (returns empty or 0).
+std::vector<EvalPoint> eval_points(const ArmResults& arm);
+std::vector<BytesPoint> cumulative_bytes(const ArmResults& arm);
+double samples_per_second(const ArmResults& arm);  // training samples per training second
+double bytes_per_process_per_epoch(const ArmResults& arm);
+double epochs_done(const ArmResults& arm);
+int64_t samples_done(const ArmResults& arm);
+double train_seconds(const ArmResults& arm);  // wall minus evaluation
+std::vector<ProcessMemory> process_memory(const ArmResults& arm);
+std::vector<std::string> memory_tags();  // parameters, gradients, … in a fixed order
+
+// "pool" for "pool12", "rank" for "rank0": a role's kind.
+std::string role_kind(const std::string& role);
+
+}  // namespace quartet::gui

@@ -1,0 +1,117 @@
+#include "gui/run_controller.h"
+
+#include <signal.h>
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QTemporaryFile>
+#include <QTimer>
+
+namespace quartet::gui {
+
+RunController::RunController(QObject* parent)
+    : QObject(parent), quartet_(default_quartet()), stream_(std::make_unique<RunStream>()) {}
+
+RunController::~RunController() {
+  if (!running()) return;
+  // As Ctrl-C: the runner stops its role processes and marks the run interrupted; a
+  // runner that does not stop in time is killed (its roles then end with the coordinator).
+  ::kill(static_cast<pid_t>(process_->processId()), SIGINT);
+  if (!process_->waitForFinished(15000)) {
+    process_->kill();
+    process_->waitForFinished(5000);
+  }
+}
+
+QString RunController::default_quartet() {
+  const QString env = qEnvironmentVariable("QUARTET_BINARY");
+  if (!env.isEmpty()) return env;
+  return QDir(QCoreApplication::applicationDirPath()).filePath("quartet");
+}
+
+bool RunController::running() const { return process_ && process_->state() != QProcess::NotRunning; }
+
+bool RunController::start(const nlohmann::json& spec, const QString& out_dir) {
+  if (running()) {
+    error_ = tr("a run is already in progress");
+    return false;
+  }
+  if (!QFileInfo(quartet_).isExecutable()) {
+    error_ = tr("cannot find the quartet runner at %1 (set QUARTET_BINARY, or build it beside quartet-gui)")
+                 .arg(quartet_);
+    return false;
+  }
+  spec_file_ = std::make_unique<QTemporaryFile>(QDir::temp().filePath("quartet-gui-spec-XXXXXX.json"));
+  if (!spec_file_->open()) {
+    error_ = tr("cannot write the spec to a temporary file: %1").arg(spec_file_->errorString());
+    return false;
+  }
+  spec_file_->write(QByteArray::fromStdString(spec.dump(2)));
+  spec_file_->flush();
+  stream_ = std::make_unique<RunStream>(spec);
+  pending_.clear();
+  stderr_.clear();
+  error_.clear();
+  exit_code_ = -1;
+  out_dir_ = out_dir;
+  if (process_) process_->deleteLater();
+  process_ = new QProcess(this);
+  connect(process_, &QProcess::readyReadStandardOutput, this, &RunController::read_stdout);
+  connect(process_, &QProcess::readyReadStandardError, this, [this] {
+    stderr_ += QString::fromUtf8(process_->readAllStandardError());
+    if (stderr_.size() > 200000) stderr_ = stderr_.right(100000);
+    emit updated();
+  });
+  connect(process_, &QProcess::finished, this, &RunController::on_finished);
+  connect(process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    exit_code_ = -1;
+    error_ = tr("cannot start %1: %2").arg(quartet_, process_->errorString());
+    emit finished(exit_code_, error_);
+  });
+  process_->start(quartet_, {"run", spec_file_->fileName(), "--out", out_dir, "--progress=jsonl"});
+  emit started();
+  return true;
+}
+
+void RunController::stop() {
+  if (!running()) return;
+  ::kill(static_cast<pid_t>(process_->processId()), SIGINT);
+  QProcess* p = process_;
+  QTimer::singleShot(20000, p, [p] {
+    if (p->state() != QProcess::NotRunning) p->kill();
+  });
+}
+
+void RunController::read_stdout() {
+  pending_ += process_->readAllStandardOutput();
+  qsizetype nl;
+  bool any = false;
+  while ((nl = pending_.indexOf('\n')) >= 0) {
+    stream_->feed(pending_.left(nl).toStdString());
+    pending_.remove(0, nl + 1);
+    any = true;
+  }
+  if (any) emit updated();
+}
+
+void RunController::on_finished(int code, QProcess::ExitStatus status) {
+  read_stdout();
+  if (!pending_.isEmpty()) stream_->feed(pending_.toStdString());  // a last line without its newline
+  pending_.clear();
+  exit_code_ = status == QProcess::NormalExit ? code : -1;
+  QStringList why;
+  for (const std::string& e : stream_->errors()) why << QString::fromStdString(e);
+  if (why.isEmpty() && exit_code_ != 0) {
+    QStringList lines = stderr_.split('\n', Qt::SkipEmptyParts);
+    while (lines.size() > 6) lines.removeFirst();
+    why = lines;
+  }
+  if (status != QProcess::NormalExit) why << tr("the runner crashed (%1)").arg(process_->errorString());
+  else if (exit_code_ == 130) why << tr("stopped: finished arms are kept; continue with quartet run --resume %1").arg(out_dir_);
+  error_ = exit_code_ == 0 ? QString() : why.join('\n');
+  emit finished(exit_code_, error_);
+}
+
+}  // namespace quartet::gui

@@ -1,0 +1,44 @@
+#pragma once
+
+// A live run as results: the event stream of `quartet run --progress=jsonl`
+// (docs/results.md) folded into the same RunResults a finished run folder loads into.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gui/results_model.h"
+
+namespace quartet::gui {
+
+class RunStream {
+ public:
+  // `spec` (the experiment being run) names the arms before their first event.
+  explicit RunStream(const nlohmann::json& spec = nullptr);
+
+  // One line of the stream. A line that is not a JSON event is kept as log text, never
+  // an error: a crashing runner may write anything.
+  void feed(const std::string& line);
+
+  const RunResults& snapshot() const { return run_; }
+  const std::vector<std::string>& errors() const { return errors_; }  // "arm: message"
+  const std::vector<std::string>& log() const { return log_; }
+  bool finished() const { return finished_; }
+  // Grows with every change: a view refreshes when it differs from the one it drew.
+  uint64_t version() const { return version_; }
+
+ private:
+  ArmResults& arm(const std::string& name);
+
+  RunResults run_;
+  std::vector<std::string> errors_;
+  std::vector<std::string> log_;
+  bool finished_ = false;
+  uint64_t version_ = 0;
+};
+
+// How far an arm is, 0…1: samples done over the planned total (1 once finished).
+double arm_progress(const ArmResults& arm);
+
+}  // namespace quartet::gui

@@ -1,0 +1,163 @@
+#include "gui/run_view.h"
+
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QSplitter>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "gui/chart_panel.h"
+#include "gui/charts.h"
+#include "gui/run_controller.h"
+
+namespace quartet::gui {
+
+RunView::RunView(RunController* controller, QWidget* parent) : QWidget(parent), controller_(controller) {
+  auto* layout = new QVBoxLayout(this);
+  title_ = new QLabel(tr("No run yet: edit an experiment and press Run (F5), or open a results folder."), this);
+  title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  QFont big = title_->font();
+  big.setBold(true);
+  title_->setFont(big);
+  status_ = new QLabel(this);
+  error_ = new QLabel(this);
+  error_->setStyleSheet("color: #b00020;");
+  error_->setWordWrap(true);
+  error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  error_->hide();
+  arms_box_ = new QGroupBox(tr("Arms"), this);
+  arms_grid_ = new QGridLayout(arms_box_);
+  arms_grid_->setColumnStretch(1, 1);
+  layout->addWidget(title_);
+  layout->addWidget(status_);
+  layout->addWidget(error_);
+  layout->addWidget(arms_box_);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  charts_ = new ChartPanel(split);
+  log_ = new QPlainTextEdit(split);
+  log_->setReadOnly(true);
+  log_->setPlaceholderText(tr("The runner's messages appear here."));
+  log_->setMaximumBlockCount(2000);
+  split->addWidget(charts_);
+  split->addWidget(log_);
+  split->setStretchFactor(0, 5);
+  split->setStretchFactor(1, 1);
+  layout->addWidget(split, 1);
+
+  // Charts refresh from snapshots on a timer, never from the reader directly.
+  timer_ = new QTimer(this);
+  timer_->setInterval(500);
+  connect(timer_, &QTimer::timeout, this, &RunView::refresh);
+  timer_->start();
+  if (controller_) {
+    connect(controller_, &RunController::started, this, [this] {
+      live_ = true;
+      drawn_version_ = ~uint64_t{0};
+      refresh();
+    });
+    connect(controller_, &RunController::finished, this, [this] {
+      live_ = true;
+      drawn_version_ = ~uint64_t{0};
+      refresh();
+    });
+  }
+}
+
+void RunView::refresh() {
+  if (!controller_ || !live_) return;
+  const RunStream& s = controller_->stream();
+  const QString log = controller_->stderr_text();
+  const bool running = controller_->running();
+  if (s.version() == drawn_version_ && log.size() == drawn_log_ && running == drawn_running_) return;
+  drawn_version_ = s.version();
+  drawn_log_ = log.size();
+  drawn_running_ = running;
+  RunResults run = s.snapshot();
+  if (run.dir.empty()) run.dir = controller_->out_dir().toStdString();
+  if (!running && (run.status == "running" || run.status == "starting")) {
+    // The runner ended without saying how: its exit code does (130: stopped, as Ctrl-C).
+    const int code = controller_->exit_code();
+    run.status = code == 0 ? "finished" : code == 130 ? "interrupted" : "failed";
+  }
+  QString errors = controller_->running() ? QString() : controller_->error();
+  if (controller_->running())
+    for (const std::string& e : s.errors()) errors += (errors.isEmpty() ? "" : "\n") + QString::fromStdString(e);
+  show_snapshot(run, errors, log);
+}
+
+void RunView::show_results(const RunResults& run) {
+  live_ = false;
+  QString errors;
+  for (const ArmResults& a : run.arms)
+    if (!a.error.empty()) errors += (errors.isEmpty() ? "" : "\n") + QString::fromStdString(a.name + ": " + a.error);
+  for (const std::string& w : run.warnings) errors += (errors.isEmpty() ? "" : "\n") + QString::fromStdString(w);
+  show_snapshot(run, errors, QString());
+}
+
+void RunView::show_snapshot(const RunResults& run, const QString& errors, const QString& log) {
+  shown_ = run;
+  title_->setText(QString::fromStdString(run.name.empty() ? "run" : run.name) +
+                  (run.dir.empty() ? QString() : QString("  —  %1").arg(QString::fromStdString(run.dir.string()))));
+  status_->setText(tr("Status: %1").arg(QString::fromStdString(run.status)));
+  error_->setText(errors);
+  error_->setVisible(!errors.isEmpty());
+  if (log_->toPlainText() != log) log_->setPlainText(log);
+  rebuild_arms(run);
+  for (const ArmResults& a : run.arms) {
+    auto it = rows_.find(a.name);
+    if (it == rows_.end()) continue;
+    it->second.bar->setValue(static_cast<int>(arm_progress(a) * 1000.0));
+    const std::vector<EvalPoint> evals = eval_points(a);
+    QString detail = QString::fromStdString(a.status);
+    if (a.status != "pending") {
+      detail += tr(" · %1 samples/s").arg(samples_per_second(a), 0, 'f', 0);
+      if (!evals.empty()) detail += tr(" · quality %1").arg(evals.back().value, 0, 'f', 4);
+    }
+    if (!a.error.empty()) detail += " · " + QString::fromStdString(a.error);
+    it->second.detail->setText(detail);
+    it->second.detail->setStyleSheet(a.status == "failed" ? "color: #b00020;" : QString());
+  }
+  charts_->show_arms(run.arms);
+}
+
+void RunView::rebuild_arms(const RunResults& run) {
+  std::vector<std::string> order;
+  for (const ArmResults& a : run.arms) order.push_back(a.name);
+  if (order == row_order_) return;
+  for (auto& [name, row] : rows_) {
+    delete row.name;
+    delete row.bar;
+    delete row.detail;
+  }
+  rows_.clear();
+  int r = 0;
+  for (const ArmResults& a : run.arms) {
+    ArmRow row{new QLabel(QString::fromStdString(a.name + "  (" + a.regime + ")"), arms_box_),
+               new QProgressBar(arms_box_), new QLabel(arms_box_)};
+    row.bar->setRange(0, 1000);
+    row.bar->setFormat("%p%");
+    row.bar->setAccessibleName(QString::fromStdString(a.name));
+    QPalette p = row.name->palette();
+    p.setColor(QPalette::WindowText, arm_color(static_cast<size_t>(r)));
+    row.name->setPalette(p);
+    arms_grid_->addWidget(row.name, r, 0);
+    arms_grid_->addWidget(row.bar, r, 1);
+    arms_grid_->addWidget(row.detail, r, 2);
+    rows_[a.name] = row;
+    ++r;
+  }
+  row_order_ = order;
+}
+
+QString RunView::error_text() const { return error_->isHidden() ? QString() : error_->text(); }
+QString RunView::status_text() const { return status_->text(); }
+
+QProgressBar* RunView::progress(const std::string& arm) const {
+  auto it = rows_.find(arm);
+  return it == rows_.end() ? nullptr : it->second.bar;
+}
+
+}  // namespace quartet::gui

@@ -1,0 +1,475 @@
+#include "gui/schema_form.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QTabWidget>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+namespace quartet::gui {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kErrorStyle = "color: #b00020;";
+const char* kEditorErrorStyle = "border: 1px solid #b00020;";
+
+enum class Kind { line, choice, object, list };
+
+const json& field(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string type_of(const json& schema) {
+  const json& t = field(schema, "type");
+  return t.is_string() ? t.get<std::string>() : "";
+}
+
+Kind kind_of(const json& schema) {
+  const std::string t = type_of(schema);
+  if (field(schema, "enum").is_array() || t == "boolean") return Kind::choice;
+  if (t == "object" && field(schema, "properties").is_object() && !field(schema, "properties").empty())
+    return Kind::object;
+  if (t == "array" && type_of(field(schema, "items")) == "object") return Kind::list;
+  return Kind::line;  // numbers, strings, arrays of strings, open objects (as JSON text)
+}
+
+// Members in the order a person fills them: the required ones as the schema lists them,
+// then the rest alphabetically.
+std::vector<std::string> member_order(const json& schema) {
+  std::vector<std::string> order;
+  const json& required = field(schema, "required");
+  if (required.is_array())
+    for (const json& r : required)
+      if (r.is_string()) order.push_back(r.get<std::string>());
+  for (const auto& [key, _] : field(schema, "properties").items())
+    if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+  return order;
+}
+
+QString json_text(const json& v) {
+  if (v.is_string()) return QString::fromStdString(v.get<std::string>());
+  if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); })) {
+    QStringList parts;
+    for (const json& e : v) parts << QString::fromStdString(e.get<std::string>());
+    return parts.join(", ");
+  }
+  return QString::fromStdString(v.dump());
+}
+
+}  // namespace
+
+struct SchemaForm::Node {
+  std::string key;   // member name in its parent; "" for the root and list items
+  std::string path;  // "spec.arms[0].name"
+  json schema;
+  Kind kind = Kind::line;
+  bool required = false;
+  std::vector<std::string> regimes;  // shown only for these regimes (arm members)
+  QWidget* row = nullptr;            // what is hidden with the field
+  QLabel* label = nullptr;
+  QLineEdit* line = nullptr;
+  QComboBox* combo = nullptr;
+  QLabel* error = nullptr;
+  QTabWidget* tabs = nullptr;  // list
+  std::vector<std::unique_ptr<Node>> children;
+  json extra = json::object();  // object: keys the schema does not list
+
+  bool hidden() const { return row && row->isHidden(); }
+  QWidget* editor() const { return line ? static_cast<QWidget*>(line) : combo; }
+};
+
+std::vector<std::string> regimes_of(const std::string& description) {
+  static const std::vector<std::pair<std::string, std::string>> kWords = {
+      {"single", "single"},       {"accumulate", "accumulate"}, {"data_parallel", "data_parallel"},
+      {"federated", "federated"}, {"fedprox", "federated"},     {"fedavgm", "federated"},
+      {"split", "split"}};
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < description.size()) {
+    size_t end = description.find("; ", start);
+    if (end == std::string::npos) end = description.size();
+    const std::string clause = description.substr(start, end - start);
+    const size_t colon = clause.find(':');
+    if (colon != std::string::npos && colon < 40) {
+      const QStringList words = QString::fromStdString(clause.substr(0, colon)).split(QRegularExpression("[ ,()]+"),
+                                                                                       Qt::SkipEmptyParts);
+      for (const QString& w : words)
+        for (const auto& [word, regime] : kWords)
+          if (w.toStdString() == word && std::find(out.begin(), out.end(), regime) == out.end()) out.push_back(regime);
+    }
+    start = end + 2;
+  }
+  return out;
+}
+
+std::string error_path(const std::string& message) {
+  static const QRegularExpression path(R"(^(spec(?:\.[A-Za-z_][A-Za-z_0-9]*|\[\d+\])*)(?::|\s|$))");
+  const QRegularExpressionMatch m = path.match(QString::fromStdString(message));
+  return m.hasMatch() ? m.captured(1).toStdString() : "";
+}
+
+SchemaForm::SchemaForm(json schema, std::string root, QWidget* parent)
+    : QWidget(parent), schema_(std::move(schema)), root_(std::make_unique<Node>()) {
+  root_->path = std::move(root);
+  root_->schema = schema_;
+  root_->kind = Kind::object;
+  root_->required = true;
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  build_object(*root_, this, true);
+  layout->addStretch(1);
+  reindex();
+}
+
+SchemaForm::~SchemaForm() = default;
+
+void SchemaForm::build_object(Node& node, QWidget* container, bool top) {
+  QBoxLayout* outer = qobject_cast<QBoxLayout*>(container->layout());
+  if (!outer) outer = new QVBoxLayout(container);
+  node.error = new QLabel(container);
+  node.error->setStyleSheet(kErrorStyle);
+  node.error->setWordWrap(true);
+  node.error->hide();
+  outer->addWidget(node.error);
+  auto* form = new QFormLayout;
+  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  outer->addLayout(form);
+  const json& required = field(node.schema, "required");
+  for (const std::string& key : member_order(node.schema)) {
+    auto child = std::make_unique<Node>();
+    child->key = key;
+    child->path = node.path + "." + key;
+    child->schema = node.schema["properties"][key];
+    child->kind = kind_of(child->schema);
+    child->required = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
+    const json& description = field(child->schema, "description");
+    if (!top && description.is_string()) child->regimes = regimes_of(description.get<std::string>());
+    QWidget* w = build_field(*child);
+    child->label = new QLabel(QString::fromStdString(key) + (child->required ? " *" : ""), container);
+    child->label->setToolTip(w->toolTip());
+    form->addRow(child->label, w);
+    node.children.push_back(std::move(child));
+  }
+  // An arm shows the fields of its regime only.
+  for (auto& c : node.children)
+    if (c->key == "regime" && c->combo) {
+      Node* self = &node;
+      connect(c->combo, &QComboBox::currentIndexChanged, this, [this, self] { update_visibility(*self); });
+    }
+  update_visibility(node);
+}
+
+QWidget* SchemaForm::build_field(Node& n) {
+  const QString description = QString::fromStdString(field(n.schema, "description").is_string()
+                                                         ? n.schema["description"].get<std::string>()
+                                                         : std::string());
+  const json& def = field(n.schema, "default");
+  QWidget* row = new QWidget;
+  auto* v = new QVBoxLayout(row);
+  v->setContentsMargins(0, 0, 0, 0);
+  v->setSpacing(2);
+  row->setToolTip(description);
+  n.row = row;
+  if (n.kind == Kind::object) {
+    auto* box = new QGroupBox(row);
+    box->setToolTip(description);
+    v->addWidget(box);
+    build_object(n, box, false);
+    return row;
+  }
+  if (n.kind == Kind::list) {
+    n.tabs = new QTabWidget(row);
+    n.tabs->setDocumentMode(true);
+    v->addWidget(n.tabs);
+    auto* buttons = new QHBoxLayout;
+    auto* add = new QPushButton(tr("Add"), row);
+    auto* remove = new QPushButton(tr("Remove"), row);
+    add->setToolTip(tr("Add an element (an arm) after the last"));
+    remove->setToolTip(tr("Remove the element shown"));
+    buttons->addWidget(add);
+    buttons->addWidget(remove);
+    buttons->addStretch(1);
+    v->addLayout(buttons);
+    Node* self = &n;
+    connect(add, &QPushButton::clicked, this, [this, self] {
+      const std::string name = "arm-" + std::to_string(self->children.size() + 1);
+      add_item(self->path, {{"name", name}, {"regime", "single"}});
+    });
+    connect(remove, &QPushButton::clicked, this, [this, self] {
+      const int at = self->tabs->currentIndex();
+      if (at < 0) return;
+      json items = read(*self).value_or(json::array());
+      items.erase(items.begin() + at);
+      rebuild_items(*self, items);
+      edited();
+    });
+    return row;
+  }
+  QString placeholder = def.is_null() ? (n.required ? tr("required") : tr("not set")) : tr("default: %1").arg(json_text(def));
+  if (n.kind == Kind::choice) {
+    n.combo = new QComboBox(row);
+    n.combo->addItem(placeholder, QString());
+    if (type_of(n.schema) == "boolean") {
+      n.combo->addItem("true", "true");
+      n.combo->addItem("false", "false");
+    } else {
+      for (const json& e : n.schema["enum"]) n.combo->addItem(json_text(e), json_text(e));
+    }
+    n.combo->setToolTip(description);
+    connect(n.combo, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+    v->addWidget(n.combo);
+  } else {
+    n.line = new QLineEdit(row);
+    const std::string t = type_of(n.schema);
+    if (t == "array") placeholder += tr(" (comma-separated)");
+    if (t == "object") placeholder += tr(" (a JSON object)");
+    n.line->setPlaceholderText(placeholder);
+    n.line->setToolTip(description);
+    n.line->setClearButtonEnabled(true);
+    connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
+    v->addWidget(n.line);
+  }
+  n.error = new QLabel(row);
+  n.error->setStyleSheet(kErrorStyle);
+  n.error->setWordWrap(true);
+  n.error->hide();
+  v->addWidget(n.error);
+  return row;
+}
+
+void SchemaForm::rebuild_items(Node& list, const json& items) {
+  const bool was_filling = filling_;
+  filling_ = true;
+  const int shown = list.tabs->currentIndex();
+  while (list.tabs->count() > 0) {
+    QWidget* page = list.tabs->widget(0);
+    list.tabs->removeTab(0);
+    delete page;
+  }
+  list.children.clear();
+  const json& item_schema = list.schema["items"];
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto item = std::make_unique<Node>();
+    item->path = list.path + "[" + std::to_string(i) + "]";
+    item->schema = item_schema;
+    item->kind = Kind::object;
+    item->required = true;
+    auto* page = new QWidget;
+    build_object(*item, page, false);
+    fill(*item, items[i]);
+    const json& name = field(items[i], "name");
+    list.tabs->addTab(page, name.is_string() ? QString::fromStdString(name.get<std::string>()) : tr("item %1").arg(i + 1));
+    // The tab follows the element's name as it is typed.
+    for (auto& c : item->children)
+      if (c->key == "name" && c->line) {
+        QLineEdit* edit = c->line;
+        QTabWidget* tabs = list.tabs;
+        connect(edit, &QLineEdit::textChanged, this, [tabs, page, edit] {
+          tabs->setTabText(tabs->indexOf(page), edit->text().isEmpty() ? tr("(unnamed)") : edit->text());
+        });
+      }
+    list.children.push_back(std::move(item));
+  }
+  if (shown >= 0 && list.tabs->count() > 0) list.tabs->setCurrentIndex(std::min(shown, list.tabs->count() - 1));
+  filling_ = was_filling;
+  reindex();
+}
+
+void SchemaForm::add_item(const std::string& path, const json& item) {
+  auto it = index_.find(path);
+  if (it == index_.end() || it->second->kind != Kind::list) return;
+  Node& list = *it->second;
+  json items = read(list).value_or(json::array());
+  items.push_back(item);
+  rebuild_items(list, items);
+  list.tabs->setCurrentIndex(list.tabs->count() - 1);
+  edited();
+}
+
+void SchemaForm::update_visibility(Node& object) {
+  const Node* regime = nullptr;
+  for (auto& c : object.children)
+    if (c->key == "regime" && c->combo) regime = c.get();
+  if (!regime) return;
+  const std::string chosen = regime->combo->currentData().toString().toStdString();
+  for (auto& c : object.children) {
+    if (c->regimes.empty()) continue;
+    const bool show = chosen.empty() || std::find(c->regimes.begin(), c->regimes.end(), chosen) != c->regimes.end();
+    c->row->setVisible(show);
+    c->label->setVisible(show);
+  }
+}
+
+void SchemaForm::fill(Node& n, const json& v) {
+  switch (n.kind) {
+    case Kind::object: {
+      n.extra = json::object();
+      if (v.is_object())
+        for (const auto& [key, val] : v.items())
+          if (std::none_of(n.children.begin(), n.children.end(), [&](const auto& c) { return c->key == key; }))
+            n.extra[key] = val;
+      for (auto& c : n.children) fill(*c, v.is_object() && v.contains(c->key) ? v[c->key] : json());
+      update_visibility(n);
+      return;
+    }
+    case Kind::list: rebuild_items(n, v.is_array() ? v : json::array()); return;
+    case Kind::choice: {
+      if (v.is_null()) {
+        n.combo->setCurrentIndex(0);
+        return;
+      }
+      const QString text = json_text(v);
+      int at = n.combo->findData(text);
+      if (at < 0) {  // a value the schema does not list: kept, and validation will say so
+        n.combo->addItem(text, text);
+        at = n.combo->count() - 1;
+      }
+      n.combo->setCurrentIndex(at);
+      return;
+    }
+    case Kind::line: n.line->setText(v.is_null() ? QString() : json_text(v)); return;
+  }
+}
+
+void SchemaForm::set_value(const json& value) {
+  filling_ = true;
+  fill(*root_, value);
+  filling_ = false;
+  reindex();
+  clear_errors();
+}
+
+namespace {
+
+std::optional<json> line_value(const json& schema, const QString& raw) {
+  const QString text = raw.trimmed();
+  if (text.isEmpty()) return std::nullopt;
+  const std::string t = type_of(schema);
+  bool ok = false;
+  if (t == "integer") {
+    const qlonglong v = text.toLongLong(&ok);
+    return ok ? json(static_cast<int64_t>(v)) : json(text.toStdString());
+  }
+  if (t == "number") {
+    const double v = text.toDouble(&ok);
+    return ok ? json(v) : json(text.toStdString());
+  }
+  if (t == "array") {
+    json out = json::array();
+    for (const QString& part : text.split(',', Qt::SkipEmptyParts))
+      if (!part.trimmed().isEmpty()) out.push_back(part.trimmed().toStdString());
+    return out;
+  }
+  if (t == "object") {
+    try {
+      return json::parse(text.toStdString());
+    } catch (const json::exception&) {
+      return json(text.toStdString());  // validation names the field
+    }
+  }
+  return json(text.toStdString());
+}
+
+}  // namespace
+
+std::optional<json> SchemaForm::read(const Node& n) {
+  if (n.hidden()) return std::nullopt;
+  switch (n.kind) {
+    case Kind::object: {
+      json out = n.extra;
+      for (const auto& c : n.children)
+        if (auto v = read(*c)) out[c->key] = *v;
+      if (out.empty() && !n.required) return std::nullopt;
+      return out;
+    }
+    case Kind::list: {
+      json out = json::array();
+      for (const auto& c : n.children) out.push_back(read(*c).value_or(json::object()));
+      return out;
+    }
+    case Kind::choice: {
+      const QString data = n.combo->currentData().toString();
+      if (data.isEmpty()) return std::nullopt;
+      if (type_of(n.schema) == "boolean") return json(data == "true");
+      return json(data.toStdString());
+    }
+    case Kind::line: return line_value(n.schema, n.line->text());
+  }
+  return std::nullopt;
+}
+
+json SchemaForm::value() const { return read(*root_).value_or(json::object()); }
+
+void SchemaForm::index_node(Node& n) {
+  index_[n.path] = &n;
+  for (auto& c : n.children) index_node(*c);
+}
+
+void SchemaForm::reindex() {
+  index_.clear();
+  index_node(*root_);
+}
+
+std::string SchemaForm::show_error(const std::string& path, const QString& message) {
+  std::string at = path.empty() ? root_->path : path;
+  while (true) {
+    auto it = index_.find(at);
+    if (it != index_.end() && !it->second->hidden()) break;
+    const size_t cut = at.find_last_of(".[");
+    if (cut == std::string::npos || at.size() <= root_->path.size()) {
+      at = root_->path;
+      break;
+    }
+    at = at.substr(0, cut);
+  }
+  Node* n = index_.at(at);
+  n->error->setText(message);
+  n->error->show();
+  if (QWidget* e = n->editor()) e->setStyleSheet(kEditorErrorStyle);
+  // Show the tabs on the way down to it.
+  for (const auto& [p, node] : index_)
+    if (node->kind == Kind::list && at.rfind(p + "[", 0) == 0) {
+      const int i = std::stoi(at.substr(p.size() + 1));
+      if (i < node->tabs->count()) node->tabs->setCurrentIndex(i);
+    }
+  return at;
+}
+
+void SchemaForm::clear_errors() {
+  for (auto& [path, n] : index_) {
+    if (n->error) {
+      n->error->clear();
+      n->error->hide();
+    }
+    if (QWidget* e = n->editor()) e->setStyleSheet(QString());
+  }
+}
+
+QWidget* SchemaForm::editor(const std::string& path) const {
+  auto it = index_.find(path);
+  return it == index_.end() ? nullptr : it->second->editor();
+}
+
+QString SchemaForm::error_at(const std::string& path) const {
+  auto it = index_.find(path);
+  return it == index_.end() || !it->second->error || it->second->error->isHidden() ? QString() : it->second->error->text();
+}
+
+void SchemaForm::edited() {
+  if (!filling_) emit changed();
+}
+
+}  // namespace quartet::gui

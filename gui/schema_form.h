@@ -1,0 +1,73 @@
+#pragma once
+
+// A form built from a JSON Schema (the one `quartet schema` prints): a row per field,
+// a group per object, a tab per element of an array of objects (the arms). An empty field
+// is left out of the value, so the spec's own defaults apply; keys the schema does not
+// list are kept as they were. Validation messages ("spec.arms[2].batch: expected …")
+// are shown under the field they name.
+
+#include <QString>
+#include <QWidget>
+#include <map>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace quartet::gui {
+
+class SchemaForm : public QWidget {
+  Q_OBJECT
+
+ public:
+  // schema: an object schema (type, properties, required, enum, items, default,
+  // description); `root` is the path of its value in messages ("spec").
+  explicit SchemaForm(nlohmann::json schema, std::string root = "spec", QWidget* parent = nullptr);
+  ~SchemaForm() override;
+
+  void set_value(const nlohmann::json& value);
+  nlohmann::json value() const;
+
+  // Shows `message` under the field `path` names, or the nearest shown field above it
+  // (switching to the arm's tab); returns the path it was shown at.
+  std::string show_error(const std::string& path, const QString& message);
+  void clear_errors();
+
+  // The editor of a field (a QLineEdit or QComboBox), or null; the error shown there.
+  QWidget* editor(const std::string& path) const;
+  QString error_at(const std::string& path) const;
+
+  // Appends an element to the array of objects at `path` (the arms), as the Add button does.
+  void add_item(const std::string& path, const nlohmann::json& item);
+
+ signals:
+  void changed();
+
+ private:
+  struct Node;
+  void build_object(Node& node, QWidget* container, bool top);
+  QWidget* build_field(Node& node);
+  void rebuild_items(Node& list, const nlohmann::json& items);
+  void fill(Node& node, const nlohmann::json& value);
+  void reindex();
+  void index_node(Node& node);
+  void update_visibility(Node& object);
+  void edited();
+  static std::optional<nlohmann::json> read(const Node& node);
+
+  nlohmann::json schema_;
+  std::unique_ptr<Node> root_;
+  std::map<std::string, Node*> index_;
+  bool filling_ = false;
+};
+
+// The field path a validation message starts with ("spec.arms[2].batch" from
+// "spec.arms[2].batch: expected …"), or "" when it names none.
+std::string error_path(const std::string& message);
+
+// The regimes a field belongs to, read from its description ("data_parallel: …",
+// "federated, split: …"); empty when it belongs to every regime.
+std::vector<std::string> regimes_of(const std::string& description);
+
+}  // namespace quartet::gui

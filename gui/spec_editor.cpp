@@ -1,0 +1,113 @@
+#include "gui/spec_editor.h"
+
+#include <QLabel>
+#include <QScrollArea>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "experiments/results.h"
+#include "experiments/schema.h"
+#include "experiments/spec.h"
+#include "gui/schema_form.h"
+
+namespace quartet::gui {
+
+using nlohmann::json;
+
+json spec_json_schema() { return experiments::to_json_schema(experiments::spec_schema(), "Quartet experiment"); }
+
+SpecEditor::SpecEditor(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  status_ = new QLabel(this);
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(status_);
+  form_ = new SchemaForm(spec_json_schema(), "spec");
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidget(form_);
+  scroll->setWidgetResizable(true);
+  layout->addWidget(scroll, 1);
+  check_timer_ = new QTimer(this);
+  check_timer_->setSingleShot(true);
+  check_timer_->setInterval(300);
+  connect(check_timer_, &QTimer::timeout, this, [this] { validate(); });
+  connect(form_, &SchemaForm::changed, this, [this] {
+    set_modified(true);
+    check_timer_->start();
+  });
+  new_spec();
+}
+
+void SpecEditor::new_spec() {
+  set_spec(json::parse(R"({
+    "name": "my-experiment",
+    "workload": {"name": "synthetic", "model": "mlp", "train_samples": 2048, "test_samples": 512},
+    "train": {"epochs": 2, "batch": 64, "target": 0.8, "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9}},
+    "arms": [{"name": "single", "regime": "single"},
+             {"name": "ddp-2", "regime": "data_parallel", "ranks": 2}]
+  })"));
+  path_.clear();
+  set_modified(false);
+}
+
+void SpecEditor::set_spec(const json& spec) {
+  form_->set_value(spec);
+  validate();
+}
+
+json SpecEditor::spec() const { return form_->value(); }
+
+void SpecEditor::load(const QString& path) {
+  std::ifstream in(path.toStdString(), std::ios::binary);
+  if (!in) throw std::runtime_error(path.toStdString() + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str(), nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(path.toStdString() + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw std::runtime_error(path.toStdString() + ": expected an experiment (a JSON object)");
+  set_spec(j);
+  path_ = path;
+  set_modified(false);
+}
+
+void SpecEditor::save(const QString& path) {
+  experiments::write_file_atomically(path.toStdString(), spec().dump(2) + "\n");
+  path_ = path;
+  set_modified(false);
+}
+
+bool SpecEditor::validate() {
+  check_timer_->stop();
+  form_->clear_errors();
+  try {
+    const experiments::ExperimentSpec parsed = experiments::parse_spec(spec());
+    problem_.clear();
+    status_->setStyleSheet("color: #1b5e20;");
+    status_->setText(tr("Valid: experiment \"%1\" with %n arm(s).", nullptr, static_cast<int>(parsed.arms.size()))
+                         .arg(QString::fromStdString(parsed.name)));
+    emit validity_changed(true, QString());
+    return true;
+  } catch (const std::exception& e) {
+    problem_ = QString::fromStdString(e.what());
+    form_->show_error(error_path(e.what()), problem_);
+    status_->setStyleSheet("color: #b00020;");
+    status_->setText(problem_);
+    emit validity_changed(false, problem_);
+    return false;
+  }
+}
+
+void SpecEditor::set_modified(bool m) {
+  if (m == modified_) return;
+  modified_ = m;
+  emit modified_changed(m);
+}
+
+}  // namespace quartet::gui

@@ -1,0 +1,59 @@
+#pragma once
+
+// The experiment editor: a SchemaForm over the spec's JSON Schema, checked as it is
+// edited by the same validation as `quartet validate`, the error shown at its field.
+
+#include <QString>
+#include <QWidget>
+#include <nlohmann/json.hpp>
+
+class QLabel;
+class QTimer;
+
+namespace quartet::gui {
+
+class SchemaForm;
+
+class SpecEditor : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SpecEditor(QWidget* parent = nullptr);
+
+  // A small experiment to start from (synthetic data, two arms).
+  void new_spec();
+  // Reads an experiment file (comments allowed). Throws std::runtime_error naming the file.
+  void load(const QString& path);
+  // Writes the spec as JSON (comments in the file it came from are not kept). Throws
+  // std::runtime_error naming the file.
+  void save(const QString& path);
+  void set_spec(const nlohmann::json& spec);
+  nlohmann::json spec() const;
+
+  // Checks the spec now; shows the first problem at its field. Returns whether it is valid.
+  bool validate();
+  QString problem() const { return problem_; }  // the last validation message, "" when valid
+
+  QString path() const { return path_; }
+  bool modified() const { return modified_; }
+  SchemaForm* form() const { return form_; }
+
+ signals:
+  void modified_changed(bool modified);
+  void validity_changed(bool ok, const QString& message);
+
+ private:
+  void set_modified(bool m);
+
+  SchemaForm* form_;
+  QLabel* status_;
+  QTimer* check_timer_;
+  QString path_;
+  QString problem_;
+  bool modified_ = false;
+};
+
+// The experiment file schema (`quartet schema`), as the form reads it.
+nlohmann::json spec_json_schema();
+
+}  // namespace quartet::gui

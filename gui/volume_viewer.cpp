@@ -1,0 +1,217 @@
+#include "gui/volume_viewer.h"
+
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSlider>
+#include <QVBoxLayout>
+
+#include "medical3d/nifti.h"
+
+namespace quartet::gui {
+
+namespace {
+
+constexpr std::array<Plane, 3> kPlanes = {Plane::axial, Plane::coronal, Plane::sagittal};
+constexpr std::array<const char*, 3> kPlaneNames = {"Axial", "Coronal", "Sagittal"};
+
+}  // namespace
+
+VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout;
+  auto* open_image = new QPushButton(tr("Open image…"), this);
+  auto* open_mask = new QPushButton(tr("Open mask…"), this);
+  window_ = new QDoubleSpinBox(this);
+  level_ = new QDoubleSpinBox(this);
+  for (QDoubleSpinBox* box : {window_, level_}) {
+    box->setRange(-1e7, 1e7);
+    box->setDecimals(1);
+    box->setSingleStep(10.0);
+  }
+  window_->setMinimum(1e-3);
+  opacity_ = new QSlider(Qt::Horizontal, this);
+  opacity_->setRange(0, 100);
+  opacity_->setValue(45);
+  opacity_->setMaximumWidth(140);
+  show_mask_ = new QCheckBox(tr("Mask"), this);
+  show_mask_->setChecked(true);
+  bar->addWidget(open_image);
+  bar->addWidget(open_mask);
+  bar->addSpacing(12);
+  bar->addWidget(new QLabel(tr("Window"), this));
+  bar->addWidget(window_);
+  bar->addWidget(new QLabel(tr("Level"), this));
+  bar->addWidget(level_);
+  bar->addSpacing(12);
+  bar->addWidget(show_mask_);
+  bar->addWidget(new QLabel(tr("Opacity"), this));
+  bar->addWidget(opacity_);
+  bar->addStretch(1);
+  layout->addLayout(bar);
+  info_ = new QLabel(tr("Open a NIfTI image (.nii, .nii.gz), then its mask if it has one."), this);
+  info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(info_);
+  error_ = new QLabel(this);
+  error_->setStyleSheet("color: #b00020;");
+  error_->setWordWrap(true);
+  error_->hide();
+  layout->addWidget(error_);
+
+  auto* grid = new QGridLayout;
+  for (size_t p = 0; p < 3; ++p) {
+    auto* title = new QLabel(tr(kPlaneNames[p]), this);
+    views_[p] = new QLabel(this);
+    views_[p]->setAlignment(Qt::AlignCenter);
+    views_[p]->setMinimumSize(160, 160);
+    views_[p]->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
+    views_[p]->setStyleSheet("background: black;");
+    sliders_[p] = new QSlider(Qt::Horizontal, this);
+    sliders_[p]->setEnabled(false);
+    grid->addWidget(title, 0, static_cast<int>(p));
+    grid->addWidget(views_[p], 1, static_cast<int>(p));
+    grid->addWidget(sliders_[p], 2, static_cast<int>(p));
+    grid->setColumnStretch(static_cast<int>(p), 1);
+    connect(sliders_[p], &QSlider::valueChanged, this, [this] {
+      if (!filling_) redraw();
+    });
+  }
+  grid->setRowStretch(1, 1);
+  layout->addLayout(grid, 1);
+
+  connect(window_, &QDoubleSpinBox::valueChanged, this, [this] {
+    if (!filling_) redraw();
+  });
+  connect(level_, &QDoubleSpinBox::valueChanged, this, [this] {
+    if (!filling_) redraw();
+  });
+  connect(opacity_, &QSlider::valueChanged, this, &VolumeViewer::redraw);
+  connect(show_mask_, &QCheckBox::toggled, this, &VolumeViewer::redraw);
+  connect(open_image, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open an image"), QString(),
+                                                      tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
+    if (!path.isEmpty()) this->open_image(path);
+  });
+  connect(open_mask, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a mask"), QString(),
+                                                      tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
+    if (!path.isEmpty()) this->open_mask(path);
+  });
+}
+
+QString VolumeViewer::open_image(const QString& path) {
+  medical3d::Volume image;
+  try {
+    image = medical3d::read_nifti(path.toStdString());
+  } catch (const std::exception& e) {
+    show_error(QString::fromStdString(e.what()));
+    return error_text();
+  }
+  std::optional<medical3d::LabelVolume> mask;
+  if (mask_ && mask_->grid.dims == image.grid.dims) mask = mask_;  // a mask of the same grid stays
+  const QString problem = set_volume(std::move(image), std::move(mask));
+  if (problem.isEmpty()) info_->setText(QFileInfo(path).fileName() + " — " + info_->text());
+  return problem;
+}
+
+QString VolumeViewer::open_mask(const QString& path) {
+  if (!image_) {
+    show_error(tr("open an image first, then its mask"));
+    return error_text();
+  }
+  try {
+    medical3d::LabelVolume mask = medical3d::read_nifti_labels(path.toStdString());
+    if (mask.grid.dims != image_->grid.dims)
+      throw std::invalid_argument(path.toStdString() + ": the mask's grid (" + std::to_string(mask.nx()) + "×" +
+                                  std::to_string(mask.ny()) + "×" + std::to_string(mask.nz()) +
+                                  ") differs from the image's (" + std::to_string(image_->nx()) + "×" +
+                                  std::to_string(image_->ny()) + "×" + std::to_string(image_->nz()) + ")");
+    mask_ = std::move(mask);
+  } catch (const std::exception& e) {
+    show_error(QString::fromStdString(e.what()));
+    return error_text();
+  }
+  error_->hide();
+  show_mask_->setChecked(true);
+  redraw();
+  return {};
+}
+
+QString VolumeViewer::set_volume(medical3d::Volume image, std::optional<medical3d::LabelVolume> mask) {
+  if (mask && mask->grid.dims != image.grid.dims) {
+    show_error(tr("the mask's grid differs from the image's"));
+    return error_text();
+  }
+  image_ = std::move(image);
+  mask_ = std::move(mask);
+  error_->hide();
+  filling_ = true;
+  const SliceStyle style = default_style(*image_);
+  window_->setValue(style.window);
+  level_->setValue(style.level);
+  for (size_t p = 0; p < 3; ++p) {
+    const int64_t n = slice_count(image_->grid, kPlanes[p]);
+    sliders_[p]->setEnabled(true);
+    sliders_[p]->setRange(0, static_cast<int>(n - 1));
+    sliders_[p]->setValue(static_cast<int>(n / 2));
+  }
+  filling_ = false;
+  const medical3d::Grid& g = image_->grid;
+  info_->setText(tr("%1 × %2 × %3 voxels of %4 × %5 × %6 mm")
+                     .arg(g.nx())
+                     .arg(g.ny())
+                     .arg(g.nz())
+                     .arg(g.spacing[0], 0, 'g', 3)
+                     .arg(g.spacing[1], 0, 'g', 3)
+                     .arg(g.spacing[2], 0, 'g', 3));
+  redraw();
+  return {};
+}
+
+void VolumeViewer::set_slice(Plane plane, int64_t index) { sliders_[static_cast<size_t>(plane)]->setValue(static_cast<int>(index)); }
+
+void VolumeViewer::set_window(double window, double level) {
+  filling_ = true;
+  window_->setValue(window);
+  filling_ = false;
+  level_->setValue(level);
+  redraw();
+}
+
+void VolumeViewer::redraw() {
+  if (!image_) return;
+  SliceStyle style;
+  style.window = window_->value();
+  style.level = level_->value();
+  style.mask_opacity = opacity_->value() / 100.0;
+  const medical3d::LabelVolume* mask = mask_ && show_mask_->isChecked() ? &*mask_ : nullptr;
+  for (size_t p = 0; p < 3; ++p) {
+    pictures_[p] = slice_image(*image_, kPlanes[p], sliders_[p]->value(), style, mask);
+    // Scale to the view, voxels kept square in millimetres and sharp.
+    const QSize room = views_[p]->size();
+    const double aspect = pixel_aspect(image_->grid, kPlanes[p]);
+    QSizeF shape(pictures_[p].width(), pictures_[p].height() * aspect);
+    shape.scale(QSizeF(room), Qt::KeepAspectRatio);
+    views_[p]->setPixmap(QPixmap::fromImage(pictures_[p].scaled(shape.toSize().expandedTo(QSize(1, 1)),
+                                                                Qt::IgnoreAspectRatio, Qt::FastTransformation)));
+  }
+}
+
+void VolumeViewer::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  redraw();
+}
+
+void VolumeViewer::show_error(const QString& message) {
+  error_->setText(message);
+  error_->show();
+}
+
+QString VolumeViewer::error_text() const { return error_->isHidden() ? QString() : error_->text(); }
+
+}  // namespace quartet::gui

@@ -1,0 +1,64 @@
+#pragma once
+
+// The slice viewer: a CT or MRI volume (NIfTI) in axial, coronal and sagittal slices,
+// with window/level and a segmentation mask over it (a label file, or a model's
+// prediction from `quartet predict`).
+
+#include <QImage>
+#include <QString>
+#include <QWidget>
+#include <array>
+#include <optional>
+
+#include "gui/volume_slices.h"
+#include "medical3d/volume.h"
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLabel;
+class QSlider;
+
+namespace quartet::gui {
+
+class VolumeViewer : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit VolumeViewer(QWidget* parent = nullptr);
+
+  // Each returns "" or the problem, also shown in the viewer; a failed open keeps what
+  // was shown.
+  QString open_image(const QString& path);
+  QString open_mask(const QString& path);
+  // Shows `image` (and `mask`, on the same grid); centres the slices, picks a window.
+  QString set_volume(medical3d::Volume image, std::optional<medical3d::LabelVolume> mask = std::nullopt);
+
+  void set_slice(Plane plane, int64_t index);
+  void set_window(double window, double level);
+  // The picture of `plane` as drawn (one pixel per voxel, before scaling to the view).
+  QImage picture(Plane plane) const { return pictures_[static_cast<size_t>(plane)]; }
+  QString error_text() const;
+  bool has_image() const { return image_.has_value(); }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  void redraw();
+  void show_error(const QString& message);
+
+  std::optional<medical3d::Volume> image_;
+  std::optional<medical3d::LabelVolume> mask_;
+  std::array<QLabel*, 3> views_{};
+  std::array<QSlider*, 3> sliders_{};
+  std::array<QImage, 3> pictures_;
+  QDoubleSpinBox* window_;
+  QDoubleSpinBox* level_;
+  QSlider* opacity_;
+  QCheckBox* show_mask_;
+  QLabel* info_;
+  QLabel* error_;
+  bool filling_ = false;
+};
+
+}  // namespace quartet::gui

@@ -1,0 +1,166 @@
+// `quartet predict` and the msd-folder workload through the `quartet` binary: the mask
+// of an image on an oblique grid, bad input, and a Decathlon folder trained under the
+// runner whose weights then segment one of its images. Real processes, so labelled
+// multirank and run serially.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/safetensors.h"
+#include "medical3d/nifti.h"
+#include "medical3d/phantom.h"
+#include "tests/cli/cli_util.h"
+#include "workloads/models.h"
+#include "workloads/segmentation.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace quartet;
+using cli_util::file_bytes;
+using cli_util::quartet;
+using cli_util::Result;
+using nlohmann::json;
+
+class PredictCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("cli_predict_" + std::to_string(::getpid()) + "_" +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path dir_;
+};
+
+std::vector<json> all_records(const fs::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+// A CT-like image on an oblique, anisotropic grid of a size no window divides: a
+// phantom's voxels, cropped, on a grid turned 30 degrees about z.
+medical3d::Volume oblique_ct() {
+  const medical3d::Sample ph = medical3d::make_phantom(medical3d::PhantomKind::ct, 40, 4);
+  medical3d::Grid g;
+  g.dims = {40, 36, 28};
+  g.spacing = {0.8, 0.9, 2.5};
+  g.origin = {-10.0, 20.0, 35.0};
+  const double c = std::cos(M_PI / 6), s = std::sin(M_PI / 6);
+  g.direction = {c, -s, 0, s, c, 0, 0, 0, 1};
+  medical3d::Volume v(g);
+  for (int64_t z = 0; z < 28; ++z)
+    for (int64_t y = 0; y < 36; ++y)
+      for (int64_t x = 0; x < 40; ++x) v.at(x, y, z) = ph.image.at(x, y, z + 6);
+  return v;
+}
+
+// Header fields of a plain NIfTI-1 file: datatype (offset 70) and bitpix (72).
+std::pair<int16_t, int16_t> nifti1_datatype(const fs::path& p) {
+  const std::string bytes = file_bytes(p);
+  int16_t datatype = 0, bitpix = 0;
+  std::memcpy(&datatype, bytes.data() + 70, 2);
+  std::memcpy(&bitpix, bytes.data() + 72, 2);
+  return {datatype, bitpix};
+}
+
+TEST_F(PredictCli, WritesAUint8MaskOnTheImageGridAsTheWorkloadSegmentsIt) {
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "ct.nii.gz", mask = dir_ / "mask.nii";
+  const std::shared_ptr<engine::Model> model = workloads::make_model("unet3d", 3);
+  engine::save_safetensors(weights.string(), model->state_dict());
+  medical3d::write_nifti(image.string(), oblique_ct());
+
+  const Result r = quartet({"predict", weights.string(), image.string(), "--out", mask.string(), "--kind", "ct",
+                            "--patch", "16", "--batch", "2"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote " + mask.string() + ": 40x36x28 voxels;"), std::string::npos) << r.out;
+
+  EXPECT_EQ(nifti1_datatype(mask), std::make_pair(int16_t{2}, int16_t{8})) << "DT_UINT8, 8 bits";
+  const medical3d::Volume read_image = medical3d::read_nifti(image.string());
+  const medical3d::LabelVolume got = medical3d::read_nifti_labels(mask.string());
+  EXPECT_TRUE(medical3d::same_grid(got.grid, read_image.grid)) << "the mask keeps the image's geometry";
+  for (uint8_t v : got.voxels) ASSERT_LT(v, medical3d::kPhantomClasses);
+  // The same windows, normalisation and argmax as the workloads' evaluation.
+  const medical3d::LabelVolume want = workloads::segment_volume(
+      *model, workloads::normalise_image(medical3d::PhantomKind::ct, read_image), 16, 0.5, 2);
+  EXPECT_EQ(got.voxels, want.voxels);
+}
+
+TEST_F(PredictCli, BadInputExitsWith2AndOneMessage) {
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "ct.nii.gz";
+  const std::string out = (dir_ / "mask.nii.gz").string();
+  engine::save_safetensors(weights.string(), workloads::make_model("unet3d", 3)->state_dict());
+  medical3d::write_nifti(image.string(), oblique_ct());
+  const fs::path cnn = dir_ / "cnn.safetensors", junk = dir_ / "junk.nii";
+  engine::save_safetensors(cnn.string(), workloads::make_model("cnn3d", 3)->state_dict());
+  std::ofstream(junk) << "not a NIfTI file";
+
+  auto expect_one_line = [&](const std::vector<std::string>& args, const std::string& fragment) {
+    const Result r = quartet(args, dir_);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "output: " << r.out << "\nexpected: " << fragment;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_FALSE(fs::exists(out)) << "nothing is written on bad input";
+  };
+  const std::string w = weights.string(), img = image.string();
+  expect_one_line({"predict", (dir_ / "none.safetensors").string(), img, "--out", out}, "none.safetensors");
+  expect_one_line({"predict", cnn.string(), img, "--out", out}, "cnn.safetensors: ");
+  expect_one_line({"predict", w, img, "--out", out, "--model", "cnn3d"}, "--model: cnn3d does not segment volumes");
+  expect_one_line({"predict", w, img, "--out", out, "--model", "vnet"}, "--model: unknown model \"vnet\"");
+  expect_one_line({"predict", w, img, "--out", out, "--kind", "pet"}, "--kind: ");
+  expect_one_line({"predict", w, img, "--out", out, "--patch", "18"},
+                  "--patch: expected 1 to 1024 voxels and, for unet3d, a multiple of 4, got 18");
+  expect_one_line({"predict", w, img, "--out", (dir_ / "mask.png").string()}, "--out: expected a name ending in .nii");
+  expect_one_line({"predict", w, (dir_ / "none.nii.gz").string(), "--out", out}, "none.nii.gz");
+  expect_one_line({"predict", w, junk.string(), "--out", out}, "junk.nii");
+  expect_one_line({"predict", w, img, "--out", (dir_ / "no" / "such" / "mask.nii.gz").string()}, "--out: ");
+}
+
+// A Decathlon folder as `quartet phantom` writes it trains under the runner, and the
+// trained weights segment one of its images.
+TEST_F(PredictCli, MsdFolderTrainsUnderTheRunnerAndItsWeightsPredict) {
+  const fs::path data = dir_ / "Task00_Phantom";
+  const Result ph = quartet({"phantom", "--kind", "mri", "--count", "4", "--size", "32", "--out", data.string()}, dir_);
+  ASSERT_EQ(ph.code, 0) << ph.out;
+  const json spec = {
+      {"name", "cli-msd"},
+      {"workload",
+       {{"name", "msd-folder"}, {"model", "unet3d"}, {"data_dir", data.string()}, {"test_volumes", 1}, {"patch", 16}}},
+      {"seed", 3},
+      {"threads", 1},
+      {"train", {{"epochs", 1}, {"batch", 1}, {"max_steps", 2}, {"eval_batch", 8}}},
+      {"arms", {{{"name", "single"}, {"regime", "single"}}}}};
+  std::ofstream(dir_ / "spec.json") << spec.dump(2);
+  const Result r =
+      quartet({"run", (dir_ / "spec.json").string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<json> steps = all_records(dir_ / "r" / "single" / "roles" / "trainer.jsonl");
+  ASSERT_EQ(steps.size(), 2u);
+  ASSERT_TRUE(steps.back().contains("eval"));
+  EXPECT_EQ(steps.back()["eval"]["metric"], "dice");
+  EXPECT_EQ(steps.back()["eval"]["samples"], 1);
+
+  const fs::path mask = dir_ / "mask.nii.gz";
+  const Result p = quartet({"predict", (dir_ / "r" / "single" / "final.safetensors").string(),
+                            (data / "imagesTr" / "phantom_mri_003.nii.gz").string(), "--out", mask.string(), "--kind",
+                            "mri", "--patch", "16"}, dir_);
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("32x32x32 voxels"), std::string::npos) << p.out;
+  EXPECT_TRUE(fs::exists(mask));
+}
+
+}  // namespace

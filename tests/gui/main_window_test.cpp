@@ -1,0 +1,122 @@
+// The desktop app's window: menus with the usual shortcuts, recent files remembered in
+// the settings, finished runs compared, a corrupt results folder reported, not fatal.
+
+#include <QAction>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "gui/chart_panel.h"
+#include "gui/compare_view.h"
+#include "gui/main_window.h"
+#include "gui/run_view.h"
+#include "gui/spec_editor.h"
+#include "tests/gui/gui_test_util.h"
+
+using namespace quartet::gui;
+namespace fs = std::filesystem;
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);  // settings go to a test location
+    QCoreApplication::setOrganizationName("QuartetTest");
+    QCoreApplication::setApplicationName("quartet-gui-test");
+    qputenv("QUARTET_GUI_NO_DIALOGS", "1");
+  }
+  void init() { QSettings().clear(); }
+
+  void MenusHaveTheUsualShortcuts() {
+    MainWindow w;
+    QCOMPARE(w.action("open")->shortcut(), QKeySequence(QKeySequence::Open));
+    QCOMPARE(w.action("save")->shortcut(), QKeySequence(QKeySequence::Save));
+    QCOMPARE(w.action("quit")->shortcut(), QKeySequence(QKeySequence::Quit));
+    QCOMPARE(w.action("run")->shortcut(), QKeySequence(Qt::Key_F5));
+    QCOMPARE(w.action("stop")->shortcut(), QKeySequence(Qt::SHIFT | Qt::Key_F5));
+    QVERIFY(w.action("export_charts"));
+    QVERIFY(w.action("open_results"));
+    QVERIFY(w.action("run")->isEnabled());
+    QVERIFY(!w.action("stop")->isEnabled());
+  }
+
+  void OpenAndSaveAreRememberedAsRecentFiles() {
+    QTemporaryDir tmp;
+    MainWindow w;
+    const QString spec = QString::fromStdString(gui_test::fixture_spec().string());
+    QCOMPARE(w.open_spec(spec), QString());
+    QVERIFY(w.windowTitle().contains("tiny-run.spec.json"));
+    const QString saved = tmp.filePath("copy.json");
+    QCOMPARE(w.save_spec(saved), QString());
+    const QStringList recent = w.recent_files();
+    QCOMPARE(recent.size(), 2);
+    QCOMPARE(recent.front(), QFileInfo(saved).absoluteFilePath());
+    MainWindow again;  // a new window reads them back from the settings
+    QCOMPARE(again.recent_files(), recent);
+    QVERIFY(w.open_spec(tmp.filePath("missing.json")).contains("cannot open"));
+  }
+
+  void AnInvalidExperimentIsNotStarted() {
+    MainWindow w;
+    w.editor()->set_spec({{"name", "x"}});
+    const QString problem = w.start_run();
+    QVERIFY2(problem.contains("not valid"), qPrintable(problem));
+  }
+
+  void FinishedRunsAreComparedArmByArm() {
+    QTemporaryDir tmp;
+    const fs::path second = gui_test::copy_fixture(tmp.path().toStdString());
+    MainWindow w;
+    QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+    QCOMPARE(w.open_results(QString::fromStdString(second.string())), QString());
+    CompareView* c = w.compare();
+    QCOMPARE(c->runs().size(), size_t{2});
+    QCOMPARE(c->picked().size(), size_t{10});
+    c->set_arm_checked(1, "fedavg-4", false);
+    const std::vector<ArmResults> picked = c->picked();
+    QCOMPARE(picked.size(), size_t{9});
+    QCOMPARE(picked.front().label, std::string("A: single"));
+    QCOMPARE(picked.back().label, std::string("B: split-2"));
+    QStringList names;
+    for (QAbstractSeries* s : c->charts()->chart(ChartKind::quality_samples)->series()) names << s->name();
+    QVERIFY2(names.contains("B: ddp-2") && !names.contains("B: fedavg-4"), qPrintable(names.join(",")));
+    // The run view shows the last folder opened.
+    QCOMPARE(w.run_view()->shown().arms.size(), size_t{5});
+  }
+
+  void ACorruptResultsFolderGivesAMessage() {
+    QTemporaryDir tmp;
+    const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
+    gui_test::write_text(dir / "ddp-2" / "roles" / "rank0.jsonl", "{\"type\":\"step\"}\n");
+    MainWindow w;
+    const QString problem = w.open_results(QString::fromStdString(dir.string()));
+    QVERIFY2(problem.contains("rank0.jsonl") && problem.contains("numeric \"wall\""), qPrintable(problem));
+    QCOMPARE(w.compare()->runs().size(), size_t{0});
+    QCOMPARE(w.compare()->error_text(), problem);
+  }
+
+  void ChartsExportAsImages() {
+    QTemporaryDir tmp;
+    MainWindow w;
+    QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+    const QStringList files = w.compare()->charts()->export_to(tmp.filePath("charts"), true, true);
+    QCOMPARE(files.size(), 14);
+    for (const QString& f : files) QVERIFY2(QFileInfo(f).size() > 1000, qPrintable(f));
+  }
+
+  void ReportForTheShownRunIsWritten() {
+    QTemporaryDir tmp;
+    const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
+    MainWindow w;
+    QVERIFY(!w.write_report_for_shown_run().isEmpty());  // nothing shown yet
+    QCOMPARE(w.open_results(QString::fromStdString(dir.string())), QString());
+    QString index;
+    QCOMPARE(w.write_report_for_shown_run(&index), QString());
+    QVERIFY(QFileInfo::exists(index));
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "main_window_test.moc"

@@ -1,0 +1,189 @@
+// The experiment editor: a form built from the spec's JSON Schema; editing a field
+// changes the spec; validation errors appear at the field they name.
+
+#include <QComboBox>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "experiments/spec.h"
+#include "gui/schema_form.h"
+#include "gui/spec_editor.h"
+#include "tests/gui/gui_test_util.h"
+
+using namespace quartet::gui;
+using nlohmann::json;
+
+namespace {
+
+json tiny_spec() { return json::parse(gui_test::read_text(gui_test::fixture_spec())); }
+
+QLineEdit* line(SpecEditor& e, const std::string& path) {
+  auto* w = qobject_cast<QLineEdit*>(e.form()->editor(path));
+  if (!w) throw std::runtime_error("no line edit at " + path);
+  return w;
+}
+
+QComboBox* combo(SpecEditor& e, const std::string& path) {
+  auto* w = qobject_cast<QComboBox*>(e.form()->editor(path));
+  if (!w) throw std::runtime_error("no combo box at " + path);
+  return w;
+}
+
+// Replaces a field's text as a user would: select all, type.
+void type_into(QLineEdit* edit, const QString& text) {
+  edit->selectAll();
+  QTest::keyClicks(edit, text);
+}
+
+}  // namespace
+
+class SpecEditorTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void FormHasAFieldPerSchemaMember() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    for (const char* path : {"spec.name", "spec.seed", "spec.workload.model", "spec.train.batch",
+                             "spec.train.optimizer.lr", "spec.arms[0].name", "spec.arms[4].clients"})
+      QVERIFY2(e.form()->editor(path), path);
+    QVERIFY(qobject_cast<QComboBox*>(e.form()->editor("spec.arms[0].regime")));
+    QVERIFY(qobject_cast<QComboBox*>(e.form()->editor("spec.train.optimizer.nesterov")));
+  }
+
+  void SettingAndReadingBackKeepsTheSpec() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    QCOMPARE(e.spec(), tiny_spec());
+    QVERIFY(e.validate());
+  }
+
+  void EditingAFieldChangesTheSpec() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    QSignalSpy modified(&e, &SpecEditor::modified_changed);
+    type_into(line(e, "spec.train.batch"), "64");
+    QCOMPARE(e.spec()["train"]["batch"], json(64));
+    type_into(line(e, "spec.train.optimizer.lr"), "0.1");
+    QCOMPARE(e.spec()["train"]["optimizer"]["lr"], json(0.1));
+    combo(e, "spec.arms[0].regime")->setCurrentText("accumulate");
+    type_into(line(e, "spec.arms[0].micro_batches"), "4");
+    QCOMPARE(e.spec()["arms"][0]["regime"], json("accumulate"));
+    QCOMPARE(e.spec()["arms"][0]["micro_batches"], json(4));
+    QVERIFY(e.modified());
+    QCOMPARE(modified.count(), 1);
+  }
+
+  void ClearingAFieldLeavesItToTheDefault() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    line(e, "spec.seed")->clear();
+    QVERIFY(!e.spec().contains("seed"));
+    QVERIFY(e.validate());
+  }
+
+  void AnArmShowsOnlyItsRegimesFields() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    QWidget* ranks = e.form()->editor("spec.arms[0].ranks");
+    QVERIFY(ranks->parentWidget()->isHidden());  // single has no ranks
+    combo(e, "spec.arms[0].regime")->setCurrentText("data_parallel");
+    QVERIFY(!ranks->parentWidget()->isHidden());
+    type_into(qobject_cast<QLineEdit*>(ranks), "2");
+    QCOMPARE(e.spec()["arms"][0]["ranks"], json(2));
+    // Back to single: the hidden ranks leave the spec, which stays valid.
+    combo(e, "spec.arms[0].regime")->setCurrentText("single");
+    QVERIFY(!e.spec()["arms"][0].contains("ranks"));
+    QVERIFY(e.validate());
+  }
+
+  void ABadValueShowsItsErrorAtTheField() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    type_into(line(e, "spec.train.batch"), "0");
+    QVERIFY(!e.validate());
+    QVERIFY2(e.form()->error_at("spec.train.batch").contains("expected an integer ≥ 1"),
+             qPrintable(e.form()->error_at("spec.train.batch")));
+    QVERIFY(e.problem().startsWith("spec.train.batch"));
+    type_into(line(e, "spec.train.batch"), "32");
+    QVERIFY(e.validate());
+    QVERIFY(e.form()->error_at("spec.train.batch").isEmpty());
+  }
+
+  void AnArmsErrorShowsOnItsTab() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    type_into(line(e, "spec.arms[1].micro_batches"), "3");
+    QVERIFY(!e.validate());
+    QVERIFY2(e.form()->error_at("spec.arms[1].micro_batches").contains("does not divide the batch 32"),
+             qPrintable(e.problem()));
+    auto* tabs = e.form()->findChild<QTabWidget*>();
+    QVERIFY(tabs);
+    QCOMPARE(tabs->currentIndex(), 1);
+  }
+
+  void ArmsCanBeAddedAndRemoved() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    e.form()->add_item("spec.arms", {{"name", "accum-4"}, {"regime", "accumulate"}, {"micro_batches", 4}});
+    QCOMPARE(e.spec()["arms"].size(), size_t{6});
+    QCOMPARE(e.spec()["arms"][5]["micro_batches"], json(4));
+    QVERIFY(e.validate());
+    auto* tabs = e.form()->findChild<QTabWidget*>();
+    tabs->setCurrentIndex(0);
+    auto buttons = e.form()->findChildren<QPushButton*>();
+    QPushButton* remove = nullptr;
+    for (QPushButton* b : buttons)
+      if (b->text() == "Remove") remove = b;
+    QVERIFY(remove);
+    remove->click();
+    QCOMPARE(e.spec()["arms"].size(), size_t{5});
+    QCOMPARE(e.spec()["arms"][0]["name"], json("accum-2"));
+  }
+
+  void LoadAndSaveKeepTheExperiment() {
+    // quickstart.json has comments; what is saved parses to the same experiment.
+    const QString quickstart = QString(QUARTET_SOURCE_DIR) + "/experiments/quickstart.json";
+    SpecEditor e;
+    e.load(quickstart);
+    QVERIFY2(e.validate(), qPrintable(e.problem()));
+    QVERIFY(!e.modified());
+    QTemporaryDir tmp;
+    const QString saved = tmp.filePath("saved.json");
+    e.save(saved);
+    SpecEditor again;
+    again.load(saved);
+    QCOMPARE(quartet::experiments::load_spec_file(saved.toStdString()).json,
+             quartet::experiments::load_spec_file(quickstart.toStdString()).json);
+  }
+
+  void UnreadableFilesAreNamed() {
+    QTemporaryDir tmp;
+    SpecEditor e;
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, e.load(tmp.filePath("none.json")));
+    gui_test::write_text(tmp.filePath("bad.json").toStdString(), "{ \"name\": ");
+    try {
+      e.load(tmp.filePath("bad.json"));
+      QFAIL("a broken file loaded");
+    } catch (const std::runtime_error& err) {
+      QVERIFY(QString(err.what()).contains("bad.json: not valid JSON"));
+    }
+  }
+
+  void ErrorPathsAndRegimesAreReadFromText() {
+    QCOMPARE(error_path("spec.arms[2].batch: expected an integer"), std::string("spec.arms[2].batch"));
+    QCOMPARE(error_path("spec.name: expected letters"), std::string("spec.name"));
+    QCOMPARE(error_path("no arm named x"), std::string());
+    QCOMPARE(regimes_of("data_parallel: processes"), std::vector<std::string>{"data_parallel"});
+    QCOMPARE(regimes_of("federated, split: logical clients"), (std::vector<std::string>{"federated", "split"}));
+    QCOMPARE(regimes_of("accumulate: micro-batches; data_parallel: per rank"),
+             (std::vector<std::string>{"accumulate", "data_parallel"}));
+    QVERIFY(regimes_of("the arm's name: a folder name").empty());
+  }
+};
+
+QTEST_MAIN(SpecEditorTest)
+#include "spec_editor_test.moc"

@@ -1,0 +1,100 @@
+// The slice viewer shows a volume's slices and its mask over them; a mask that does not
+// fit, or a file that is not NIfTI, gives a message.
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "gui/volume_slices.h"
+#include "gui/volume_viewer.h"
+#include "medical3d/nifti.h"
+#include "medical3d/phantom.h"
+#include "tests/gui/gui_test_util.h"
+
+using namespace quartet::gui;
+namespace m3d = quartet::medical3d;
+
+namespace {
+
+// A voxel of class `c` in the middle axial slice of `labels`, as (x, y).
+std::pair<int, int> voxel_of_class(const m3d::LabelVolume& labels, int c) {
+  const int64_t z = labels.nz() / 2;
+  for (int64_t y = 0; y < labels.ny(); ++y)
+    for (int64_t x = 0; x < labels.nx(); ++x)
+      if (labels.at(x, y, z) == c) return {static_cast<int>(x), static_cast<int>(y)};
+  return {-1, -1};
+}
+
+}  // namespace
+
+class VolumeViewerTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void SlicesFollowTheRadiologicalConvention() {
+    m3d::Grid g;
+    g.dims = {4, 3, 2};
+    g.spacing = {1.0, 1.0, 2.5};
+    m3d::Volume v(g, 0.0f);
+    v.at(3, 0, 1) = 100.0f;  // patient's left, anterior, superior
+    SliceStyle s;
+    s.window = 100.0;
+    s.level = 50.0;
+    const QImage axial = slice_image(v, Plane::axial, 1, s);
+    QCOMPARE(axial.size(), QSize(4, 3));
+    QCOMPARE(qGray(axial.pixel(3, 0)), 255);  // right of the picture, top row
+    const QImage coronal = slice_image(v, Plane::coronal, 0, s);
+    QCOMPARE(coronal.size(), QSize(4, 2));
+    QCOMPARE(qGray(coronal.pixel(3, 0)), 255);  // superior at the top
+    QCOMPARE(qGray(coronal.pixel(3, 1)), 0);
+    QCOMPARE(pixel_aspect(g, Plane::coronal), 2.5);
+    QCOMPARE(slice_count(g, Plane::sagittal), int64_t{4});
+  }
+
+  void ViewerShowsAPhantomsSlicesAndMask() {
+    QTemporaryDir tmp;
+    const m3d::Sample phantom = m3d::make_phantom(m3d::PhantomKind::ct, 32, 7);
+    const QString image = tmp.filePath("ct.nii.gz"), labels = tmp.filePath("ct-labels.nii.gz");
+    m3d::write_nifti(image.toStdString(), phantom.image);
+    m3d::write_nifti(labels.toStdString(), phantom.labels);
+
+    VolumeViewer viewer;
+    viewer.resize(900, 400);
+    QCOMPARE(viewer.open_image(image), QString());
+    for (Plane p : {Plane::axial, Plane::coronal, Plane::sagittal}) QCOMPARE(viewer.picture(p).size(), QSize(32, 32));
+    const auto [x, y] = voxel_of_class(phantom.labels, m3d::kOrganClass);
+    QVERIFY(x >= 0);
+    const QRgb before = viewer.picture(Plane::axial).pixel(x, y);
+    QCOMPARE(qRed(before), qGreen(before));  // grey: no mask yet
+
+    QCOMPARE(viewer.open_mask(labels), QString());
+    const QRgb organ = viewer.picture(Plane::axial).pixel(x, y);
+    QVERIFY2(qRed(organ) > qGreen(organ) + 40, "the liver is tinted red");
+    const auto [lx, ly] = voxel_of_class(phantom.labels, 0);
+    const QRgb background = viewer.picture(Plane::axial).pixel(lx, ly);
+    QCOMPARE(qRed(background), qGreen(background));
+
+    // A narrower window makes the same tissue brighter or darker, never the same grey.
+    viewer.set_window(40.0, 60.0);
+    QVERIFY(viewer.picture(Plane::axial) != QImage());
+    viewer.set_slice(Plane::axial, 0);
+    QVERIFY(viewer.error_text().isEmpty());
+  }
+
+  void MismatchedMaskAndBrokenFilesGiveMessages() {
+    QTemporaryDir tmp;
+    VolumeViewer viewer;
+    QVERIFY(viewer.open_mask(tmp.filePath("m.nii")).contains("open an image first"));
+    const QString image = tmp.filePath("a.nii"), other = tmp.filePath("b.nii.gz");
+    m3d::write_nifti(image.toStdString(), m3d::make_phantom(m3d::PhantomKind::mri, 32, 1).image);
+    m3d::write_nifti(other.toStdString(), m3d::make_phantom(m3d::PhantomKind::mri, 40, 1).labels);
+    QCOMPARE(viewer.open_image(image), QString());
+    QVERIFY2(viewer.open_mask(other).contains("differs from the image's"), qPrintable(viewer.error_text()));
+    gui_test::write_text(tmp.filePath("bad.nii").toStdString(), "not a nifti file at all");
+    QVERIFY(!viewer.open_image(tmp.filePath("bad.nii")).isEmpty());
+    QVERIFY(viewer.has_image());  // the volume shown before stays
+    QCOMPARE(viewer.picture(Plane::axial).size(), QSize(32, 32));
+  }
+};
+
+QTEST_MAIN(VolumeViewerTest)
+#include "volume_viewer_test.moc"
