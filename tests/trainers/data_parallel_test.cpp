@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/trainers/trainer_test_util.h"
 #include "engine/memory.h"
 #include "engine/safetensors.h"
 #include "trainers/regime.h"
@@ -23,6 +24,8 @@
 
 namespace quartet::trainers {
 namespace {
+
+using testing::max_abs_diff;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -80,53 +83,11 @@ class DataParallel : public ::testing::Test {
     make_single()->run_role(c);
   }
 
-  // Runs every rank of `c`'s arm as a thread; rethrows the first rank's error.
-  static void run_ranks(const RoleContext& c) {
-    transport::Coordinator coordinator(transport::CoordinatorOptions{});
-    std::unique_ptr<Regime> regime = make_data_parallel();
-    const std::vector<std::string> roles = regime->roles(c.config);
-    std::mutex mutex;
-    std::exception_ptr error;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < static_cast<int>(roles.size()); ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          transport::ClientOptions o;
-          o.host = coordinator.host();
-          o.port = coordinator.port();
-          o.token = coordinator.token();
-          o.arm = c.arm;
-          o.role = roles[r];
-          o.requested_rank = r;
-          o.timeout = std::chrono::seconds(120);
-          transport::CoordinatorClient client(o);
-          RoleContext mine = c;
-          mine.role = roles[r];
-          mine.rank = r;
-          mine.coordinator = &client;
-          regime->run_role(mine);
-          client.leave();
-        } catch (...) {
-          std::lock_guard lock(mutex);
-          if (!error) error = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    if (error) std::rethrow_exception(error);
-  }
 
   engine::NamedTensors final_weights(const std::string& arm) {
     return engine::load_safetensors(final_weights_path(root_ / arm).string());
   }
 
-  std::vector<json> records(const std::string& arm, const std::string& role) {
-    std::ifstream in(records_path(root_ / arm, role));
-    std::vector<json> out;
-    std::string line;
-    while (std::getline(in, line)) out.push_back(json::parse(line));
-    return out;
-  }
 
   // The largest peak of `tag` any record of the arm's ranks saw (process-wide: every
   // rank's thread together).
@@ -138,23 +99,14 @@ class DataParallel : public ::testing::Test {
     return p;
   }
 
+  std::vector<json> records(const std::string& arm, const std::string& role) {
+    return testing::read_records(root_ / arm, role);
+  }
+
   fs::path root_, init_;
   std::string model_;
   std::unique_ptr<workloads::Workload> workload_;
 };
-
-// The largest |a - b| over all tensors (parameters and buffers), names checked.
-double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    const float* pa = a[i].second.data();
-    const float* pb = b[i].second.data();
-    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
-  }
-  return worst;
-}
 
 // Tolerance for "the same update": float sums in another order (per-rank means, then
 // the all-reduce) over 6 SGD steps with momentum on weights of magnitude ~0.05:
@@ -164,7 +116,7 @@ constexpr double kSameUpdate = 2e-6;
 TEST_F(DataParallel, TwoRanksEqualSingleWithTheSameGlobalBatch) {
   use_workload("mlp");
   run_single(context("single", 1, 6));
-  run_ranks(context("ddp2", 2, 6, {{"bucket_mb", 0.1}}));
+  testing::run_data_parallel_ranks(context("ddp2", 2, 6, {{"bucket_mb", 0.1}}));
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2"));
   std::cout << "[ measured ] N=2 vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
@@ -174,7 +126,7 @@ TEST_F(DataParallel, TwoRanksEqualSingleWithTheSameGlobalBatch) {
 TEST_F(DataParallel, FourRanksEqualSingleWithTheSameGlobalBatch) {
   use_workload("mlp");
   run_single(context("single", 1, 6));
-  run_ranks(context("ddp4", 4, 6, {{"bucket_mb", 0.1}}));
+  testing::run_data_parallel_ranks(context("ddp4", 4, 6, {{"bucket_mb", 0.1}}));
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp4"));
   std::cout << "[ measured ] N=4 vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
@@ -185,21 +137,21 @@ TEST_F(DataParallel, MicroBatchesPerRankEqualSingle) {
   run_single(context("single", 1, 6));
   RoleContext c = context("ddp2x2", 2, 6, {{"bucket_mb", 0.1}, {"micro_batches", 2}});
   c.config.micro_batches = 2;
-  run_ranks(c);
+  testing::run_data_parallel_ranks(c);
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2x2"));
   std::cout << "[ measured ] N=2 x 2 micro-batches vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
   // zero 2 accumulates whole gradients on the first micro-batch, scatters on the last.
   RoleContext z = context("ddp2x2z2", 2, 6, {{"bucket_mb", 0.1}, {"micro_batches", 2}, {"zero", 2}});
   z.config.micro_batches = 2;
-  run_ranks(z);
+  testing::run_data_parallel_ranks(z);
   EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("ddp2x2z2")), kSameUpdate);
 }
 
 // Every rank writes one record per step; only rank 0 evaluates; bytes are the ring's.
 TEST_F(DataParallel, EveryRankRecordsStepsAndCommunication) {
   use_workload("mlp");
-  run_ranks(context("rec", 2, 3, {{"bucket_mb", 0.1}}));
+  testing::run_data_parallel_ranks(context("rec", 2, 3, {{"bucket_mb", 0.1}}));
   const std::vector<json> r0 = records("rec", "rank0"), r1 = records("rec", "rank1");
   ASSERT_EQ(r0.size(), 3u);
   ASSERT_EQ(r1.size(), 3u);
@@ -220,8 +172,8 @@ TEST_F(DataParallel, EveryRankRecordsStepsAndCommunication) {
 
 TEST_F(DataParallel, Fp16CompressionHalvesTheBytesAndStaysClose) {
   use_workload("mlp");
-  run_ranks(context("plain", 2, 4, {{"bucket_mb", 0.1}}));
-  run_ranks(context("half", 2, 4, {{"bucket_mb", 0.1}, {"compress", "fp16"}}));
+  testing::run_data_parallel_ranks(context("plain", 2, 4, {{"bucket_mb", 0.1}}));
+  testing::run_data_parallel_ranks(context("half", 2, 4, {{"bucket_mb", 0.1}, {"compress", "fp16"}}));
   const json plain = records("plain", "rank0").back(), half = records("half", "rank0").back();
   EXPECT_EQ(half["comm"]["bytes"].get<int64_t>() * 2, plain["comm"]["bytes"].get<int64_t>());
   const double diff = max_abs_diff(final_weights("plain"), final_weights("half"));
@@ -242,7 +194,7 @@ TEST_F(DataParallel, ZeroOneAndTwoEqualZeroZeroWithAShardOfTheMemory) {
     RoleContext c = context(name, n, 5, {{"bucket_mb", bucket_mb}, {"zero", zero}});
     c.config.optimizer = {.name = "adam", .lr = 1e-3f};
     engine::reset_memory_peaks();
-    run_ranks(c);
+    testing::run_data_parallel_ranks(c);
   };
   arm("zero0", 0);
   arm("zero1", 1);
@@ -281,7 +233,7 @@ TEST_F(DataParallel, SyncBatchNormEqualsSingle) {
     return c;
   };
   run_single(ctx("single", 1));
-  run_ranks(ctx("sync2", 2));
+  testing::run_data_parallel_ranks(ctx("sync2", 2));
   // Parameters and the running statistics (buffers) alike.
   const double diff = max_abs_diff(final_weights("single"), final_weights("sync2"));
   std::cout << "[ measured ] SyncBatchNorm N=2 vs single (resnet-mini): max |diff| = " << diff << "\n";
@@ -289,7 +241,7 @@ TEST_F(DataParallel, SyncBatchNormEqualsSingle) {
   // Without it each rank normalises with its own 8 samples' statistics: another update.
   RoleContext local = ctx("local2", 2);
   local.arm_settings["sync_bn"] = false;
-  run_ranks(local);
+  testing::run_data_parallel_ranks(local);
   const double local_diff = max_abs_diff(final_weights("single"), final_weights("local2"));
   std::cout << "[ measured ] per-rank BatchNorm N=2 vs single: max |diff| = " << local_diff << "\n";
   EXPECT_GT(local_diff, 100 * diff);
@@ -308,7 +260,7 @@ TEST_F(DataParallel, SyncBatchNormWithActivationCheckpointingEqualsSingle) {
   run_single(ctx("single", 1));
   RoleContext c = ctx("sync2-ckpt", 2);
   c.config.checkpoint = true;
-  run_ranks(c);
+  testing::run_data_parallel_ranks(c);
   const double diff = max_abs_diff(final_weights("single"), final_weights("sync2-ckpt"));
   std::cout << "[ measured ] SyncBatchNorm N=2, checkpointed, vs single (resnet-mini): max |diff| = " << diff << "\n";
   EXPECT_LT(diff, 2e-5);
@@ -327,12 +279,12 @@ TEST_F(DataParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
       c.config.optimizer = {.name = "adam", .lr = 1e-3f};
       return c;
     };
-    run_ranks(ctx("whole" + z, 3));
-    run_ranks(ctx("parts" + z, 1));  // one epoch, then "crash"
+    testing::run_data_parallel_ranks(ctx("whole" + z, 3));
+    testing::run_data_parallel_ranks(ctx("parts" + z, 1));  // one epoch, then "crash"
     fs::remove(final_weights_path(root_ / ("parts" + z)));
     RoleContext rest = ctx("parts" + z, 3);
     rest.resume = true;
-    run_ranks(rest);
+    testing::run_data_parallel_ranks(rest);
     EXPECT_EQ(max_abs_diff(final_weights("whole" + z), final_weights("parts" + z)), 0.0) << "zero " << zero;
     for (const char* role : {"rank0", "rank1"}) {
       const std::vector<json> recs = records("parts" + z, role);

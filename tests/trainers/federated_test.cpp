@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
 #include "trainers/fl_client.h"
@@ -26,6 +27,8 @@
 
 namespace quartet::trainers {
 namespace {
+
+using testing::max_abs_diff;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -132,18 +135,6 @@ class Federated : public ::testing::Test {
   std::unique_ptr<workloads::Workload> workload_;
   std::unique_ptr<transport::Coordinator> coordinator_;
 };
-
-double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    const float* pa = a[i].second.data();
-    const float* pb = b[i].second.data();
-    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
-  }
-  return worst;
-}
 
 // FedSGD (McMahan et al. 2017): one client holding the whole training set, one local
 // step whose batch is its whole partition, is one step of `single` on the same samples.

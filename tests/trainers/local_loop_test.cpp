@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "trainers/local_loop.h"
 #include "trainers/regime.h"
@@ -12,6 +13,8 @@
 
 namespace quartet::trainers {
 namespace {
+
+using testing::max_abs_diff;
 
 namespace fs = std::filesystem;
 
@@ -59,19 +62,6 @@ class LocalLoop : public ::testing::Test {
   fs::path root_, init_;
   std::unique_ptr<workloads::Workload> workload_;
 };
-
-// The largest |a - b| over all parameters, and checks the names agree.
-double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    const float* pa = a[i].second.data();
-    const float* pb = b[i].second.data();
-    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
-  }
-  return worst;
-}
 
 // Accumulating k micro-batches computes the same update as one batch: the same
 // parameters after several steps, up to float summation order. Tolerance: 1e-5 absolute

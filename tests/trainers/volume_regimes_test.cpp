@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "trainers/regime.h"
 #include "trainers/regimes.h"
@@ -22,6 +23,8 @@
 
 namespace quartet::trainers {
 namespace {
+
+using testing::max_abs_diff;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -70,69 +73,19 @@ class VolumeRegimes : public ::testing::Test {
     return c;
   }
 
-  // Every rank as a thread of this process, over a real coordinator and Gloo.
-  static void run_ranks(const RoleContext& c) {
-    transport::Coordinator coordinator(transport::CoordinatorOptions{});
-    std::unique_ptr<Regime> regime = make_data_parallel();
-    const std::vector<std::string> roles = regime->roles(c.config);
-    std::mutex mutex;
-    std::exception_ptr error;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < static_cast<int>(roles.size()); ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          transport::ClientOptions o;
-          o.host = coordinator.host();
-          o.port = coordinator.port();
-          o.token = coordinator.token();
-          o.arm = c.arm;
-          o.role = roles[r];
-          o.requested_rank = r;
-          o.timeout = std::chrono::seconds(120);
-          transport::CoordinatorClient client(o);
-          RoleContext mine = c;
-          mine.role = roles[r];
-          mine.rank = r;
-          mine.coordinator = &client;
-          regime->run_role(mine);
-          client.leave();
-        } catch (...) {
-          std::lock_guard lock(mutex);
-          if (!error) error = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    if (error) std::rethrow_exception(error);
-  }
 
   engine::NamedTensors final_weights(const std::string& arm) {
     return engine::load_safetensors(final_weights_path(root_ / arm).string());
   }
 
+
   std::vector<json> records(const std::string& arm, const std::string& role) {
-    std::ifstream in(records_path(root_ / arm, role));
-    std::vector<json> out;
-    std::string line;
-    while (std::getline(in, line)) out.push_back(json::parse(line));
-    return out;
+    return testing::read_records(root_ / arm, role);
   }
 
   fs::path root_, init_;
   std::unique_ptr<workloads::Workload> workload_;
 };
-
-double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    const float* pa = a[i].second.data();
-    const float* pb = b[i].second.data();
-    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
-  }
-  return worst;
-}
 
 // Float sums in another order over 2 SGD steps on weights of magnitude ~0.1.
 constexpr double kSameUpdate = 1e-5;
@@ -148,7 +101,7 @@ TEST_F(VolumeRegimes, AccumulateTwoMicroBatchesEqualsOneBatch) {
 
 TEST_F(VolumeRegimes, TwoRanksEqualSingle) {
   make_single()->run_role(context("single", 1));
-  run_ranks(context("ddp2", 1, 2));
+  testing::run_data_parallel_ranks(context("ddp2", 1, 2));
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2"));
   std::cout << "[ measured ] data_parallel 2 vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
@@ -183,7 +136,7 @@ TEST_F(VolumeRegimes, CheckpointedTwoRanksWithZero2EqualSingle) {
   RoleContext c = context("ddp2", 1, 2);
   c.config.checkpoint = true;
   c.arm_settings["zero"] = 2;
-  run_ranks(c);
+  testing::run_data_parallel_ranks(c);
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2"));
   std::cout << "[ measured ] checkpointed data_parallel 2 (zero 2) vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);

@@ -1,0 +1,87 @@
+#pragma once
+
+// Helpers the trainer tests share: comparing final weights, reading a role's records,
+// and running every rank of a data_parallel arm as threads of the test process.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/nn.h"
+#include "trainers/regime.h"
+#include "trainers/regimes.h"
+#include "transport/coordinator.h"
+
+namespace quartet::trainers::testing {
+
+// The largest elementwise difference of two state dicts; names and counts must agree.
+inline double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    const float* pa = a[i].second.data();
+    const float* pb = b[i].second.data();
+    for (int64_t k = 0; k < a[i].second.numel(); ++k) worst = std::max(worst, std::abs(double(pa[k]) - pb[k]));
+  }
+  return worst;
+}
+
+// Every record line of `role` in the arm folder.
+inline std::vector<nlohmann::json> read_records(const std::filesystem::path& arm_dir, const std::string& role) {
+  std::ifstream in(records_path(arm_dir, role));
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// Runs every rank of `c`'s data_parallel arm as a thread, over a real coordinator and
+// Gloo; rethrows the first rank's error.
+inline void run_data_parallel_ranks(const RoleContext& c) {
+  transport::Coordinator coordinator(transport::CoordinatorOptions{});
+  std::unique_ptr<Regime> regime = make_data_parallel();
+  const std::vector<std::string> roles = regime->roles(c.config);
+  std::mutex mutex;
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < static_cast<int>(roles.size()); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        transport::ClientOptions o;
+        o.host = coordinator.host();
+        o.port = coordinator.port();
+        o.token = coordinator.token();
+        o.arm = c.arm;
+        o.role = roles[r];
+        o.requested_rank = r;
+        o.timeout = std::chrono::seconds(120);
+        transport::CoordinatorClient client(o);
+        RoleContext mine = c;
+        mine.role = roles[r];
+        mine.rank = r;
+        mine.coordinator = &client;
+        regime->run_role(mine);
+        client.leave();
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace quartet::trainers::testing
