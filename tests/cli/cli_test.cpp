@@ -37,15 +37,9 @@ using cli_util::start_quartet;
 using cli_util::wait_exit;
 using cli_util::wait_for_line;
 
-class Cli : public ::testing::Test {
+class Cli : public cli_util::FolderTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("cli_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Cli() : FolderTest("cli") {}
 
   fs::path write_spec(const json& j, const std::string& name = "spec.json") {
     const fs::path p = dir_ / name;
@@ -65,7 +59,6 @@ class Cli : public ::testing::Test {
     })");
   }
 
-  fs::path dir_;
 };
 
 void expect_exit2_with(const Result& r, const std::string& fragment) {
@@ -439,14 +432,8 @@ TEST_F(Cli, FederatedRunSurvivesAKilledClientPool) {
   j["arms"][0]["deadline_s"] = 2.0;
   j["arms"][0]["fraction"] = 1.0;
   const fs::path run = dir_ / "run";
-  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
-                                       dir_ / "launcher.log");
-  ASSERT_FALSE(wait_for_line(run / "fed" / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120))
-                   .empty())
-      << file_bytes(dir_ / "launcher.log");
-  const pid_t pool = find_role_process(run, "pool1");
-  ASSERT_GT(pool, 0);
-  kill(pool, SIGKILL);
+  const pid_t launcher = cli_util::run_and_kill_role(write_spec(j), run, "fed", "pool1", dir_ / "launcher.log");
+  ASSERT_GT(launcher, 0) << file_bytes(dir_ / "launcher.log");
   ASSERT_EQ(wait_exit(launcher), 0) << file_bytes(dir_ / "launcher.log");
   const json summary = json::parse(file_bytes(run / "fed" / "summary.json"));
   EXPECT_EQ(summary["status"], "finished");
@@ -587,14 +574,8 @@ TEST_F(Cli, SplitRunSurvivesAClientThatDisconnects) {
   j["train"]["epochs"] = 1000;
   j["arms"] = json::array({{{"name", "sl"}, {"regime", "split"}, {"clients", 4}, {"processes", 2}, {"cut", "fc1"}}});
   const fs::path run = dir_ / "run";
-  const pid_t launcher = start_quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"},
-                                       dir_ / "launcher.log");
-  ASSERT_FALSE(wait_for_line(run / "sl" / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120))
-                   .empty())
-      << file_bytes(dir_ / "launcher.log");
-  const pid_t pool = find_role_process(run, "pool1");
-  ASSERT_GT(pool, 0);
-  kill(pool, SIGKILL);
+  const pid_t launcher = cli_util::run_and_kill_role(write_spec(j), run, "sl", "pool1", dir_ / "launcher.log");
+  ASSERT_GT(launcher, 0) << file_bytes(dir_ / "launcher.log");
   ASSERT_EQ(wait_exit(launcher), 0) << file_bytes(dir_ / "launcher.log");
   const json summary = json::parse(file_bytes(run / "sl" / "summary.json"));
   EXPECT_EQ(summary["status"], "finished");

@@ -5,6 +5,7 @@
 // read what it wrote.
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,6 +138,44 @@ inline std::vector<json> records_of(const fs::path& file, const std::string& typ
   for (std::string line; std::getline(in, line);)
     if (json r = json::parse(line); r["type"] == type) out.push_back(r);
   return out;
+}
+
+// A test with its own empty folder dir_ (under the test temp dir, named by `prefix`, the
+// process and the test), removed afterwards.
+class FolderTest : public ::testing::Test {
+ protected:
+  explicit FolderTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / (prefix_ + "_" + std::to_string(::getpid()) + "_" +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path dir_;
+
+ private:
+  std::string prefix_;
+};
+
+// Starts `quartet run spec --out run` (output to `log`), waits until the arm's server
+// has recorded a step, then kills `role` (SIGKILL). Returns the launcher's pid to wait
+// for, or -1 (the run then stopped and reaped) when the server recorded nothing within 2
+// minutes or the role was not found.
+inline pid_t run_and_kill_role(const fs::path& spec, const fs::path& run, const std::string& arm,
+                               const std::string& role, const fs::path& log) {
+  const pid_t launcher = start_quartet({"run", spec.string(), "--out", run.string(), "--progress=none"}, log);
+  const bool recorded =
+      !wait_for_line(run / arm / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120)).empty();
+  const pid_t victim = recorded ? find_role_process(run, role) : -1;
+  if (victim <= 0) {  // the run is stopped and reaped: no child outlives the test
+    kill(launcher, SIGINT);
+    wait_exit(launcher);
+    return -1;
+  }
+  kill(victim, SIGKILL);
+  return launcher;
 }
 
 }  // namespace cli_util

@@ -35,15 +35,9 @@ using cli_util::wait_for_line;
 
 constexpr int64_t kMiB = 1024 * 1024;
 
-class FederatedCli : public ::testing::Test {
+class FederatedCli : public cli_util::FolderTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("fl_cli_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  FederatedCli() : FolderTest("fl_cli") {}
 
   // Runs `spec` into dir_/run; fails the test with the launcher's output otherwise.
   void run(const json& spec) {
@@ -69,7 +63,6 @@ class FederatedCli : public ::testing::Test {
             {"arms", arms}};
   }
 
-  fs::path dir_;
 };
 
 // 200 virtual clients (10 samples each, a tenth of them asked per round) complete three

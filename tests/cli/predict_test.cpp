@@ -32,17 +32,10 @@ using cli_util::quartet;
 using cli_util::Result;
 using nlohmann::json;
 
-class PredictCli : public ::testing::Test {
+class PredictCli : public cli_util::FolderTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("cli_predict_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  PredictCli() : FolderTest("cli_predict") {}
 
-  fs::path dir_;
 };
 
 std::vector<json> all_records(const fs::path& file) {

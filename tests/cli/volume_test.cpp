@@ -51,15 +51,9 @@ void expect_exit2_with(const Result& r, const std::string& fragment) {
   EXPECT_NE(r.out.find(fragment), std::string::npos) << "output: " << r.out << "\nexpected: " << fragment;
 }
 
-class VolumeCli : public ::testing::Test {
+class VolumeCli : public cli_util::FolderTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("cli_volume_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  VolumeCli() : FolderTest("cli_volume") {}
 
   fs::path write_spec(const json& j) {
     const fs::path p = dir_ / "spec.json";
@@ -80,7 +74,6 @@ class VolumeCli : public ::testing::Test {
     })");
   }
 
-  fs::path dir_;
 };
 
 TEST_F(VolumeCli, PhantomWritesTheDecathlonLayout) {
