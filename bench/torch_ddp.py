@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import socket
+import sys
 import time
 
 
@@ -43,18 +44,8 @@ def worker(rank, args, port, out):
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
 
-    class CNN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-            self.conv2 = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-            self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(3136, 128), nn.ReLU())
-            self.fc2 = nn.Sequential(nn.Linear(128, 10))
-
-        def forward(self, x):
-            for stage in (self.conv1, self.conv2, self.fc1, self.fc2):
-                x = stage(x)
-            return x
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_models import CNN
 
     torch.manual_seed(args.seed)
     model = nn.parallel.DistributedDataParallel(CNN())
