@@ -141,6 +141,10 @@ std::vector<ConvCase> conv_cases() {
       {"cnn.conv2/b256", 256, 32, 64, 14, 3, 1, 2},  {"conv3d.conv1/32^3", 2, 1, 16, 32, 3, 1, 3},
       {"conv3d.conv2/32^3", 2, 16, 32, 32, 3, 1, 3}, {"conv3d.conv1/64^3", 2, 1, 16, 64, 3, 1, 3},
       {"conv3d.conv2/64^3", 2, 16, 32, 64, 3, 1, 3},
+      // unet3d's convs at a 64^3 patch, batch 1: a level-1 block's second conv and the
+      // first conv of the decoder level that takes the concatenated skip
+      {"unet3d.enc1.conv2/64^3", 1, 16, 16, 64, 3, 1, 3}, {"unet3d.dec1.conv1/64^3", 1, 32, 16, 64, 3, 1, 3},
+      {"unet3d.dec2.conv1/64^3", 1, 64, 32, 32, 3, 1, 3},
   };
 }
 

@@ -19,9 +19,10 @@ using ViewC = Eigen::Map<const RowMat, Eigen::Unaligned, Stride>;
 using View = Eigen::Map<RowMat, Eigen::Unaligned, Stride>;
 
 // Floats in one thread's im2col buffer; larger outputs are processed in column chunks.
-// 1 MiB fits in L2; a larger buffer only adds workspace (bench/: the 3D stack at 32^3
-// trains as fast with 1 MiB as with 8 MiB, and its tracked peak falls from 24 to 20 MB).
-constexpr int64_t kColBudget = int64_t{1} << 18;
+// 4 MiB: bench/run's unet3d at 64^3 (one thread) trains at 1.00 samples/s with 256 KiB
+// and 1 MiB buffers, 1.15 with 4 and 8 MiB and 0.84-0.99 with 16 MiB; smaller chunks
+// mean narrower GEMMs and more repacking of the weights.
+constexpr int64_t kColBudget = int64_t{1} << 20;
 
 // Spatial dims right-aligned into three: a 1D conv is (1, 1, W), a 2D one (1, H, W).
 // The output is walked as rows (od, oh) of out[2] columns each.
@@ -39,6 +40,18 @@ struct Geometry {
 // x_shape: the conv's input (N, Cin, *in); out_shape: its output (N, Cout, *out), given
 // rather than derived so that a transposed conv (whose output_padding may leave extra
 // input cells no window reaches) walks the same geometry.
+// Fills in the sizes derived from in, k and out.
+void finish_geometry(Geometry& g) {
+  g.in_size = g.out_size = g.k_size = 1;
+  g.pointwise = true;
+  for (int d = 0; d < 3; ++d) {
+    g.in_size *= g.in[d];
+    g.out_size *= g.out[d];
+    g.k_size *= g.k[d];
+    g.pointwise = g.pointwise && g.k[d] == 1 && g.stride[d] == 1 && g.pad[d] == 0 && g.in[d] == g.out[d];
+  }
+}
+
 Geometry make_geometry(const Shape& x_shape, const Shape& out_shape, const Tensor& weight,
                        const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                        const std::vector<int64_t>& dilation) {
@@ -56,13 +69,50 @@ Geometry make_geometry(const Shape& x_shape, const Shape& out_shape, const Tenso
     g.dil[d] = dilation[i];
     g.out[d] = out_shape[2 + i];
   }
-  for (int d = 0; d < 3; ++d) {
-    g.in_size *= g.in[d];
-    g.out_size *= g.out[d];
-    g.k_size *= g.k[d];
-    g.pointwise = g.pointwise && g.k[d] == 1 && g.stride[d] == 1 && g.pad[d] == 0 && g.in[d] == g.out[d];
-  }
+  finish_geometry(g);
   return g;
+}
+
+// A conv's input gradient as a forward conv: with stride 1 and no dilation, dx is the
+// conv of dy with the kernel flipped and its channel axes swapped, padded by k - 1 - pad.
+// That is an im2col of dy (Cout·k rows) and one GEMM with Cin output rows, where the
+// plain way is a GEMM whose inner dimension is only Cout and a col2im that adds Cin·k rows
+// into dx. It pays when Cout <= Cin (quartet_kernel_bench, bwd_data, one thread, GFLOP/s
+// plain -> flipped: unet3d 64^3 16->16 84 -> 93, 32->16 82 -> 124, 64->32 at 32^3 101 ->
+// 139) and loses when Cout > Cin (3D stack 16->32: 107-116 -> 81-93; Cin = 1: 72 -> 11).
+bool dx_by_forward_conv(const Geometry& g) {
+  if (g.pointwise || g.cout > g.cin) return false;
+  for (int d = 0; d < 3; ++d)
+    if (g.stride[d] != 1 || g.dil[d] != 1 || g.pad[d] > g.k[d] - 1) return false;
+  return true;
+}
+
+// The geometry of that forward conv: dy (N, Cout, *out) -> dx (N, Cin, *in).
+Geometry dx_geometry(const Geometry& g) {
+  Geometry t;
+  t.n = g.n;
+  t.cin = g.cout;
+  t.cout = g.cin;
+  t.in = g.out;
+  t.out = g.in;
+  t.k = g.k;
+  for (int d = 0; d < 3; ++d) t.pad[d] = g.k[d] - 1 - g.pad[d];
+  finish_geometry(t);
+  return t;
+}
+
+// w (Cout, Cin, *k) -> (Cin, Cout, *k) with each kernel reversed along every axis.
+Tensor flipped_weight(const float* w, const Geometry& g) {
+  MemTagScope tag(MemTag::workspace);
+  Tensor f = Tensor::empty({g.cin, g.cout, g.k_size});
+  float* pf = f.data();
+  for (int64_t co = 0; co < g.cout; ++co)
+    for (int64_t ci = 0; ci < g.cin; ++ci) {
+      const float* src = w + (co * g.cin + ci) * g.k_size;
+      float* dst = pf + (ci * g.cout + co) * g.k_size;
+      for (int64_t i = 0; i < g.k_size; ++i) dst[i] = src[g.k_size - 1 - i];
+    }
+  return f;
 }
 
 // Output rows per chunk so that one chunk's im2col buffer stays within kColBudget.
@@ -275,8 +325,13 @@ void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out
                    Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
   const Geometry g =
       make_geometry(x.shape(), grad_out.shape(), weight, opt.stride, opt.padding, opt.dilation);
-  backward_core(g, x.data(), weight.data(), grad_out.data(), grad_x.defined() ? grad_x.data() : nullptr,
-                grad_weight.defined() ? grad_weight.data() : nullptr);
+  float* dx = grad_x.defined() ? grad_x.data() : nullptr;
+  if (dx && dx_by_forward_conv(g)) {
+    const Tensor flipped = flipped_weight(weight.data(), g);
+    forward_core(dx_geometry(g), grad_out.data(), flipped.data(), nullptr, dx);
+    dx = nullptr;
+  }
+  backward_core(g, x.data(), weight.data(), grad_out.data(), dx, grad_weight.defined() ? grad_weight.data() : nullptr);
   if (grad_bias.defined()) channel_sums(grad_out.data(), g.n, g.cout, g.out_size, grad_bias.data());
 }
 

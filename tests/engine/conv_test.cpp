@@ -171,12 +171,12 @@ TEST(Conv, Conv2dOnOneSampleMatchesDirectLoops) {
 }
 
 TEST(Conv, Conv2dLargeOutputProcessedInChunksMatchesDirectLoops) {
-  // 576 x 4096 patches exceed one im2col buffer, so the output is done in two chunks.
+  // 576 x 4096 patches exceed one im2col buffer (2^20 floats): chunks of 28 rows of 64.
   expect_matches_reference({1, 64, 64, 64}, {2, 64, 3, 3}, {.padding = {1}}, 2e-3f);
 }
 
 TEST(Conv, Conv3dLargeOutputProcessedInChunksMatchesDirectLoops) {
-  // Chunks of output rows cross depth slices here (151 rows of 32, 640 rows in all).
+  // Chunks of output rows cross depth slices here (75 rows of 32, 640 rows in all).
   expect_matches_reference({1, 16, 20, 32, 32}, {2, 16, 3, 3, 3}, {.padding = {1}}, 2e-3f);
 }
 
@@ -252,6 +252,21 @@ TEST(Conv, Conv3dWithoutBiasGradientsMatchFiniteDifferences) {
 }
 
 // ---- bad input ----
+
+// With stride 1, no dilation and no more output than input channels, the input gradient
+// is computed as a forward conv of the output gradient with the flipped kernel
+// (engine/cpu/conv.cpp); these shapes take that path, the ones above the other.
+TEST(Conv, Conv2dInputGradientByFlippedKernelMatchesFiniteDifferences) {
+  const ConvOptions opt{.padding = {1, 0}};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return conv2d(in[0], in[1], in[2], opt); },
+                        {param({2, 4, 6, 5}, 1), param({3, 4, 3, 2}, 2), param({3}, 3)}));
+}
+
+TEST(Conv, Conv3dInputGradientByFlippedKernelMatchesFiniteDifferences) {
+  const ConvOptions opt{.padding = {1, 0, 2}};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return conv3d(in[0], in[1], Tensor(), opt); },
+                        {param({2, 3, 4, 5, 4}, 1), param({3, 3, 3, 2, 3}, 2)}));
+}
 
 TEST(Conv, Conv2dRejectsInputOfWrongRank) {
   Tensor x = Tensor::zeros({3, 4}), w = Tensor::zeros({1, 1, 3, 3});
