@@ -7,7 +7,7 @@ thread count before starting it (bench/run does): torch's OpenMP pool and OpenBL
 pthread pool otherwise both take every core and fight.
 
 The protocol matches bench/train.cpp: same models (docs/models.md), SGD with momentum
-0.9, cross-entropy, a pool of pre-made random batches, each step's batch copied out of
+0.9, cross-entropy (per voxel for unet3d), a pool of pre-made random batches, each step's batch copied out of
 the pool, `warmup` untimed steps, then `steps` timed ones.
 """
 
@@ -21,7 +21,7 @@ import time
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64"])
+    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=50)
@@ -55,15 +55,15 @@ def reset_peak_rss():
 def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    _, sample_shape, classes = build(args.model)  # shapes only
+    _, sample_shape, classes, label_shape = build(args.model)  # shapes only
     pool_size = 4
     xs = [torch.randn(args.batch, *sample_shape) for _ in range(pool_size)]
-    ys = [torch.randint(0, classes, (args.batch,)) for _ in range(pool_size)]
+    ys = [torch.randint(0, classes, (args.batch, *label_shape)) for _ in range(pool_size)]
 
     reset_peak_rss()
     base_kb = proc_status_kb("VmRSS")
 
-    model, _, _ = build(args.model)
+    model, _, _, _ = build(args.model)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()

@@ -76,8 +76,11 @@ struct Workload {
   Shape sample;         // (C, *spatial)
   int classes = 0;
   // Floats per sample that backward must keep: each layer's saved input or output
-  // counted once, pooling indices at 4 bytes, the loss's probabilities.
+  // counted once, pooling indices at 4 bytes, the loss's probabilities. 0: not worked
+  // out (unet3d), and no analytic figure is printed.
   int64_t saved_per_sample = 0;
+  // Class labels per sample: 1 for classification, one per voxel for segmentation.
+  int64_t labels_per_sample = 1;
 };
 
 Workload make_workload(const std::string& name, uint64_t seed) {
@@ -95,7 +98,16 @@ Workload make_workload(const std::string& name, uint64_t seed) {
       return {make_conv3d_stack(seed), {1, side, side, side}, 2, v + 16 * v + 32 * v + 32 + 2};
     }
   }
-  throw std::invalid_argument("unknown model \"" + name + "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64");
+  for (int64_t side : {32, 64}) {
+    if (name == "unet3d-" + std::to_string(side)) {  // the registered unet3d, per-voxel cross-entropy
+      const int64_t v = side * side * side;
+      Workload w{workloads::make_model("unet3d", seed), {1, side, side, side}, 3, 0};
+      w.labels_per_sample = v;
+      return w;
+    }
+  }
+  throw std::invalid_argument("unknown model \"" + name +
+                              "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64");
 }
 
 struct Options {
@@ -118,7 +130,7 @@ void run(const Options& o) {
   engine::Generator gen(o.seed + 1);
   const int64_t batch_numel = engine::shape_numel(batch_shape);
   std::vector<std::vector<float>> xs(kPool, std::vector<float>(batch_numel));
-  std::vector<std::vector<int32_t>> ys(kPool, std::vector<int32_t>(o.batch));
+  std::vector<std::vector<int32_t>> ys(kPool, std::vector<int32_t>(o.batch * w.labels_per_sample));
   for (int p = 0; p < kPool; ++p) {
     for (float& v : xs[p]) v = gen.normal(0.0f, 1.0f);
     for (int32_t& y : ys[p]) y = static_cast<int32_t>(gen.below(w.classes));
@@ -139,7 +151,9 @@ void run(const Options& o) {
     Tensor x = Tensor::empty(batch_shape);
     std::copy(xs[i % kPool].begin(), xs[i % kPool].end(), x.data());
     opt.zero_grad();
-    Tensor loss = engine::cross_entropy(w.model->forward(x), ys[i % kPool]);
+    Tensor logits = w.model->forward(x);
+    Tensor loss = w.labels_per_sample == 1 ? engine::cross_entropy(logits, ys[i % kPool])
+                                           : engine::cross_entropy(logits, ys[i % kPool], {});
     loss.backward();
     opt.step();
     last_loss = loss.item();
@@ -157,17 +171,20 @@ void run(const Options& o) {
   // Parameters, gradients and momentum: three floats per parameter.
   const int64_t analytic = 4 * (3 * params + w.saved_per_sample * o.batch);
   const double mb = 1024.0 * 1024.0;
+  char analytic_json[96] = R"("analytic_mb": null, "tracked_over_analytic": null)";
+  if (w.saved_per_sample > 0)
+    std::snprintf(analytic_json, sizeof analytic_json, R"("analytic_mb": %.3f, "tracked_over_analytic": %.4f)",
+                  analytic / mb, static_cast<double>(stats.total_peak - base_tracked) / analytic);
   auto tag_peak = [&](engine::MemTag t) { return stats.peak[static_cast<int>(t)] / mb; };
   std::printf(
       "{\"side\": \"ours\", \"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %d, "
       "\"seconds\": %.6f, \"samples_per_s\": %.3f, \"samples_per_cpu_s\": %.3f, \"rss_peak_mb\": %.3f, \"tracked_peak_mb\": %.3f, "
-      "\"analytic_mb\": %.3f, \"tracked_over_analytic\": %.4f, \"peak_by_tag_mb\": {\"parameters\": %.3f, "
+      "%s, \"peak_by_tag_mb\": {\"parameters\": %.3f, "
       "\"gradients\": %.3f, \"optimizer_state\": %.3f, \"activations\": %.3f, \"workspace\": %.3f}, "
       "\"loss\": %.6f}\n",
       o.model.c_str(), static_cast<long long>(o.batch), o.threads, o.steps, seconds,
       o.steps * o.batch / seconds, o.steps * o.batch / cpu_seconds, (peak_kb - base_kb) / 1024.0, (stats.total_peak - base_tracked) / mb,
-      analytic / mb, static_cast<double>(stats.total_peak - base_tracked) / analytic,
-      tag_peak(engine::MemTag::parameters), tag_peak(engine::MemTag::gradients),
+      analytic_json, tag_peak(engine::MemTag::parameters), tag_peak(engine::MemTag::gradients),
       tag_peak(engine::MemTag::optimizer_state), tag_peak(engine::MemTag::activations),
       tag_peak(engine::MemTag::workspace), last_loss);
 }
@@ -177,7 +194,7 @@ void run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Trains one model for a fixed number of steps and prints samples/s and peak memory as JSON"};
   Options o;
-  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32 or conv3d-64")->capture_default_str();
+  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32 or unet3d-64")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
