@@ -47,22 +47,26 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
       rank_(comm.rank()) {
   if (options_.zero < 0 || options_.zero > 2)
     throw std::invalid_argument("zero: expected 0, 1 or 2, got " + std::to_string(options_.zero));
-  // Reverse registration order: the last layers' gradients are final first. The first
-  // bucket is at most 1 MiB (DDP's first_bucket_bytes), so communication starts early.
+  // Reverse registration order: the last layers' gradients are final first. As DDP
+  // assigns them, a bucket closes once it holds its cap (so the parameter that crosses
+  // the cap ends its bucket rather than opening the next one, which would then wait for
+  // the layers below); the first bucket's cap is at most 1 MiB (DDP's
+  // first_bucket_bytes), so communication starts early. With the cnn, fc1's 1.6 MB
+  // weight closes the first bucket and is all-reduced while the convolutions' backward
+  // runs, instead of waiting in one bucket with them until backward ends.
   auto cap = [&](size_t bucket) {
     const int64_t c = std::max<int64_t>(options_.bucket_bytes, 4);
     return bucket == 0 ? std::min<int64_t>(c, kFirstBucketBytes) : c;
   };
+  bool open = false;
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    const int64_t bytes = params_[i].numel() * static_cast<int64_t>(sizeof(float));
-    if (buckets_.empty() ||
-        (buckets_.back().numel > 0 && buckets_.back().numel * 4 + bytes > cap(buckets_.size() - 1)))
-      buckets_.emplace_back();
+    if (!open) buckets_.emplace_back();
     Bucket& b = buckets_.back();
     bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
     b.params.push_back(i);
     b.offsets.push_back(b.numel);
     b.numel += params_[i].numel();
+    open = b.numel * static_cast<int64_t>(sizeof(float)) < cap(buckets_.size() - 1);
   }
   for (Bucket& b : buckets_) {
     b.chunk = (b.numel + ranks_ - 1) / ranks_;
