@@ -171,13 +171,40 @@ TEST(Conv, Conv2dOnOneSampleMatchesDirectLoops) {
 }
 
 TEST(Conv, Conv2dLargeOutputProcessedInChunksMatchesDirectLoops) {
-  // 576 x 4096 patches exceed one im2col buffer (2^20 floats): chunks of 28 rows of 64.
+  // 576 x 4096 patches exceed one im2col buffer (2^20 floats): chunks of 28 rows of 64,
+  // one after another on one thread.
+  ThreadsScope threads(1);
   expect_matches_reference({1, 64, 64, 64}, {2, 64, 3, 3}, {.padding = {1}}, 2e-3f);
 }
 
 TEST(Conv, Conv3dLargeOutputProcessedInChunksMatchesDirectLoops) {
   // Chunks of output rows cross depth slices here (75 rows of 32, 640 rows in all).
+  ThreadsScope threads(1);
   expect_matches_reference({1, 16, 20, 32, 32}, {2, 16, 3, 3, 3}, {.padding = {1}}, 2e-3f);
+}
+
+// One sample, two threads: the output rows' chunks are spread over the threads, weight
+// gradients summed per thread. With Cout <= Cin dx is a forward conv, chunked the same
+// way; with Cout > Cin col2im's chunks overlap and dx takes a second, serial pass.
+TEST(Conv, Conv3dOneSampleChunksSplitAcrossThreadsMatchesDirectLoops) {
+  ThreadsScope threads(2);
+  expect_matches_reference({1, 16, 20, 32, 32}, {2, 16, 3, 3, 3}, {.padding = {1}}, 2e-3f);
+}
+
+TEST(Conv, Conv3dOneSampleChunksSplitAcrossThreadsWithCol2imMatchesDirectLoops) {
+  ThreadsScope threads(2);
+  expect_matches_reference({1, 4, 20, 32, 32}, {16, 4, 3, 3, 3}, {.padding = {1}}, 2e-3f);
+}
+
+TEST(Conv, ConvBackwardWithChunksSplitAcrossThreadsIsBitwiseRepeatable) {
+  ThreadsScope threads(2);
+  auto run = [] {
+    Tensor x = param({1, 4, 20, 32, 32}, 1), w = param({16, 4, 3, 3, 3}, 2);
+    Tensor y = conv3d(x, w, Tensor(), {.padding = {1}});
+    y.backward(random_tensor(y.shape(), 4));
+    return std::array<std::vector<float>, 2>{x.grad().to_vector(), w.grad().to_vector()};
+  };
+  EXPECT_EQ(run(), run());
 }
 
 TEST(Conv, Conv3dStridedAndDilatedMatchesDirectLoops) {
