@@ -73,6 +73,17 @@ TEST(Results, TableShowsOneMemoryFigureForAOneKindArm) {
   EXPECT_NE(table.find("| 4.0 | 50.0 |"), std::string::npos) << table;
 }
 
+TEST(Results, TableGivesSlowRatesTwoDecimals) {
+  const std::vector<std::vector<json>> records = {{step("trainer", 1, 0.6, kMiB, 10 * kMiB)}};
+  json slow = summarize_arm("ct", "single", records, std::nullopt, 1000);
+  json fast = slow;
+  slow["samples_per_second"] = 2.268;
+  fast["samples_per_second"] = 3650.4;
+  const std::string table = summary_table("run", {slow, fast});
+  EXPECT_NE(table.find("| 2.27 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 3650 |"), std::string::npos) << table;
+}
+
 TEST(Results, FederatedArmReportsTheRoundThatReachedTheTarget) {
   const json s = summarize_arm("fed", "federated", federated_records(), 0.7, 1000);
   ASSERT_FALSE(s["to_target"].is_null());
