@@ -389,8 +389,8 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     }
   }
   ArmOutcome out;
-  out.status = interrupted ? "interrupted" : failure.empty() ? "finished" : "failed";
   out.summary = summarize_arm(arm.name, arm.regime, records, cfg.target, train_size);
+  out.status = arm_status(interrupted, failure, out.summary);
   out.summary["status"] = out.status;
   out.summary["threads_per_process"] = threads;
   if (!failure.empty()) {

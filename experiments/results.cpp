@@ -207,6 +207,14 @@ std::string memory_cell(const json& mem, const std::string& key) {
 
 }  // namespace
 
+std::string arm_status(bool interrupted, std::string& failure, const json& summary) {
+  if (interrupted) return "interrupted";
+  if (failure.empty() && summary.value("samples", int64_t{0}) == 0)
+    failure = "the arm trained no sample: every step, turn or round it recorded failed (the roles' logs "
+              "under roles/ say why)";
+  return failure.empty() ? "finished" : "failed";
+}
+
 std::string summary_table(const std::string& run_name, const std::vector<json>& arms) {
   std::ostringstream out;
   out << "# " << run_name << "\n\n";

@@ -26,6 +26,12 @@ nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
                              const std::vector<std::vector<nlohmann::json>>& roles_records,
                              std::optional<double> target, int64_t train_samples);
 
+// An arm's status from how its roles ended and what they recorded: "interrupted",
+// "failed" (`failure` says why) or "finished". An arm whose roles all exited cleanly but
+// that trained no sample (every split turn or federated round lost) failed too, and
+// `failure` is set to say so.
+std::string arm_status(bool interrupted, std::string& failure, const nlohmann::json& summary);
+
 // The side-by-side table of summary.md, one row per arm summary.
 std::string summary_table(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries);
 

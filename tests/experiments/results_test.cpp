@@ -84,6 +84,25 @@ TEST(Results, TableGivesSlowRatesTwoDecimals) {
   EXPECT_NE(table.find("| 3650 |"), std::string::npos) << table;
 }
 
+TEST(Results, ArmThatTrainedNoSampleFailsAndSaysWhy) {
+  // A split arm whose every turn was lost: the server recorded its steps, none trained.
+  json step_record = step("server", 1, 0.1, kMiB, 10 * kMiB);
+  step_record["samples"] = 0;
+  const json none = summarize_arm("sl", "split", {{step_record}}, std::nullopt, 1000);
+  std::string failure;
+  EXPECT_EQ(arm_status(false, failure, none), "failed");
+  EXPECT_NE(failure.find("trained no sample"), std::string::npos) << failure;
+
+  const json some = summarize_arm("sl", "split", {{step("server", 1, 0.1, kMiB, 10 * kMiB)}}, std::nullopt, 1000);
+  std::string no_failure;
+  EXPECT_EQ(arm_status(false, no_failure, some), "finished");
+  EXPECT_TRUE(no_failure.empty());
+  std::string role_failed = "role rank1 failed";
+  EXPECT_EQ(arm_status(false, role_failed, some), "failed");
+  EXPECT_EQ(role_failed, "role rank1 failed");  // the first cause is kept
+  EXPECT_EQ(arm_status(true, no_failure, none), "interrupted");
+}
+
 TEST(Results, FederatedArmReportsTheRoundThatReachedTheTarget) {
   const json s = summarize_arm("fed", "federated", federated_records(), 0.7, 1000);
   ASSERT_FALSE(s["to_target"].is_null());
