@@ -1,6 +1,6 @@
 """The benchmark networks in PyTorch, with the same stages and parameter names as
 Quartet's model zoo (docs/models.md): the peers of bench/torch_train.py and
-bench/torch_ddp.py. Import after any environment that must precede `import torch`."""
+bench/torch_ddp.py, checked against Quartet by bench/torch_parity.py. Import after any environment that must precede `import torch`."""
 
 import torch
 import torch.nn as nn
@@ -44,6 +44,69 @@ class CNN(nn.Module):
         for stage in (self.conv1, self.conv2, self.fc1, self.fc2):
             x = stage(x)
         return x
+
+
+class CNNWide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.conv2 = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(3136, 2048), nn.ReLU())
+        self.fc2 = nn.Sequential(nn.Linear(2048, 10))
+
+    def forward(self, x):
+        for stage in (self.conv1, self.conv2, self.fc1, self.fc2):
+            x = stage(x)
+        return x
+
+
+class ResidualFork(nn.Module):
+    """First half of a basic block: x -> (relu(bn1(conv1(x))), shortcut(x))."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                          nn.BatchNorm2d(cout))
+        else:
+            self.shortcut = nn.Identity()
+
+    def forward(self, x):
+        return torch.relu(self.bn1(self.conv1(x))), self.shortcut(x)
+
+
+class ResidualJoin(nn.Module):
+    """Second half: (main, skip) -> relu(bn2(conv2(main)) + skip)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, main, skip):
+        return torch.relu(self.bn2(self.conv2(main)) + skip)
+
+
+class ResNetMini(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.layer1a = ResidualFork(16, 16, 1)
+        self.layer1b = ResidualJoin(16)
+        self.layer2a = ResidualFork(16, 32, 2)
+        self.layer2b = ResidualJoin(32)
+        self.layer3a = ResidualFork(32, 64, 2)
+        self.layer3b = ResidualJoin(64)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for fork, join in ((self.layer1a, self.layer1b), (self.layer2a, self.layer2b),
+                           (self.layer3a, self.layer3b)):
+            x = join(*fork(x))
+        return self.head(x)
 
 
 class Conv3dStack(nn.Module):
@@ -123,6 +186,10 @@ def build(name):
         return LeNet5(), (1, 28, 28), 10, ()
     if name == "cnn":
         return CNN(), (1, 28, 28), 10, ()
+    if name == "cnn-wide":
+        return CNNWide(), (1, 28, 28), 10, ()
+    if name == "resnet-mini":
+        return ResNetMini(), (1, 28, 28), 10, ()
     kind, side = name.split("-")
     side = int(side)
     if kind == "unet3d":

@@ -2,11 +2,11 @@
 """Checks that bench/torch_models.py's networks are Quartet's: trains each model briefly
 with Quartet, loads its final.safetensors into the PyTorch definition by parameter name
 (strict: every name and shape must match), and compares what each side computes with
-the same weights: the Fashion-MNIST test predictions (mlp, lenet5, cnn: correct counts)
-or the voxel labels `quartet predict` writes for a 32^3 CT phantom (unet3d, one window).
-Prints one table; exits 1 on a mismatch.
+the same weights: the Fashion-MNIST test predictions (mlp, lenet5, cnn, cnn-wide,
+resnet-mini in eval mode: correct counts) or the voxel labels `quartet predict` writes
+for a 32^3 CT phantom (unet3d, one window). Prints one table; exits 1 on a mismatch.
 
-    /usr/bin/python3 bench/torch_parity.py --quartet build/quartet [--models mlp,lenet5,cnn,unet3d]
+    /usr/bin/python3 bench/torch_parity.py --quartet build/quartet [--models mlp,lenet5,unet3d]
 
 Run it with Debian's /usr/bin/python3 (python3-torch). Needs dataset-fashion-mnist.
 """
@@ -130,12 +130,12 @@ def unet3d_row(quartet, weights, work):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quartet", default="build/quartet")
-    p.add_argument("--models", default="mlp,lenet5,cnn,unet3d")
+    p.add_argument("--models", default="mlp,lenet5,cnn,cnn-wide,resnet-mini,unet3d")
     args = p.parse_args()
     torch.set_num_threads(1)
     x, y = test_set()
     ok = True
-    print("| model | parameters | Quartet | PyTorch, same weights | agree |")
+    print("| model | floats loaded | Quartet | PyTorch, same weights | agree |")
     print("| --- | ---: | ---: | ---: | --- |")
     with tempfile.TemporaryDirectory() as work:
         for model in args.models.split(","):
@@ -148,6 +148,11 @@ def main():
                 continue
             net, _, _, _ = build(model)
             state = read_safetensors(weights)
+            # PyTorch's BatchNorm keeps num_batches_tracked, which Quartet does not
+            # (docs/models.md, BatchNorm buffers): added as zeros, as the docs say to.
+            for key in net.state_dict():
+                if key.endswith("num_batches_tracked"):
+                    state[key] = torch.zeros((), dtype=torch.long)
             net.load_state_dict(state, strict=True)  # every name and shape, both ways
             net.eval()
             with torch.no_grad():
@@ -156,7 +161,7 @@ def main():
             theirs, n = quartet_accuracy(args.quartet, model, weights)
             agree = theirs == correct and n == len(y)
             ok = ok and agree
-            params = sum(t.numel() for t in state.values())
+            params = sum(t.numel() for k, t in state.items() if not k.endswith("num_batches_tracked"))
             print(f"| {model} | {params:,} | {theirs} / {n} correct | {correct} / {len(y)} correct | "
                   f"{'yes' if agree else 'NO'} |")
     return 0 if ok else 1
