@@ -378,31 +378,44 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
     }
     fl.cv_.notify_all();
 
-    // Collect until every asked client answered or failed, or the deadline.
+    // Collect until every asked client answered or failed, or the deadline. Each update
+    // goes into the average as it arrives (OrderedAverage holds only those ahead of a
+    // slower client); `got` keeps the rest of each outcome, without its weights.
     std::vector<Outcome> got;
+    std::vector<size_t> sizes;
+    for (const std::vector<float>& t : global) sizes.push_back(t.size());
+    OrderedAverage average(asked, std::move(sizes));
     const auto deadline = fl.dispatched_at_ + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(s.deadline_s));
-    {
-      std::unique_lock lock(fl.mutex_);
-      auto take_ready = [&] {
+    while (got.size() < asked.size()) {
+      std::vector<Outcome> fresh;
+      {
+        std::unique_lock lock(fl.mutex_);
+        auto arrived = [&] {
+          return std::any_of(fl.outcomes_.begin(), fl.outcomes_.end(), [&](const Outcome& o) { return o.round == round; });
+        };
+        fl.cv_.wait_until(lock, deadline, arrived);
         for (auto it = fl.outcomes_.begin(); it != fl.outcomes_.end();) {
           if (it->round == round) {
-            got.push_back(std::move(*it));
+            fresh.push_back(std::move(*it));
             it = fl.outcomes_.erase(it);
           } else {
             ++it;
           }
         }
-        return got.size() == asked.size();
-      };
-      fl.cv_.wait_until(lock, deadline, take_ready);
-      take_ready();
+      }
+      for (Outcome& o : fresh) {
+        if (o.ok) average.add({o.client, o.done.samples, std::move(o.weights)});
+        else average.skip(o.client);
+        o.weights = Params();
+        got.push_back(std::move(o));
+      }
+      if (fresh.empty() && Clock::now() >= deadline) break;
     }
     const double collect = round_clock.seconds();
-    std::vector<ClientResult> results;
     nlohmann::json per_client = nlohmann::json::array();
     std::vector<int64_t> hist(static_cast<size_t>(partition.num_classes), 0);
-    int64_t round_samples = 0, round_down = 0, round_up = 0, round_messages = 0;
+    int64_t round_samples = 0, round_down = 0, round_up = 0, round_messages = 0, weight_total = 0;
     double loss_weighted = 0.0, t_download = 0.0, t_compute = 0.0, t_upload = 0.0, fastest = 1e300;
     StepRecord r;
     std::sort(got.begin(), got.end(), [](const Outcome& a, const Outcome& b) { return a.client < b.client; });
@@ -435,16 +448,13 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
       loss_weighted += d.loss * static_cast<double>(d.samples);
       const auto& h = partition.histograms[static_cast<size_t>(o.client)];
       for (size_t k = 0; k < hist.size(); ++k) hist[k] += h[k];
-      results.push_back({o.client, d.samples, std::move(o.weights)});
+      weight_total += d.samples;
     }
     for (const auto& dj : dropped) log_drop(round, dj);
 
     Stopwatch agg;
-    const bool aggregated = static_cast<int64_t>(results.size()) >= s.min_clients;
-    int64_t weight_total = 0;
-    for (const auto& res : results) weight_total += res.samples;
-    if (aggregated) global = strategy->aggregate(global, results);
-    results.clear();
+    const bool aggregated = average.added() >= s.min_clients;
+    if (aggregated) global = strategy->aggregate(global, average.finish());
 #ifdef __GLIBC__
     // The updates were decoded on the handler threads, into glibc's per-thread arenas,
     // which keep freed memory cached: without this the server's resident set climbs by
@@ -490,6 +500,7 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
         {"sampled", sampled},
         {"completed", per_client.size()},
         {"aggregated", aggregated},
+        {"updates_held_peak", average.peak_held()},
         {"dropped", dropped},
         {"clients", per_client},
         {"model_bytes", model_bytes},

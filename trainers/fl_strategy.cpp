@@ -10,41 +10,102 @@
 
 namespace quartet::trainers::fl {
 
-Params weighted_average(std::span<const ClientResult> results) {
-  if (results.empty()) throw std::invalid_argument("weighted_average: no client results");
-  std::vector<size_t> order(results.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return results[a].client < results[b].client; });
-  const Params& first = results[order[0]].weights;
-  double total = 0.0;
-  for (const ClientResult& r : results) {
-    if (r.samples < 1)
-      throw std::invalid_argument("weighted_average: client " + std::to_string(r.client) + " reports " +
-                                  std::to_string(r.samples) + " samples; expected >= 1");
-    if (r.weights.size() != first.size())
-      throw std::invalid_argument("weighted_average: client " + std::to_string(r.client) + " sent " +
-                                  std::to_string(r.weights.size()) + " tensors, expected " +
-                                  std::to_string(first.size()));
-    for (size_t t = 0; t < first.size(); ++t)
-      if (r.weights[t].size() != first[t].size())
-        throw std::invalid_argument("weighted_average: client " + std::to_string(r.client) + " tensor " +
-                                    std::to_string(t) + " has " + std::to_string(r.weights[t].size()) +
-                                    " values, expected " + std::to_string(first[t].size()));
-    total += static_cast<double>(r.samples);
+OrderedAverage::OrderedAverage(std::vector<int64_t> clients, std::vector<size_t> sizes)
+    : order_(std::move(clients)), state_(order_.size(), 0), sizes_(std::move(sizes)) {
+  std::sort(order_.begin(), order_.end());
+  if (std::adjacent_find(order_.begin(), order_.end()) != order_.end())
+    throw std::invalid_argument("FedAvg: a client is listed twice in the round");
+  acc_.resize(sizes_.size());
+  for (size_t t = 0; t < sizes_.size(); ++t) acc_[t].assign(sizes_[t], 0.0);
+}
+
+namespace {
+
+// The index of client in the sorted round, or throws naming it.
+size_t index_of(const std::vector<int64_t>& order, int64_t client) {
+  const auto it = std::lower_bound(order.begin(), order.end(), client);
+  if (it == order.end() || *it != client)
+    throw std::invalid_argument("FedAvg: client " + std::to_string(client) + " is not one of this round's");
+  return static_cast<size_t>(it - order.begin());
+}
+
+}  // namespace
+
+void OrderedAverage::add(ClientResult r) {
+  const size_t i = index_of(order_, r.client);
+  if (state_[i] != 0)
+    throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " answered twice");
+  if (r.samples < 1)
+    throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " reports " +
+                                std::to_string(r.samples) + " samples; expected >= 1");
+  if (r.weights.size() != sizes_.size())
+    throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " sent " +
+                                std::to_string(r.weights.size()) + " tensors, expected " +
+                                std::to_string(sizes_.size()));
+  for (size_t t = 0; t < sizes_.size(); ++t)
+    if (r.weights[t].size() != sizes_[t])
+      throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " tensor " + std::to_string(t) +
+                                  " has " + std::to_string(r.weights[t].size()) + " values, expected " +
+                                  std::to_string(sizes_[t]));
+  state_[i] = 1;
+  held_.emplace(i, std::move(r));
+  fold_ready();
+  peak_held_ = std::max(peak_held_, held_.size());
+}
+
+void OrderedAverage::skip(int64_t client) {
+  const size_t i = index_of(order_, client);
+  if (state_[i] != 0) throw std::invalid_argument("FedAvg: client " + std::to_string(client) + " answered twice");
+  state_[i] = 2;
+  fold_ready();
+}
+
+void OrderedAverage::accumulate(const ClientResult& r) {
+  const double w = static_cast<double>(r.samples);
+  for (size_t t = 0; t < sizes_.size(); ++t) {
+    std::vector<double>& a = acc_[t];
+    const std::vector<float>& src = r.weights[t];
+    for (size_t k = 0; k < a.size(); ++k) a[k] += w * static_cast<double>(src[k]);
   }
-  Params out(first.size());
-  std::vector<double> acc;
-  for (size_t t = 0; t < first.size(); ++t) {
-    acc.assign(first[t].size(), 0.0);
-    for (size_t i : order) {
-      const double w = static_cast<double>(results[i].samples);
-      const std::vector<float>& src = results[i].weights[t];
-      for (size_t k = 0; k < acc.size(); ++k) acc[k] += w * static_cast<double>(src[k]);
+  total_ += w;
+  ++added_;
+}
+
+// Adds the held results at the front of the order, passing skipped clients.
+void OrderedAverage::fold_ready() {
+  while (next_ < order_.size() && state_[next_] != 0) {
+    if (state_[next_] == 1) {
+      auto it = held_.find(next_);
+      accumulate(it->second);
+      held_.erase(it);
+      state_[next_] = 2;
     }
-    out[t].resize(acc.size());
-    for (size_t k = 0; k < acc.size(); ++k) out[t][k] = static_cast<float>(acc[k] / total);
+    ++next_;
+  }
+}
+
+Params OrderedAverage::finish() {
+  for (size_t i = next_; i < order_.size(); ++i)
+    if (state_[i] == 0) state_[i] = 2;  // never answered
+  fold_ready();
+  if (added_ < 1) throw std::invalid_argument("FedAvg: no client results");
+  Params out(sizes_.size());
+  for (size_t t = 0; t < sizes_.size(); ++t) {
+    out[t].resize(sizes_[t]);
+    for (size_t k = 0; k < sizes_[t]; ++k) out[t][k] = static_cast<float>(acc_[t][k] / total_);
   }
   return out;
+}
+
+Params weighted_average(std::span<const ClientResult> results) {
+  if (results.empty()) throw std::invalid_argument("FedAvg: no client results");
+  std::vector<int64_t> clients;
+  for (const ClientResult& r : results) clients.push_back(r.client);
+  std::vector<size_t> sizes;
+  for (const std::vector<float>& t : results.front().weights) sizes.push_back(t.size());
+  OrderedAverage average(std::move(clients), std::move(sizes));
+  for (const ClientResult& r : results) average.add(r);
+  return average.finish();
 }
 
 void server_momentum_step(Params& global, const Params& average, Params& velocity, double beta, double server_lr) {
@@ -103,7 +164,7 @@ namespace {
 class FedAvg : public Strategy {
  public:
   std::string name() const override { return "fedavg"; }
-  Params aggregate(const Params&, std::span<const ClientResult> results) override { return weighted_average(results); }
+  Params aggregate(const Params&, Params average) override { return average; }
 };
 
 // FedProx changes the clients' objective only; the server averages as FedAvg does.
@@ -121,9 +182,9 @@ class FedAvgM : public Strategy {
  public:
   FedAvgM(double beta, double server_lr) : beta_(beta), server_lr_(server_lr) {}
   std::string name() const override { return "fedavgm"; }
-  Params aggregate(const Params& global, std::span<const ClientResult> results) override {
+  Params aggregate(const Params& global, Params average) override {
     Params next = global;
-    server_momentum_step(next, weighted_average(results), velocity_, beta_, server_lr_);
+    server_momentum_step(next, average, velocity_, beta_, server_lr_);
     return next;
   }
   Params state() const override { return velocity_; }

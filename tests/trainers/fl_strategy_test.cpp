@@ -34,6 +34,43 @@ TEST(FlStrategy, WeightedAverageDoesNotDependOnArrivalOrder) {
   EXPECT_EQ(a, b);
 }
 
+// Updates fed as they arrive: each waits only for the clients before it, and the mean is
+// the whole round's weighted_average bit for bit.
+TEST(FlStrategy, OrderedAverageHoldsOnlyUpdatesAheadOfASlowerClient) {
+  std::vector<ClientResult> r;
+  for (int c = 0; c < 6; ++c)
+    r.push_back({.client = 10 + c, .samples = 2 + c, .weights = {{0.1f * c + 1e-7f, 1.0f / (c + 3)}, {-0.3f * c}}});
+  OrderedAverage average({15, 11, 10, 12, 13, 14}, {2, 1});
+  average.add(r[2]);  // client 12 waits for 10 and 11
+  average.add(r[5]);  // 15 waits too
+  EXPECT_EQ(average.held(), 2u);
+  average.add(r[0]);  // 10 is added at once; 11 still missing
+  EXPECT_EQ(average.held(), 2u);
+  average.skip(11);   // 11 failed: 12 is added, 13 is now awaited
+  EXPECT_EQ(average.held(), 1u);
+  average.add(r[3]);  // 13, then 14 is awaited; 15 stays
+  EXPECT_EQ(average.held(), 1u);
+  EXPECT_EQ(average.added(), 3);
+  EXPECT_EQ(average.peak_held(), 2u);
+  // 14 never answers: finish counts it as skipped and adds 15.
+  const Params mean = average.finish();
+  EXPECT_EQ(average.added(), 4);
+  EXPECT_EQ(mean, weighted_average(std::vector<ClientResult>{r[5], r[3], r[0], r[2]}));
+}
+
+TEST(FlStrategy, OrderedAverageRefusesStrangersRepeatsAndAnEmptyRound) {
+  OrderedAverage average({0, 1}, {1});
+  EXPECT_THROW(average.add({.client = 2, .samples = 1, .weights = {{1.0f}}}), std::invalid_argument);
+  EXPECT_THROW(average.add({.client = 0, .samples = 1, .weights = {{1.0f}, {2.0f}}}), std::invalid_argument);
+  average.add({.client = 0, .samples = 1, .weights = {{1.0f}}});
+  EXPECT_THROW(average.add({.client = 0, .samples = 1, .weights = {{1.0f}}}), std::invalid_argument);
+  EXPECT_THROW(average.skip(0), std::invalid_argument);
+  EXPECT_THROW(OrderedAverage({3, 3}, {1}), std::invalid_argument);
+  OrderedAverage nobody({4}, {1});
+  nobody.skip(4);
+  EXPECT_THROW(nobody.finish(), std::invalid_argument);
+}
+
 TEST(FlStrategy, WeightedAverageRefusesMismatchedShapesAndZeroSamples) {
   std::vector<ClientResult> r = {{.client = 0, .samples = 1, .weights = {{1.0f}}},
                                  {.client = 1, .samples = 1, .weights = {{1.0f, 2.0f}}}};
@@ -59,7 +96,7 @@ TEST(FlStrategy, FedAvgMWithoutMomentumEqualsFedAvg) {
                                  {.client = 1, .samples = 2, .weights = {{3.0f, 5.0f}}}};
   auto m = make_strategy({.name = "fedavgm", .server_momentum = 0.0, .server_lr = 1.0});
   auto a = make_strategy({.name = "fedavg"});
-  EXPECT_EQ(m->aggregate({{0.0f, 0.0f}}, r), a->aggregate({{0.0f, 0.0f}}, r));
+  EXPECT_EQ(m->aggregate({{0.0f, 0.0f}}, weighted_average(r)), a->aggregate({{0.0f, 0.0f}}, weighted_average(r)));
   EXPECT_FALSE(m->state().empty());
 }
 
