@@ -5,7 +5,9 @@
 // clients it hosts. Received weights wait as plain buffers until their client's turn.
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "engine/safetensors.h"
@@ -26,11 +28,40 @@ using transport::MessageType;
 
 constexpr auto kSendTimeout = std::chrono::minutes(10);
 
+// One client trains at a time (the pool's compute threads are shared), and of those
+// waiting the one with the smallest id goes next: updates then reach the server nearly
+// in client order, which is the order its average adds them in, so it holds few of them
+// (trainers/fl_strategy.h, OrderedAverage). A plain mutex let them through at random: with
+// 200 clients at C = 1.0 the server held up to 192 updates.
+class TrainGate {
+ public:
+  void enter(int64_t client) {
+    std::unique_lock lock(mutex_);
+    waiting_.insert(client);
+    cv_.wait(lock, [&] { return !busy_ && *waiting_.begin() == client; });
+    waiting_.erase(waiting_.begin());
+    busy_ = true;
+  }
+  void leave() {
+    {
+      std::lock_guard lock(mutex_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::set<int64_t> waiting_;
+  bool busy_ = false;
+};
+
 struct Pool {
   const RoleContext& ctx;
   const FederatedSettings& settings;
   workloads::Partition partition;
-  std::mutex train_mutex;  // one client trains at a time: the pool's compute threads are shared
+  TrainGate train_gate;
   std::mutex records_mutex;
   std::unique_ptr<JsonlWriter> records;
 };
@@ -65,7 +96,11 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
   engine::MemStats memory;
   double queue = 0.0;
   {
-    std::lock_guard lock(pool.train_mutex);
+    pool.train_gate.enter(client);
+    struct Leave {
+      TrainGate& gate;
+      ~Leave() { gate.leave(); }
+    } leave{pool.train_gate};
     queue = queued.seconds();
     // Only the training client allocates tensors, so the peaks from here are its own.
     engine::reset_memory_peaks();
