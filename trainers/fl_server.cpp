@@ -405,8 +405,15 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
         }
       }
       for (Outcome& o : fresh) {
-        if (o.ok) average.add({o.client, o.done.samples, std::move(o.weights)});
-        else average.skip(o.client);
+        if (o.ok) {
+          try {
+            average.add({o.client, o.done.samples, std::move(o.weights)});
+          } catch (const std::invalid_argument& e) {  // e.g. a client claiming 0 samples: left out
+            o.ok = false;
+            o.error = e.what();
+          }
+        }
+        if (!o.ok) average.skip(o.client);
         o.weights = Params();
         got.push_back(std::move(o));
       }
