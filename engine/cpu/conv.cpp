@@ -31,6 +31,7 @@ struct Geometry {
   std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1};
   std::array<int64_t, 3> stride{1, 1, 1}, pad{0, 0, 0}, dil{1, 1, 1};
   int64_t in_size = 1, out_size = 1, k_size = 1;
+  int64_t channel_stride = 1;  // floats between input channels: in_size, but for a depth slice's view
   bool pointwise = true;  // 1x1 kernel, stride 1, no padding: the input is its own im2col
 
   int64_t kdim() const { return cin * k_size; }
@@ -50,6 +51,7 @@ void finish_geometry(Geometry& g) {
     g.k_size *= g.k[d];
     g.pointwise = g.pointwise && g.k[d] == 1 && g.stride[d] == 1 && g.pad[d] == 0 && g.in[d] == g.out[d];
   }
+  g.channel_stride = g.in_size;
 }
 
 Geometry make_geometry(const Shape& x_shape, const Shape& out_shape, const Tensor& weight,
@@ -145,7 +147,7 @@ void im2col(const float* x, const Geometry& g, int64_t r0, int64_t r1, float* co
   const int64_t ow_n = g.out[2], ncols = (r1 - r0) * ow_n;
   const int64_t sw = g.stride[2];
   for_each_kernel_offset(g, [&](int64_t c, int64_t off_d, int64_t off_h, int64_t off_w, int64_t row) {
-    const float* xc = x + c * g.in_size;
+    const float* xc = x + c * g.channel_stride;
     float* dst = col + row * ncols;
     int64_t lo, hi;
     valid_range(off_w, sw, g.in[2], ow_n, lo, hi);
@@ -173,7 +175,7 @@ void col2im(const float* col, const Geometry& g, int64_t r0, int64_t r1, float* 
   const int64_t ow_n = g.out[2], ncols = (r1 - r0) * ow_n;
   const int64_t sw = g.stride[2];
   for_each_kernel_offset(g, [&](int64_t c, int64_t off_d, int64_t off_h, int64_t off_w, int64_t row) {
-    float* xc = x + c * g.in_size;
+    float* xc = x + c * g.channel_stride;
     const float* src = col + row * ncols;
     int64_t lo, hi;
     valid_range(off_w, sw, g.in[2], ow_n, lo, hi);
@@ -257,8 +259,144 @@ ViewC patches(const float* x, const Geometry& g, int64_t r0, int64_t r1, float* 
   return ViewC(buf, g.kdim(), nc, Stride(nc));
 }
 
+// ---- 3D convolutions by depth slices ----
+// With stride 1 and no dilation, input depth slice id feeds output slices id - kd + pad
+// for kd < k[0]. So each input slice's 2D im2col S (Cin·kh·kw rows, one column per
+// position of a slice) is built once and multiplied by the k[0] depth slices of the
+// kernel stacked into one matrix (k[0]·Cout rows), and the row blocks of the product
+// are added into the output slices they belong to. The plain way builds an im2col of
+// Cin·k^3 rows per output chunk: k[0] times the copying, and Eigen packs every copy
+// again. A thread owns a range of output slices; the k[0] - 1 input slices at each end
+// of a range are built by both neighbours.
+// Below this many rows in a slice's im2col the stacked GEMM is too thin to pay: the 3D
+// stack's first conv (Cin = 1, 9 rows) slowed it; unet3d's first conv keeps the plain way.
+constexpr int64_t kMinSliceRows = 64;
+
+bool by_depth_slices(const Geometry& g) {
+  if (g.pointwise || g.k[0] < 2 || g.cin * g.k[1] * g.k[2] < kMinSliceRows) return false;
+  for (int d = 0; d < 3; ++d)
+    if (g.stride[d] != 1 || g.dil[d] != 1) return false;
+  return true;
+}
+
+// One input depth slice as a 2D conv: (Cin, H, W) -> (Cout, Ho, Wo), its channels
+// g.in_size apart in the volume.
+Geometry slice_geometry(const Geometry& g) {
+  Geometry s = g;
+  s.n = 1;
+  s.in[0] = s.k[0] = s.out[0] = 1;
+  s.pad[0] = 0;
+  finish_geometry(s);
+  s.channel_stride = g.in_size;
+  return s;
+}
+
+// w (Cout, Cin, kd, kh, kw) -> (k[0]·Cout, Cin·kh·kw): row block kd is W[:, :, kd].
+Tensor weights_by_depth(const float* w, const Geometry& g) {
+  const int64_t plane = g.k[1] * g.k[2], k2 = g.cin * plane;
+  MemTagScope tag(MemTag::workspace);
+  Tensor out = Tensor::empty({g.k[0] * g.cout, k2});
+  float* po = out.data();
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t co = 0; co < g.cout; ++co)
+      for (int64_t c = 0; c < g.cin; ++c)
+        std::copy_n(w + ((co * g.cin + c) * g.k[0] + kd) * plane, plane, po + (kd * g.cout + co) * k2 + c * plane);
+  return out;
+}
+
+// Output slices per chunk: one chunk per thread.
+int64_t slices_per_chunk(const Geometry& g) {
+  const int64_t t = std::max(1, compute_threads());
+  return (g.out[0] + t - 1) / t;
+}
+
+// Calls fn(id) for the input slices that feed output slices [a, b), and the output
+// slice od = id - kd + pad inside [a, b) of each kernel depth kd through taps(id, fn2).
+struct DepthRange {
+  const Geometry& g;
+  int64_t a, b;
+  int64_t first_input() const { return std::max<int64_t>(0, a - g.pad[0]); }
+  int64_t last_input() const { return std::min<int64_t>(g.in[0] - 1, b - 1 - g.pad[0] + g.k[0] - 1); }
+  // The output slice input slice id meets at kernel depth kd, or -1 outside [a, b).
+  int64_t output(int64_t id, int64_t kd) const {
+    const int64_t od = id - kd + g.pad[0];
+    return od >= a && od < b ? od : -1;
+  }
+};
+
+void forward_by_slices(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
+  const Geometry sg = slice_geometry(g);
+  const int64_t L = g.out_size, K2 = sg.kdim(), HW = sg.out_size, per = slices_per_chunk(g);
+  const ChunkLoop loop(g, per * g.out[1], true);
+  const Tensor wk = weights_by_depth(pw, g);
+  MemTagScope tag(MemTag::workspace);
+  const int64_t slot_floats = K2 * HW + g.k[0] * g.cout * HW;
+  Tensor buffers = Tensor::empty({loop.slots(), slot_floats});
+  const ViewC w(wk.data(), g.k[0] * g.cout, K2, Stride(K2));
+  loop.run([&](int64_t n, int64_t r0, int64_t r1, int slot) {
+    const DepthRange range{g, r0 / g.out[1], r1 / g.out[1]};
+    float* col = buffers.data() + slot * slot_floats;
+    float* z = col + K2 * HW;
+    float* yn = py + n * g.cout * L;
+    for (int64_t od = range.a; od < range.b; ++od) View(yn + od * HW, g.cout, HW, Stride(L)).setZero();
+    for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
+      im2col(px + n * g.cin * g.in_size + id * g.in[1] * g.in[2], sg, 0, sg.rows(), col);
+      View(z, g.k[0] * g.cout, HW, Stride(HW)).noalias() = w * ViewC(col, K2, HW, Stride(HW));
+      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+        const int64_t od = range.output(id, kd);
+        if (od >= 0) View(yn + od * HW, g.cout, HW, Stride(L)) += ViewC(z + kd * g.cout * HW, g.cout, HW, Stride(HW));
+      }
+    }
+    if (bias)
+      for (int64_t od = range.a; od < range.b; ++od)
+        View(yn + od * HW, g.cout, HW, Stride(L)).colwise() += Eigen::Map<const Eigen::VectorXf>(bias, g.cout);
+  });
+}
+
+// dw (like W) = sum over samples of dy col(x)^T, overwritten: per input slice, the k[0]
+// output-gradient slices it meets, stacked, times its im2col transposed. Summed per
+// thread, the threads' sums added in thread order.
+void weight_grad_by_slices(const Geometry& g, const float* px, const float* pdy, float* pdw) {
+  const Geometry sg = slice_geometry(g);
+  const int64_t L = g.out_size, K2 = sg.kdim(), HW = sg.out_size, per = slices_per_chunk(g);
+  const int64_t rows = g.k[0] * g.cout, per_slot = rows * K2;
+  const ChunkLoop loop(g, per * g.out[1], true);
+  MemTagScope tag(MemTag::workspace);
+  const int64_t slot_floats = K2 * HW + rows * HW;
+  Tensor buffers = Tensor::empty({loop.slots(), slot_floats});
+  Tensor partials = Tensor::zeros({loop.slots(), per_slot});
+  loop.run([&](int64_t n, int64_t r0, int64_t r1, int slot) {
+    const DepthRange range{g, r0 / g.out[1], r1 / g.out[1]};
+    float* col = buffers.data() + slot * slot_floats;
+    float* dys = col + K2 * HW;
+    const float* dyn = pdy + n * g.cout * L;
+    View dw(partials.data() + slot * per_slot, rows, K2, Stride(K2));
+    for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
+      im2col(px + n * g.cin * g.in_size + id * g.in[1] * g.in[2], sg, 0, sg.rows(), col);
+      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+        const int64_t od = range.output(id, kd);
+        View block(dys + kd * g.cout * HW, g.cout, HW, Stride(HW));
+        if (od >= 0) block = ViewC(dyn + od * HW, g.cout, HW, Stride(L));
+        else block.setZero();
+      }
+      dw.noalias() += ViewC(dys, rows, HW, Stride(HW)) * ViewC(col, K2, HW, Stride(HW)).transpose();
+    }
+  });
+  Eigen::Map<Eigen::VectorXf> total(partials.data(), per_slot);
+  for (int s = 1; s < loop.slots(); ++s)
+    total += Eigen::Map<const Eigen::VectorXf>(partials.data() + s * per_slot, per_slot);
+  // (kd, Cout, Cin·kh·kw) -> (Cout, Cin, kd, kh, kw)
+  const int64_t plane = g.k[1] * g.k[2];
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t co = 0; co < g.cout; ++co)
+      for (int64_t c = 0; c < g.cin; ++c)
+        std::copy_n(partials.data() + (kd * g.cout + co) * K2 + c * plane, plane,
+                    pdw + ((co * g.cin + c) * g.k[0] + kd) * plane);
+}
+
 // y (N, Cout, *out) = W col(x) + bias: the conv forward pass. bias may be null.
 void forward_core(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
+  if (by_depth_slices(g)) return forward_by_slices(g, px, pw, bias, py);
   const int64_t K = g.kdim(), L = g.out_size, chunk = rows_per_chunk(g);
   const ChunkLoop loop(g, chunk, true);
   MemTagScope tag(MemTag::workspace);
@@ -286,6 +424,11 @@ void backward_core(const Geometry& g, const float* px, const float* pw, const fl
   // col2im adds overlapping windows into dx, so one sample's chunks must not run at once:
   // when dw alone could spread chunks over the threads, dx takes a second pass.
   const bool scatter = pdx != nullptr && !g.pointwise;
+  if (pdw != nullptr && by_depth_slices(g)) {
+    weight_grad_by_slices(g, px, pdy, pdw);
+    backward_core(g, px, pw, pdy, pdx, nullptr);
+    return;
+  }
   if (scatter && pdw != nullptr && ChunkLoop(g, chunk, true).by_chunks()) {
     backward_core(g, px, pw, pdy, nullptr, pdw);
     backward_core(g, px, pw, pdy, pdx, nullptr);

@@ -207,6 +207,27 @@ TEST(Conv, ConvBackwardWithChunksSplitAcrossThreadsIsBitwiseRepeatable) {
   EXPECT_EQ(run(), run());
 }
 
+// Stride 1 along every axis: the 3D conv goes by depth slices (engine/cpu/conv.cpp),
+// each input slice's im2col feeding the output slices around it. Depth padding from 0
+// to past the kernel (output slices that read only padding), two samples on two threads
+// and one sample whose slices the two threads split.
+TEST(Conv, Conv3dByDepthSlicesMatchesDirectLoops) {
+  ThreadsScope threads(2);
+  // Cin·kh·kw >= 64, the least for which the slices are used.
+  expect_matches_reference({2, 8, 6, 5, 7}, {4, 8, 3, 3, 3}, {.padding = {0, 1, 1}}, 1e-4f);
+  expect_matches_reference({2, 8, 6, 5, 7}, {4, 8, 3, 3, 3}, {.padding = {2, 1, 0}}, 1e-4f);
+  expect_matches_reference({1, 8, 5, 4, 4}, {2, 8, 2, 3, 3}, {.padding = {3, 1, 1}}, 1e-4f);
+  expect_matches_reference({1, 8, 9, 6, 6}, {5, 8, 3, 3, 3}, {.padding = {1}}, 1e-4f);
+  expect_matches_reference({2, 8, 12, 16, 16}, {8, 8, 3, 3, 3}, {.padding = {1}}, 1e-3f);  // by samples
+  expect_matches_reference({1, 8, 12, 16, 16}, {8, 8, 3, 3, 3}, {.padding = {1}}, 1e-3f);  // by slices
+}
+
+TEST(Conv, Conv3dByDepthSlicesGradientsMatchFiniteDifferences) {
+  const ConvOptions opt{.padding = {2, 0, 1}};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return conv3d(in[0], in[1], in[2], opt); },
+                        {param({2, 8, 4, 3, 3}, 1), param({3, 8, 3, 3, 3}, 2), param({3}, 3)}));
+}
+
 TEST(Conv, Conv3dStridedAndDilatedMatchesDirectLoops) {
   expect_matches_reference({3, 2, 7, 6, 9}, {3, 2, 2, 3, 2}, {.stride = {2, 1, 3}, .padding = {1, 2, 0},
                                                              .dilation = {2, 1, 2}},
