@@ -324,27 +324,40 @@ struct DepthRange {
   }
 };
 
+// Rows of a slice's output per piece: a slice's im2col is built in pieces of at most
+// kColBudget floats (a 256^3 volume's slice of 288 rows would take 72 MiB), split evenly.
+int64_t slice_piece_rows(const Geometry& sg) {
+  const int64_t pieces = (sg.out[1] + rows_per_chunk(sg) - 1) / rows_per_chunk(sg);
+  return (sg.out[1] + pieces - 1) / pieces;
+}
+
 void forward_by_slices(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
   const Geometry sg = slice_geometry(g);
   const int64_t L = g.out_size, K2 = sg.kdim(), HW = sg.out_size, per = slices_per_chunk(g);
+  const int64_t piece = slice_piece_rows(sg), piece_cols = piece * sg.out[2], rows = g.k[0] * g.cout;
   const ChunkLoop loop(g, per * g.out[1], true);
   const Tensor wk = weights_by_depth(pw, g);
   MemTagScope tag(MemTag::workspace);
-  const int64_t slot_floats = K2 * HW + g.k[0] * g.cout * HW;
+  const int64_t slot_floats = (K2 + rows) * piece_cols;
   Tensor buffers = Tensor::empty({loop.slots(), slot_floats});
-  const ViewC w(wk.data(), g.k[0] * g.cout, K2, Stride(K2));
+  const ViewC w(wk.data(), rows, K2, Stride(K2));
   loop.run([&](int64_t n, int64_t r0, int64_t r1, int slot) {
     const DepthRange range{g, r0 / g.out[1], r1 / g.out[1]};
     float* col = buffers.data() + slot * slot_floats;
-    float* z = col + K2 * HW;
+    float* z = col + K2 * piece_cols;
     float* yn = py + n * g.cout * L;
     for (int64_t od = range.a; od < range.b; ++od) View(yn + od * HW, g.cout, HW, Stride(L)).setZero();
     for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
-      im2col(px + n * g.cin * g.in_size + id * g.in[1] * g.in[2], sg, 0, sg.rows(), col);
-      View(z, g.k[0] * g.cout, HW, Stride(HW)).noalias() = w * ViewC(col, K2, HW, Stride(HW));
-      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-        const int64_t od = range.output(id, kd);
-        if (od >= 0) View(yn + od * HW, g.cout, HW, Stride(L)) += ViewC(z + kd * g.cout * HW, g.cout, HW, Stride(HW));
+      const float* slice = px + n * g.cin * g.in_size + id * g.in[1] * g.in[2];
+      for (int64_t h0 = 0; h0 < sg.out[1]; h0 += piece) {
+        const int64_t h1 = std::min(sg.out[1], h0 + piece), c0 = h0 * sg.out[2], nc = (h1 - h0) * sg.out[2];
+        im2col(slice, sg, h0, h1, col);
+        View(z, rows, nc, Stride(nc)).noalias() = w * ViewC(col, K2, nc, Stride(nc));
+        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+          const int64_t od = range.output(id, kd);
+          if (od >= 0)
+            View(yn + od * HW + c0, g.cout, nc, Stride(L)) += ViewC(z + kd * g.cout * nc, g.cout, nc, Stride(nc));
+        }
       }
     }
     if (bias)
@@ -359,27 +372,32 @@ void forward_by_slices(const Geometry& g, const float* px, const float* pw, cons
 void weight_grad_by_slices(const Geometry& g, const float* px, const float* pdy, float* pdw) {
   const Geometry sg = slice_geometry(g);
   const int64_t L = g.out_size, K2 = sg.kdim(), HW = sg.out_size, per = slices_per_chunk(g);
+  const int64_t piece = slice_piece_rows(sg), piece_cols = piece * sg.out[2];
   const int64_t rows = g.k[0] * g.cout, per_slot = rows * K2;
   const ChunkLoop loop(g, per * g.out[1], true);
   MemTagScope tag(MemTag::workspace);
-  const int64_t slot_floats = K2 * HW + rows * HW;
+  const int64_t slot_floats = (K2 + rows) * piece_cols;
   Tensor buffers = Tensor::empty({loop.slots(), slot_floats});
   Tensor partials = Tensor::zeros({loop.slots(), per_slot});
   loop.run([&](int64_t n, int64_t r0, int64_t r1, int slot) {
     const DepthRange range{g, r0 / g.out[1], r1 / g.out[1]};
     float* col = buffers.data() + slot * slot_floats;
-    float* dys = col + K2 * HW;
+    float* dys = col + K2 * piece_cols;
     const float* dyn = pdy + n * g.cout * L;
     View dw(partials.data() + slot * per_slot, rows, K2, Stride(K2));
     for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
-      im2col(px + n * g.cin * g.in_size + id * g.in[1] * g.in[2], sg, 0, sg.rows(), col);
-      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-        const int64_t od = range.output(id, kd);
-        View block(dys + kd * g.cout * HW, g.cout, HW, Stride(HW));
-        if (od >= 0) block = ViewC(dyn + od * HW, g.cout, HW, Stride(L));
-        else block.setZero();
+      const float* slice = px + n * g.cin * g.in_size + id * g.in[1] * g.in[2];
+      for (int64_t h0 = 0; h0 < sg.out[1]; h0 += piece) {
+        const int64_t h1 = std::min(sg.out[1], h0 + piece), c0 = h0 * sg.out[2], nc = (h1 - h0) * sg.out[2];
+        im2col(slice, sg, h0, h1, col);
+        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+          const int64_t od = range.output(id, kd);
+          View block(dys + kd * g.cout * nc, g.cout, nc, Stride(nc));
+          if (od >= 0) block = ViewC(dyn + od * HW + c0, g.cout, nc, Stride(L));
+          else block.setZero();
+        }
+        dw.noalias() += ViewC(dys, rows, nc, Stride(nc)) * ViewC(col, K2, nc, Stride(nc)).transpose();
       }
-      dw.noalias() += ViewC(dys, rows, HW, Stride(HW)) * ViewC(col, K2, HW, Stride(HW)).transpose();
     }
   });
   Eigen::Map<Eigen::VectorXf> total(partials.data(), per_slot);
