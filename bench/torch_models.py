@@ -33,26 +33,14 @@ class LeNet5(nn.Module):
 
 
 class CNN(nn.Module):
-    def __init__(self):
+    """cnn; with hidden=2048, cnn-wide (the same stages and names, a wider fc1)."""
+
+    def __init__(self, hidden=128):
         super().__init__()
         self.conv1 = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
         self.conv2 = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(3136, 128), nn.ReLU())
-        self.fc2 = nn.Sequential(nn.Linear(128, 10))
-
-    def forward(self, x):
-        for stage in (self.conv1, self.conv2, self.fc1, self.fc2):
-            x = stage(x)
-        return x
-
-
-class CNNWide(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.conv2 = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(3136, 2048), nn.ReLU())
-        self.fc2 = nn.Sequential(nn.Linear(2048, 10))
+        self.fc1 = nn.Sequential(nn.Flatten(), nn.Linear(3136, hidden), nn.ReLU())
+        self.fc2 = nn.Sequential(nn.Linear(hidden, 10))
 
     def forward(self, x):
         for stage in (self.conv1, self.conv2, self.fc1, self.fc2):
@@ -187,7 +175,7 @@ def build(name):
     if name == "cnn":
         return CNN(), (1, 28, 28), 10, ()
     if name == "cnn-wide":
-        return CNNWide(), (1, 28, 28), 10, ()
+        return CNN(hidden=2048), (1, 28, 28), 10, ()
     if name == "resnet-mini":
         return ResNetMini(), (1, 28, 28), 10, ()
     kind, side = name.split("-")
