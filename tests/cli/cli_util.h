@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/temp_folder.h"
+
 #ifndef QUARTET_BINARY
 #error "QUARTET_BINARY must name the quartet binary"
 #endif
@@ -140,23 +142,10 @@ inline std::vector<json> records_of(const fs::path& file, const std::string& typ
   return out;
 }
 
-// A test with its own empty folder dir_ (under the test temp dir, named by `prefix`, the
-// process and the test), removed afterwards.
-class FolderTest : public ::testing::Test {
+// A test with its own empty folder dir_ (tests/temp_folder.h).
+class FolderTest : public quartet::test_util::TempFolderTest {
  protected:
-  explicit FolderTest(std::string prefix) : prefix_(std::move(prefix)) {}
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / (prefix_ + "_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
-
- private:
-  std::string prefix_;
+  using TempFolderTest::TempFolderTest;
 };
 
 // Starts `quartet run spec --out run` (output to `log`), waits until the arm's server

@@ -3,34 +3,23 @@
 // Shared by the medical3d tests: a fresh folder per test, and exception messages.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "tests/temp_folder.h"
+
 namespace quartet::medical3d::testing {
 
 namespace fs = std::filesystem;
 
-// A fresh folder per test under the system's temporary folder, removed afterwards.
-class TestDir : public ::testing::Test {
+// A fresh folder per test (tests/temp_folder.h), with a path helper.
+class TestDir : public test_util::TempFolderTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-    for (char& c : name)
-      if (c == '/') c = '_';  // parameterised tests are named Prefix/Suite.Name/0
-    dir_ = fs::temp_directory_path() / ("quartet_medical3d_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
+  TestDir() : TempFolderTest("quartet_medical3d") {}
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
 };
 
 // The message of the exception of type E that fn throws ("" and a failure otherwise).

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/memory.h"
 #include "engine/safetensors.h"
@@ -30,20 +31,17 @@ using testing::max_abs_diff;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class DataParallel : public ::testing::Test {
+class DataParallel : public test_util::TempFolderTest {
  protected:
+  DataParallel() : TempFolderTest("data_parallel") {}
   static void SetUpTestSuite() {
     // A rank that fails must not leave its peers waiting Gloo's default five minutes.
     ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0);
   }
 
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("data_parallel_" + std::to_string(::getpid()) + "_" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    TempFolderTest::SetUp();
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   void use_workload(const std::string& model, int64_t train = 512) {
     model_ = model;
@@ -53,14 +51,14 @@ class DataParallel : public ::testing::Test {
     wc.train_limit = train;
     wc.test_limit = 64;
     workload_ = workloads::make_workload(wc);
-    init_ = root_ / "init.safetensors";
+    init_ = dir_ / "init.safetensors";
     engine::save_safetensors(init_.string(), workload_->make_model(model, 3)->state_dict());
   }
 
   RoleContext context(const std::string& arm, int ranks, int64_t max_steps, json settings = json::object()) {
     RoleContext c;
     c.arm = arm;
-    c.arm_dir = root_ / arm;
+    c.arm_dir = dir_ / arm;
     fs::create_directories(c.arm_dir / "roles");
     c.init_weights = init_;
     c.model_name = model_;
@@ -85,7 +83,7 @@ class DataParallel : public ::testing::Test {
 
 
   engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(root_ / arm).string());
+    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
   }
 
 
@@ -100,10 +98,10 @@ class DataParallel : public ::testing::Test {
   }
 
   std::vector<json> records(const std::string& arm, const std::string& role) {
-    return testing::read_records(root_ / arm, role);
+    return testing::read_records(dir_ / arm, role);
   }
 
-  fs::path root_, init_;
+  fs::path init_;
   std::string model_;
   std::unique_ptr<workloads::Workload> workload_;
 };
@@ -167,7 +165,7 @@ TEST_F(DataParallel, EveryRankRecordsStepsAndCommunication) {
   }
   EXPECT_EQ(r0[2]["samples"], 3 * 64);
   EXPECT_EQ(r0[2]["rank_samples"], 3 * 32);
-  EXPECT_TRUE(fs::exists(final_weights_path(root_ / "rec")));
+  EXPECT_TRUE(fs::exists(final_weights_path(dir_ / "rec")));
 }
 
 TEST_F(DataParallel, Fp16CompressionHalvesTheBytesAndStaysClose) {
@@ -281,7 +279,7 @@ TEST_F(DataParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
     };
     testing::run_data_parallel_ranks(ctx("whole" + z, 3));
     testing::run_data_parallel_ranks(ctx("parts" + z, 1));  // one epoch, then "crash"
-    fs::remove(final_weights_path(root_ / ("parts" + z)));
+    fs::remove(final_weights_path(dir_ / ("parts" + z)));
     RoleContext rest = ctx("parts" + z, 3);
     rest.resume = true;
     testing::run_data_parallel_ranks(rest);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
@@ -34,20 +35,18 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-class Federated : public ::testing::Test {
+class Federated : public test_util::TempFolderTest {
  protected:
+  Federated() : TempFolderTest("federated") {}
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("federated_" + std::to_string(::getpid()) + "_" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    TempFolderTest::SetUp();
     workloads::WorkloadConfig wc;
     wc.name = "synthetic";
     wc.model = "mlp";
     wc.train_limit = 256;
     wc.test_limit = 64;
     workload_ = workloads::make_workload(wc);
-    init_ = root_ / "init.safetensors";
+    init_ = dir_ / "init.safetensors";
     engine::save_safetensors(init_.string(), workload_->make_model("mlp", 3)->state_dict());
     coordinator_ = std::make_unique<transport::Coordinator>(transport::CoordinatorOptions{});
     // Roles share this process: one compute thread each, so concurrent OpenMP teams do
@@ -56,7 +55,7 @@ class Federated : public ::testing::Test {
   }
   void TearDown() override {
     coordinator_.reset();
-    fs::remove_all(root_);
+    TempFolderTest::TearDown();
   }
 
   std::unique_ptr<transport::CoordinatorClient> join(const std::string& arm, const std::string& role) {
@@ -73,7 +72,7 @@ class Federated : public ::testing::Test {
     RoleContext c;
     c.arm = arm;
     c.role = role;
-    c.arm_dir = root_ / arm;
+    c.arm_dir = dir_ / arm;
     fs::create_directories(c.arm_dir / "roles");
     c.init_weights = init_;
     c.model_name = "mlp";
@@ -118,7 +117,7 @@ class Federated : public ::testing::Test {
 
   std::vector<json> round_records(const std::string& arm) {
     std::vector<json> out;
-    std::ifstream in(records_path(root_ / arm, "server"));
+    std::ifstream in(records_path(dir_ / arm, "server"));
     std::string line;
     while (std::getline(in, line)) {
       json j = json::parse(line);
@@ -128,10 +127,10 @@ class Federated : public ::testing::Test {
   }
 
   engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(root_ / arm).string());
+    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
   }
 
-  fs::path root_, init_;
+  fs::path init_;
   std::unique_ptr<workloads::Workload> workload_;
   std::unique_ptr<transport::Coordinator> coordinator_;
 };
@@ -245,7 +244,7 @@ TEST_F(Federated, ClientThatVanishesMidRoundIsLeftOutAndTheRoundCompletes) {
     EXPECT_EQ(r["round"]["dropped"][0]["client"].get<int64_t>(), 2);
   }
   EXPECT_EQ(rounds[1]["round"]["dropped"][0]["reason"].get<std::string>(), "not connected");
-  EXPECT_TRUE(fs::exists(final_weights_path(root_ / "fed")));
+  EXPECT_TRUE(fs::exists(final_weights_path(dir_ / "fed")));
 }
 
 TEST_F(Federated, StragglerPastTheDeadlineIsLeftOutAndLogged) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "trainers/local_loop.h"
@@ -18,29 +19,26 @@ using testing::max_abs_diff;
 
 namespace fs = std::filesystem;
 
-class LocalLoop : public ::testing::Test {
+class LocalLoop : public test_util::TempFolderTest {
  protected:
+  LocalLoop() : TempFolderTest("local_loop") {}
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("local_loop_" + std::to_string(::getpid()) + "_" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    TempFolderTest::SetUp();
     workloads::WorkloadConfig wc;
     wc.name = "synthetic";
     wc.model = "lenet5";
     wc.train_limit = 512;
     wc.test_limit = 128;
     workload_ = workloads::make_workload(wc);
-    init_ = root_ / "init.safetensors";
+    init_ = dir_ / "init.safetensors";
     engine::save_safetensors(init_.string(), workload_->make_model("lenet5", 3)->state_dict());
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   RoleContext context(const std::string& arm, int64_t micro_batches, int64_t max_steps, int64_t epochs = 1) {
     RoleContext c;
     c.arm = arm;
     c.role = "trainer";
-    c.arm_dir = root_ / arm;
+    c.arm_dir = dir_ / arm;
     fs::create_directories(c.arm_dir / "roles");
     c.init_weights = init_;
     c.model_name = "lenet5";
@@ -56,10 +54,10 @@ class LocalLoop : public ::testing::Test {
   }
 
   engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(root_ / arm).string());
+    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
   }
 
-  fs::path root_, init_;
+  fs::path init_;
   std::unique_ptr<workloads::Workload> workload_;
 };
 
@@ -83,7 +81,7 @@ TEST_F(LocalLoop, SameSeedGivesBitwiseIdenticalWeights) {
 
 TEST_F(LocalLoop, WritesOneRecordPerStepWithAnEvaluationAtTheEnd) {
   make_single()->run_role(context("rec", 1, 0, 1));  // one epoch: 512 / 64 = 8 steps
-  std::ifstream in(records_path(root_ / "rec", "trainer"));
+  std::ifstream in(records_path(dir_ / "rec", "trainer"));
   std::string line;
   int steps = 0, evals = 0;
   while (std::getline(in, line)) {
@@ -96,14 +94,14 @@ TEST_F(LocalLoop, WritesOneRecordPerStepWithAnEvaluationAtTheEnd) {
   }
   EXPECT_EQ(steps, 8);
   EXPECT_EQ(evals, 1);
-  EXPECT_TRUE(fs::exists(checkpoint_path(root_ / "rec")));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir_ / "rec")));
 }
 
 TEST_F(LocalLoop, RecordsTheScheduledLearningRateOfEveryStep) {
   RoleContext c = context("sched", 1, 5);
   c.config.schedule = {.name = "step", .step_size = 2, .gamma = 0.5f};
   make_single()->run_role(c);
-  std::ifstream in(records_path(root_ / "sched", "trainer"));
+  std::ifstream in(records_path(dir_ / "sched", "trainer"));
   std::string line;
   std::vector<float> lrs;
   while (std::getline(in, line)) lrs.push_back(nlohmann::json::parse(line)["lr"].get<float>());
@@ -122,13 +120,13 @@ TEST_F(LocalLoop, ResumeFromCheckpointGivesTheSameFinalWeights) {
   make_single()->run_role(context("whole", 1, 0, 3));
   // One epoch, then "crash": keep the checkpoint, continue for the remaining epochs.
   make_single()->run_role(context("parts", 1, 0, 1));
-  fs::remove(final_weights_path(root_ / "parts"));
+  fs::remove(final_weights_path(dir_ / "parts"));
   RoleContext rest = context("parts", 1, 0, 3);
   rest.resume = true;
   make_single()->run_role(rest);
   EXPECT_EQ(max_abs_diff(final_weights("whole"), final_weights("parts")), 0.0);
   // The resumed record file has no duplicated steps: 3 epochs of 8 steps.
-  std::ifstream in(records_path(root_ / "parts", "trainer"));
+  std::ifstream in(records_path(dir_ / "parts", "trainer"));
   std::string line;
   int n = 0;
   while (std::getline(in, line)) EXPECT_EQ(nlohmann::json::parse(line)["step"], ++n);

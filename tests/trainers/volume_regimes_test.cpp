@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "trainers/regime.h"
@@ -29,15 +30,13 @@ using testing::max_abs_diff;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class VolumeRegimes : public ::testing::Test {
+class VolumeRegimes : public test_util::TempFolderTest {
  protected:
+  VolumeRegimes() : TempFolderTest("volume_regimes") {}
   static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
 
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("volume_regimes_" + std::to_string(::getpid()) + "_" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    TempFolderTest::SetUp();
     workloads::WorkloadConfig wc;
     wc.name = "phantom-ct-seg";
     wc.model = "unet3d";
@@ -47,16 +46,15 @@ class VolumeRegimes : public ::testing::Test {
     wc.patch = 16;
     wc.seed = 2;
     workload_ = workloads::make_workload(wc);
-    init_ = root_ / "init.safetensors";
+    init_ = dir_ / "init.safetensors";
     engine::save_safetensors(init_.string(), workload_->make_model("unet3d", 3)->state_dict());
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   RoleContext context(const std::string& arm, int64_t micro_batches, int ranks = 1) {
     RoleContext c;
     c.arm = arm;
     c.role = "trainer";
-    c.arm_dir = root_ / arm;
+    c.arm_dir = dir_ / arm;
     fs::create_directories(c.arm_dir / "roles");
     c.init_weights = init_;
     c.model_name = "unet3d";
@@ -75,15 +73,15 @@ class VolumeRegimes : public ::testing::Test {
 
 
   engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(root_ / arm).string());
+    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
   }
 
 
   std::vector<json> records(const std::string& arm, const std::string& role) {
-    return testing::read_records(root_ / arm, role);
+    return testing::read_records(dir_ / arm, role);
   }
 
-  fs::path root_, init_;
+  fs::path init_;
   std::unique_ptr<workloads::Workload> workload_;
 };
 

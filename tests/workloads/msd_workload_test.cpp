@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/temp_folder.h"
 #include "medical3d/msd.h"
 #include "medical3d/nifti.h"
 #include "workloads/segmentation.h"
@@ -21,14 +22,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class MsdFolder : public ::testing::Test {
+class MsdFolder : public test_util::TempFolderTest {
  protected:
+  MsdFolder() : TempFolderTest("msd_workload") {}
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("msd_workload_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    TempFolderTest::SetUp();
+    fs::remove(dir_);  // write() makes it: a folder that is not there is one of the cases
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Six phantoms of 32^3, seed 4: the cases phantom-ct-seg (or -mri-) makes for seed 4.
   void write(medical3d::PhantomKind kind = medical3d::PhantomKind::ct) {
@@ -63,7 +63,6 @@ class MsdFolder : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
 };
 
 const SegmentationWorkload& seg(const Workload& w) { return dynamic_cast<const SegmentationWorkload&>(w); }
