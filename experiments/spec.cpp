@@ -610,17 +610,20 @@ ExperimentSpec parse_spec(json j) {
   return spec;
 }
 
-ExperimentSpec load_spec_file(const std::string& path) {
+json read_spec_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path + ": cannot open the experiment file");
   std::stringstream text;
   text << in.rdbuf();
-  json j;
   try {
-    j = json::parse(text.str(), nullptr, true, /*ignore_comments=*/true);
+    return json::parse(text.str(), nullptr, true, /*ignore_comments=*/true);
   } catch (const json::parse_error& e) {
     throw SpecError(path + ": not valid JSON: " + e.what());
   }
+}
+
+ExperimentSpec load_spec_file(const std::string& path) {
+  json j = read_spec_json(path);
   try {
     return parse_spec(std::move(j));
   } catch (const SpecError& e) {

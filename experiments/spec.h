@@ -91,7 +91,10 @@ const Field& spec_schema();
 
 // Validates (SpecError naming the field) and fills defaults.
 ExperimentSpec parse_spec(nlohmann::json j);
-// Reads a file (JSON with // and /* */ comments); SpecError when unreadable or invalid.
+// An experiment file's JSON (// and /* */ comments allowed), not yet validated;
+// SpecError naming the file when it cannot be read or is not JSON.
+nlohmann::json read_spec_json(const std::string& path);
+// read_spec_json, then parse_spec; SpecError naming the file when unreadable or invalid.
 ExperimentSpec load_spec_file(const std::string& path);
 
 }  // namespace quartet::experiments

@@ -4,8 +4,6 @@
 #include <QScrollArea>
 #include <QTimer>
 #include <QVBoxLayout>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "experiments/results.h"
@@ -61,16 +59,7 @@ void SpecEditor::set_spec(const json& spec) {
 json SpecEditor::spec() const { return form_->value(); }
 
 void SpecEditor::load(const QString& path) {
-  std::ifstream in(path.toStdString(), std::ios::binary);
-  if (!in) throw std::runtime_error(path.toStdString() + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str(), nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(path.toStdString() + ": not valid JSON (" + e.what() + ")");
-  }
+  const json j = experiments::read_spec_json(path.toStdString());
   if (!j.is_object()) throw std::runtime_error(path.toStdString() + ": expected an experiment (a JSON object)");
   set_spec(j);
   path_ = path;
