@@ -310,8 +310,8 @@ int64_t slices_per_chunk(const Geometry& g) {
   return (g.out[0] + t - 1) / t;
 }
 
-// Calls fn(id) for the input slices that feed output slices [a, b), and the output
-// slice od = id - kd + pad inside [a, b) of each kernel depth kd through taps(id, fn2).
+// A thread's output depth slices [a, b): the input slices that feed them, and which of
+// them input slice id meets at each kernel depth.
 struct DepthRange {
   const Geometry& g;
   int64_t a, b;
@@ -331,6 +331,22 @@ int64_t slice_piece_rows(const Geometry& sg) {
   return (sg.out[1] + pieces - 1) / pieces;
 }
 
+// For each input slice of sample xn that feeds `range`, piece by piece: builds the
+// piece's im2col (K2 rows, nc columns from column c0 of the slice) into col, then calls
+// fn(id, c0, nc).
+template <class Fn>
+void for_each_slice_piece(const Geometry& g, const Geometry& sg, int64_t piece, const float* xn,
+                          const DepthRange& range, float* col, Fn&& fn) {
+  for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
+    const float* slice = xn + id * g.in[1] * g.in[2];
+    for (int64_t h0 = 0; h0 < sg.out[1]; h0 += piece) {
+      const int64_t h1 = std::min(sg.out[1], h0 + piece);
+      im2col(slice, sg, h0, h1, col);
+      fn(id, h0 * sg.out[2], (h1 - h0) * sg.out[2]);
+    }
+  }
+}
+
 void forward_by_slices(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
   const Geometry sg = slice_geometry(g);
   const int64_t L = g.out_size, K2 = sg.kdim(), HW = sg.out_size, per = slices_per_chunk(g);
@@ -347,19 +363,14 @@ void forward_by_slices(const Geometry& g, const float* px, const float* pw, cons
     float* z = col + K2 * piece_cols;
     float* yn = py + n * g.cout * L;
     for (int64_t od = range.a; od < range.b; ++od) View(yn + od * HW, g.cout, HW, Stride(L)).setZero();
-    for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
-      const float* slice = px + n * g.cin * g.in_size + id * g.in[1] * g.in[2];
-      for (int64_t h0 = 0; h0 < sg.out[1]; h0 += piece) {
-        const int64_t h1 = std::min(sg.out[1], h0 + piece), c0 = h0 * sg.out[2], nc = (h1 - h0) * sg.out[2];
-        im2col(slice, sg, h0, h1, col);
-        View(z, rows, nc, Stride(nc)).noalias() = w * ViewC(col, K2, nc, Stride(nc));
-        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-          const int64_t od = range.output(id, kd);
-          if (od >= 0)
-            View(yn + od * HW + c0, g.cout, nc, Stride(L)) += ViewC(z + kd * g.cout * nc, g.cout, nc, Stride(nc));
-        }
+    for_each_slice_piece(g, sg, piece, px + n * g.cin * g.in_size, range, col, [&](int64_t id, int64_t c0, int64_t nc) {
+      View(z, rows, nc, Stride(nc)).noalias() = w * ViewC(col, K2, nc, Stride(nc));
+      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+        const int64_t od = range.output(id, kd);
+        if (od >= 0)
+          View(yn + od * HW + c0, g.cout, nc, Stride(L)) += ViewC(z + kd * g.cout * nc, g.cout, nc, Stride(nc));
       }
-    }
+    });
     if (bias)
       for (int64_t od = range.a; od < range.b; ++od)
         View(yn + od * HW, g.cout, HW, Stride(L)).colwise() += Eigen::Map<const Eigen::VectorXf>(bias, g.cout);
@@ -385,20 +396,15 @@ void weight_grad_by_slices(const Geometry& g, const float* px, const float* pdy,
     float* dys = col + K2 * piece_cols;
     const float* dyn = pdy + n * g.cout * L;
     View dw(partials.data() + slot * per_slot, rows, K2, Stride(K2));
-    for (int64_t id = range.first_input(); id <= range.last_input(); ++id) {
-      const float* slice = px + n * g.cin * g.in_size + id * g.in[1] * g.in[2];
-      for (int64_t h0 = 0; h0 < sg.out[1]; h0 += piece) {
-        const int64_t h1 = std::min(sg.out[1], h0 + piece), c0 = h0 * sg.out[2], nc = (h1 - h0) * sg.out[2];
-        im2col(slice, sg, h0, h1, col);
-        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-          const int64_t od = range.output(id, kd);
-          View block(dys + kd * g.cout * nc, g.cout, nc, Stride(nc));
-          if (od >= 0) block = ViewC(dyn + od * HW + c0, g.cout, nc, Stride(L));
-          else block.setZero();
-        }
-        dw.noalias() += ViewC(dys, rows, nc, Stride(nc)) * ViewC(col, K2, nc, Stride(nc)).transpose();
+    for_each_slice_piece(g, sg, piece, px + n * g.cin * g.in_size, range, col, [&](int64_t id, int64_t c0, int64_t nc) {
+      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+        const int64_t od = range.output(id, kd);
+        View block(dys + kd * g.cout * nc, g.cout, nc, Stride(nc));
+        if (od >= 0) block = ViewC(dyn + od * HW + c0, g.cout, nc, Stride(L));
+        else block.setZero();
       }
-    }
+      dw.noalias() += ViewC(dys, rows, nc, Stride(nc)) * ViewC(col, K2, nc, Stride(nc)).transpose();
+    });
   });
   Eigen::Map<Eigen::VectorXf> total(partials.data(), per_slot);
   for (int s = 1; s < loop.slots(); ++s)
