@@ -31,7 +31,7 @@ size_t index_of(const std::vector<int64_t>& order, int64_t client) {
 
 }  // namespace
 
-void OrderedAverage::add(ClientResult r) {
+size_t OrderedAverage::check(const ClientResult& r) const {
   const size_t i = index_of(order_, r.client);
   if (state_[i] != 0)
     throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " answered twice");
@@ -47,6 +47,24 @@ void OrderedAverage::add(ClientResult r) {
       throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " tensor " + std::to_string(t) +
                                   " has " + std::to_string(r.weights[t].size()) + " values, expected " +
                                   std::to_string(sizes_[t]));
+  return i;
+}
+
+void OrderedAverage::add(const ClientResult& r) {
+  const size_t i = check(r);
+  if (i == next_) {  // its turn: added at once, never copied
+    accumulate(r);
+    state_[i] = 2;
+  } else {
+    state_[i] = 1;
+    held_.emplace(i, r);
+  }
+  fold_ready();
+  peak_held_ = std::max(peak_held_, held_.size());
+}
+
+void OrderedAverage::add(ClientResult&& r) {
+  const size_t i = check(r);
   state_[i] = 1;
   held_.emplace(i, std::move(r));
   fold_ready();
@@ -104,7 +122,11 @@ Params weighted_average(std::span<const ClientResult> results) {
   std::vector<size_t> sizes;
   for (const std::vector<float>& t : results.front().weights) sizes.push_back(t.size());
   OrderedAverage average(std::move(clients), std::move(sizes));
-  for (const ClientResult& r : results) average.add(r);
+  // In client order, so that each result is added at once, without a copy.
+  std::vector<const ClientResult*> sorted;
+  for (const ClientResult& r : results) sorted.push_back(&r);
+  std::sort(sorted.begin(), sorted.end(), [](const ClientResult* a, const ClientResult* b) { return a->client < b->client; });
+  for (const ClientResult* r : sorted) average.add(*r);
   return average.finish();
 }
 

@@ -38,7 +38,9 @@ class OrderedAverage {
   OrderedAverage(std::vector<int64_t> clients, std::vector<size_t> sizes);
   // throws std::invalid_argument naming the client when it is not one of the round's or
   // was already added or skipped, when samples < 1 or the weights are shaped otherwise
-  void add(ClientResult result);
+  // A result added when its turn comes is not copied; one held is (the rvalue form moves).
+  void add(const ClientResult& result);
+  void add(ClientResult&& result);
   // A client whose result will not come (failed, dropped); unknown or repeated: throws.
   void skip(int64_t client);
   int64_t added() const { return added_; }
@@ -49,6 +51,7 @@ class OrderedAverage {
   Params finish();
 
  private:
+  size_t check(const ClientResult& r) const;  // its index in order_, or throws
   void fold_ready();
   void accumulate(const ClientResult& r);
 
