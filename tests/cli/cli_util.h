@@ -134,11 +134,12 @@ inline pid_t find_role_process(const fs::path& run, const std::string& role) {
   return -1;
 }
 
-inline std::vector<json> records_of(const fs::path& file, const std::string& type) {
+// The records of a JSON-lines file whose "type" is `type` (every record when empty).
+inline std::vector<json> records_of(const fs::path& file, const std::string& type = "") {
   std::vector<json> out;
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);)
-    if (json r = json::parse(line); r["type"] == type) out.push_back(r);
+    if (json r = json::parse(line); type.empty() || r.value("type", "") == type) out.push_back(r);
   return out;
 }
 

@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -27,24 +26,9 @@ using nlohmann::json;
 
 using cli_util::file_bytes;
 using cli_util::quartet;
+using cli_util::records_of;
 using cli_util::Result;
-
-std::vector<float> safetensors_floats(const fs::path& p) {
-  const std::string bytes = file_bytes(p);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  std::vector<float> out((bytes.size() - 8 - n) / 4);
-  std::memcpy(out.data(), bytes.data() + 8 + n, out.size() * 4);
-  return out;
-}
-
-std::vector<json> records_of(const fs::path& file, const std::string& type = "") {
-  std::vector<json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);)
-    if (json r = json::parse(line); type.empty() || r.value("type", "") == type) out.push_back(r);
-  return out;
-}
+using cli_util::safetensors_floats;
 
 void expect_exit2_with(const Result& r, const std::string& fragment) {
   EXPECT_EQ(r.code, 2) << r.out;
