@@ -1,19 +1,31 @@
-// Gloo collectives with ranks as threads of one process over an in-memory store (the
-// Gloo test style). Values are small integers, so float sums are exact.
+// The CPU collectives, Gloo's and shared memory's, with ranks as threads of one process
+// over an in-memory store (the Gloo test style): every test runs on both backends.
+// Values are small integers, so float sums are exact.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
+#include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include <gloo/rendezvous/file_store.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "transport/collectives.h"
 #include "transport/gloo_collectives.h"
+#include "transport/shm_collectives.h"
 #include "transport/store.h"
 
 namespace quartet::transport {
@@ -21,14 +33,26 @@ namespace {
 
 using namespace std::chrono_literals;
 
-GlooOptions test_options() {
+constexpr std::chrono::milliseconds kTimeout = 60s;
+
+// piece_bytes: Gloo's max_segment_bytes or the shm slot size; 0 keeps the default.
+std::unique_ptr<Collectives> connect(const std::string& backend, gloo::rendezvous::Store& store, int rank, int ranks,
+                                     size_t piece_bytes = 0, std::chrono::milliseconds timeout = kTimeout) {
+  if (backend == "shm") {
+    ShmOptions o;
+    o.timeout = timeout;
+    if (piece_bytes) o.slot_bytes = piece_bytes;
+    return make_shm_collectives(store, rank, ranks, o);
+  }
   GlooOptions o;
-  o.timeout = 60s;
-  return o;
+  o.timeout = timeout;
+  if (piece_bytes) o.max_segment_bytes = piece_bytes;
+  return make_gloo_collectives(store, rank, ranks, o);
 }
 
-// Runs fn(collectives) on `ranks` threads, each its own Gloo rank; rethrows the first error.
-void run_ranks(int ranks, const std::function<void(Collectives&)>& fn, GlooOptions options = test_options()) {
+// Runs fn(collectives) on `ranks` threads, each its own rank; rethrows the first error.
+void run_ranks(const std::string& backend, int ranks, const std::function<void(Collectives&)>& fn,
+               size_t piece_bytes = 0) {
   MemoryStore store;
   std::vector<std::thread> threads;
   std::mutex error_mutex;
@@ -36,7 +60,7 @@ void run_ranks(int ranks, const std::function<void(Collectives&)>& fn, GlooOptio
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto c = make_gloo_collectives(store, r, ranks, options);
+        auto c = connect(backend, store, r, ranks, piece_bytes);
         fn(*c);
       } catch (...) {
         std::lock_guard lock(error_mutex);
@@ -48,6 +72,11 @@ void run_ranks(int ranks, const std::function<void(Collectives&)>& fn, GlooOptio
   if (error) std::rethrow_exception(error);
 }
 
+class CpuCollectives : public ::testing::TestWithParam<std::string> {
+ protected:
+  const std::string& backend() const { return GetParam(); }
+};
+
 // Rank r's value at index i: (r + 1) * (i % 7 + 1); the sum over N ranks is
 // N(N+1)/2 * (i % 7 + 1), exact in float for these sizes.
 float value(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
@@ -56,8 +85,8 @@ float summed(int ranks, size_t i) { return static_cast<float>(ranks * (ranks + 1
 // Sizes: one float, not a multiple of the ranks, and several 1 MiB segments per rank.
 const std::vector<size_t> kSizes = {1, 1001, (size_t{3} << 20) / 4 * 3 + 5};
 
-void expect_all_reduce_exact(int ranks) {
-  run_ranks(ranks, [&](Collectives& c) {
+void expect_all_reduce_exact(const std::string& backend, int ranks) {
+  run_ranks(backend, ranks, [&](Collectives& c) {
     for (size_t n : kSizes) {
       std::vector<float> data(n);
       for (size_t i = 0; i < n; ++i) data[i] = value(c.rank(), i);
@@ -69,20 +98,20 @@ void expect_all_reduce_exact(int ranks) {
   });
 }
 
-TEST(GlooCollectives, AllReduceTwoRanksGivesExactSums) { expect_all_reduce_exact(2); }
-TEST(GlooCollectives, AllReduceFourRanksGivesExactSums) { expect_all_reduce_exact(4); }
-TEST(GlooCollectives, AllReduceThreeRanksGivesExactSums) { expect_all_reduce_exact(3); }
+TEST_P(CpuCollectives, AllReduceTwoRanksGivesExactSums) { expect_all_reduce_exact(backend(), 2); }
+TEST_P(CpuCollectives, AllReduceFourRanksGivesExactSums) { expect_all_reduce_exact(backend(), 4); }
+TEST_P(CpuCollectives, AllReduceThreeRanksGivesExactSums) { expect_all_reduce_exact(backend(), 3); }
 
-TEST(GlooCollectives, AllReduceAverageDividesBySize) {
-  run_ranks(4, [](Collectives& c) {
+TEST_P(CpuCollectives, AllReduceAverageDividesBySize) {
+  run_ranks(backend(), 4, [](Collectives& c) {
     std::vector<float> data(100, static_cast<float>(c.rank() * 2));  // 0, 2, 4, 6: mean 3
     c.all_reduce(data, ReduceOp::average);
     for (float v : data) EXPECT_EQ(v, 3.0f);
   });
 }
 
-TEST(GlooCollectives, SingleRankAllReduceKeepsData) {
-  run_ranks(1, [](Collectives& c) {
+TEST_P(CpuCollectives, SingleRankAllReduceKeepsData) {
+  run_ranks(backend(), 1, [](Collectives& c) {
     std::vector<float> data{1, 2, 3};
     c.all_reduce(data);
     c.all_reduce(data, ReduceOp::average);
@@ -91,9 +120,9 @@ TEST(GlooCollectives, SingleRankAllReduceKeepsData) {
   });
 }
 
-void expect_reduce_scatter(int ranks, size_t k, GlooOptions options) {
+void expect_reduce_scatter(const std::string& backend, int ranks, size_t k, size_t piece_bytes = 0) {
   run_ranks(
-      ranks,
+      backend, ranks,
       [&](Collectives& c) {
         std::vector<float> data(k * ranks);
         for (size_t i = 0; i < data.size(); ++i) data[i] = value(c.rank(), i);
@@ -105,38 +134,37 @@ void expect_reduce_scatter(int ranks, size_t k, GlooOptions options) {
         }
         EXPECT_EQ(wrong, 0u) << "rank " << c.rank() << " of " << ranks << ", chunk " << k;
       },
-      options);
+      piece_bytes);
 }
 
-TEST(GlooCollectives, ReduceScatterGivesEachRankItsChunkSum) {
+TEST_P(CpuCollectives, ReduceScatterGivesEachRankItsChunkSum) {
   for (int ranks : {2, 3, 4}) {
-    for (size_t k : {size_t{1}, size_t{5}, size_t{4097}}) expect_reduce_scatter(ranks, k, test_options());
+    for (size_t k : {size_t{1}, size_t{5}, size_t{4097}}) expect_reduce_scatter(backend(), ranks, k);
   }
 }
 
-TEST(GlooCollectives, ReduceScatterWithManySegmentsPerChunk) {
-  GlooOptions o = test_options();
-  o.max_segment_bytes = 4096;  // 1000 floats per segment: 100 segments per chunk
-  expect_reduce_scatter(3, 100003, o);
+TEST_P(CpuCollectives, ReduceScatterWithManySegmentsPerChunk) {
+  // 1024 floats per Gloo segment or shm slot: about 100 pieces per chunk
+  expect_reduce_scatter(backend(), 3, 100003, 4096);
 }
 
-TEST(GlooCollectives, ReduceScatterAverage) {
-  run_ranks(2, [](Collectives& c) {
+TEST_P(CpuCollectives, ReduceScatterAverage) {
+  run_ranks(backend(), 2, [](Collectives& c) {
     std::vector<float> data(8, c.rank() == 0 ? 1.0f : 3.0f);
     c.reduce_scatter(data, ReduceOp::average);
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(data[c.rank() * 4 + i], 2.0f);
   });
 }
 
-TEST(GlooCollectives, ReduceScatterRefusesSizeNotAMultipleOfRanks) {
-  run_ranks(2, [](Collectives& c) {
+TEST_P(CpuCollectives, ReduceScatterRefusesSizeNotAMultipleOfRanks) {
+  run_ranks(backend(), 2, [](Collectives& c) {
     std::vector<float> data(5);
     EXPECT_THROW(c.reduce_scatter(data), std::invalid_argument);
   });
 }
 
-TEST(GlooCollectives, AllGatherCollectsEveryRanksInput) {
-  run_ranks(4, [](Collectives& c) {
+TEST_P(CpuCollectives, AllGatherCollectsEveryRanksInput) {
+  run_ranks(backend(), 4, [](Collectives& c) {
     const size_t k = 1000;
     std::vector<float> input(k);
     for (size_t i = 0; i < k; ++i) input[i] = static_cast<float>(c.rank() * 10000 + i);
@@ -147,8 +175,8 @@ TEST(GlooCollectives, AllGatherCollectsEveryRanksInput) {
   });
 }
 
-TEST(GlooCollectives, AllGatherInPlace) {
-  run_ranks(3, [](Collectives& c) {
+TEST_P(CpuCollectives, AllGatherInPlace) {
+  run_ranks(backend(), 3, [](Collectives& c) {
     const size_t k = 7;
     std::vector<float> buffer(3 * k, -1.0f);
     for (size_t i = 0; i < k; ++i) buffer[c.rank() * k + i] = static_cast<float>(c.rank() + 1);
@@ -158,16 +186,16 @@ TEST(GlooCollectives, AllGatherInPlace) {
   });
 }
 
-TEST(GlooCollectives, AllGatherRefusesWrongOutputSize) {
-  run_ranks(2, [](Collectives& c) {
+TEST_P(CpuCollectives, AllGatherRefusesWrongOutputSize) {
+  run_ranks(backend(), 2, [](Collectives& c) {
     std::vector<float> in(3), out(5);
     EXPECT_THROW(c.all_gather(in, out), std::invalid_argument);
   });
 }
 
-TEST(GlooCollectives, BroadcastCopiesRootToEveryRank) {
+TEST_P(CpuCollectives, BroadcastCopiesRootToEveryRank) {
   for (int root : {0, 2}) {
-    run_ranks(3, [&](Collectives& c) {
+    run_ranks(backend(), 3, [&](Collectives& c) {
       std::vector<float> data(70000, static_cast<float>(c.rank()));
       c.broadcast(data, root);
       for (float v : data) ASSERT_EQ(v, static_cast<float>(root));
@@ -175,16 +203,16 @@ TEST(GlooCollectives, BroadcastCopiesRootToEveryRank) {
   }
 }
 
-TEST(GlooCollectives, BroadcastRefusesRootOutsideGroup) {
-  run_ranks(2, [](Collectives& c) {
+TEST_P(CpuCollectives, BroadcastRefusesRootOutsideGroup) {
+  run_ranks(backend(), 2, [](Collectives& c) {
     std::vector<float> data(3);
     EXPECT_THROW(c.broadcast(data, 2), std::invalid_argument);
   });
 }
 
-TEST(GlooCollectives, BarrierReturnsOnlyOnceEveryRankEntered) {
+TEST_P(CpuCollectives, BarrierReturnsOnlyOnceEveryRankEntered) {
   std::atomic<int> entered{0};
-  run_ranks(4, [&](Collectives& c) {
+  run_ranks(backend(), 4, [&](Collectives& c) {
     // The last rank is late; nobody may leave before it arrives.
     if (c.rank() == 3) std::this_thread::sleep_for(200ms);
     entered.fetch_add(1);
@@ -193,8 +221,8 @@ TEST(GlooCollectives, BarrierReturnsOnlyOnceEveryRankEntered) {
   });
 }
 
-TEST(GlooCollectives, AsyncAllReduceCompletesWhileCallerComputes) {
-  run_ranks(2, [](Collectives& c) {
+TEST_P(CpuCollectives, AsyncAllReduceCompletesWhileCallerComputes) {
+  run_ranks(backend(), 2, [](Collectives& c) {
     const size_t n = size_t{4} << 20;  // 16 MiB
     std::vector<float> data(n);
     for (size_t i = 0; i < n; ++i) data[i] = value(c.rank(), i);
@@ -217,8 +245,8 @@ TEST(GlooCollectives, AsyncAllReduceCompletesWhileCallerComputes) {
   });
 }
 
-TEST(GlooCollectives, AsyncOperationsRunInIssueOrder) {
-  run_ranks(3, [](Collectives& c) {
+TEST_P(CpuCollectives, AsyncOperationsRunInIssueOrder) {
+  run_ranks(backend(), 3, [](Collectives& c) {
     // b: broadcast from rank 2 then all-reduce gives 3+3+3 = 9; the other order gives
     // 6. The blocking all-reduce of a waits for the queue: 3 * 6 = 18.
     std::vector<float> a(1000, static_cast<float>(c.rank() + 1));
@@ -235,8 +263,8 @@ TEST(GlooCollectives, AsyncOperationsRunInIssueOrder) {
   });
 }
 
-TEST(GlooCollectives, ManyAsyncBucketsAllComplete) {
-  run_ranks(2, [](Collectives& c) {
+TEST_P(CpuCollectives, ManyAsyncBucketsAllComplete) {
+  run_ranks(backend(), 2, [](Collectives& c) {
     std::vector<std::vector<float>> buckets(32, std::vector<float>(2500, static_cast<float>(c.rank() + 1)));
     std::vector<Work> works;
     for (auto& b : buckets) works.push_back(c.all_reduce_async(b, ReduceOp::average));
@@ -246,8 +274,8 @@ TEST(GlooCollectives, ManyAsyncBucketsAllComplete) {
   });
 }
 
-TEST(GlooCollectives, StatsCountAlgorithmicBytesPerRank) {
-  run_ranks(4, [](Collectives& c) {
+TEST_P(CpuCollectives, StatsCountAlgorithmicBytesPerRank) {
+  run_ranks(backend(), 4, [](Collectives& c) {
     std::vector<float> data(1024);  // S = 4096 bytes
     std::vector<float> shard(256);
     c.all_reduce(data);
@@ -285,22 +313,156 @@ TEST(CollectiveFormulas, AlgorithmicBytesFollowRingFormulas) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollectiveKind::all_gather, 4), 0.75);
 }
 
-TEST(GlooCollectives, OperationFailsWithRankWhenAPeerIsGone) {
-  GlooOptions o = test_options();
-  o.timeout = 10s;
+TEST_P(CpuCollectives, OperationFailsWithRankWhenAPeerIsGone) {
   MemoryStore store;
   std::unique_ptr<Collectives> c0, c1;
-  std::thread t([&] { c1 = make_gloo_collectives(store, 1, 2, o); });
-  c0 = make_gloo_collectives(store, 0, 2, o);
+  std::thread t([&] { c1 = connect(backend(), store, 1, 2, 0, 10s); });
+  c0 = connect(backend(), store, 0, 2, 0, 10s);
   t.join();
   c1.reset();  // rank 1 is gone
   std::vector<float> data(1000, 1.0f);
+  const auto started = std::chrono::steady_clock::now();
   try {
     c0->all_reduce(data);
     FAIL() << "all_reduce succeeded without its peer";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0 of 2"), std::string::npos) << e.what();
   }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "noticed only at the timeout";
+}
+
+// Sums of arbitrary floats depend on the order of the additions; every rank must still
+// hold the same bits (the ranks step their optimizers on them).
+TEST_P(CpuCollectives, EveryRankHoldsTheSameBits) {
+  const int ranks = 3;
+  const size_t n = 300001;
+  std::vector<std::vector<float>> results(ranks);
+  run_ranks(
+      backend(), ranks,
+      [&](Collectives& c) {
+        std::mt19937 gen(static_cast<unsigned>(c.rank() + 1));
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> data(n);
+        for (float& v : data) v = normal(gen) * 1000.0f;
+        c.all_reduce(data, ReduceOp::average);
+        results[c.rank()] = std::move(data);
+      },
+      size_t{1} << 18);  // several pieces
+  for (int r = 1; r < ranks; ++r)
+    EXPECT_EQ(std::memcmp(results[0].data(), results[r].data(), n * sizeof(float)), 0) << "rank " << r;
+}
+
+TEST_P(CpuCollectives, EveryOperationWorksInManyPieces) {
+  run_ranks(
+      backend(), 3,
+      [](Collectives& c) {
+        const size_t k = 2500;  // 10,000 bytes a rank: 3 pieces of 4,096 bytes
+        std::vector<float> data(3 * k);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = value(c.rank(), i);
+        c.all_reduce(data);
+        for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], summed(3, i)) << i;
+        std::vector<float> input(k, static_cast<float>(c.rank())), gathered(3 * k);
+        c.all_gather(input, gathered);
+        for (size_t i = 0; i < gathered.size(); ++i) ASSERT_EQ(gathered[i], static_cast<float>(i / k)) << i;
+        std::vector<float> b(k, static_cast<float>(c.rank() + 1));
+        c.broadcast(b, 1);
+        for (float v : b) ASSERT_EQ(v, 2.0f);
+      },
+      4096);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CpuCollectives, ::testing::Values("gloo", "shm"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// shm only: what Gloo does through sockets, it must do through the segment's words.
+
+std::string host_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+std::string rendezvous_error(const std::string& published) {
+  MemoryStore store(5s);
+  store.set("shm/segment", std::vector<char>(published.begin(), published.end()));
+  try {
+    ShmOptions o;
+    o.timeout = 5s;
+    make_shm_collectives(store, 1, 2, o);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ShmCollectives, RefusesARankZeroOnAnotherHost) {
+  const std::string e = rendezvous_error("/quartet-none\nanother-boot-id");
+  EXPECT_NE(e.find("rank 1 of 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("another host"), std::string::npos) << e;
+  EXPECT_NE(e.find("gloo"), std::string::npos) << e;
+}
+
+TEST(ShmCollectives, RefusesASegmentItCannotOpen) {
+  const std::string e = rendezvous_error("/quartet-no-such-segment\n" + host_id());
+  EXPECT_NE(e.find("one host"), std::string::npos) << e;
+}
+
+TEST(ShmCollectives, LeavesNothingInDevShm) {
+  auto listing = [] {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().rfind("quartet-", 0) == 0) names.insert(e.path().filename().string());
+    return names;
+  };
+  const auto before = listing();
+  run_ranks("shm", 2, [&](Collectives& c) {
+    c.barrier();  // both attached: the name is gone already
+    EXPECT_EQ(listing(), before);
+  });
+  EXPECT_EQ(listing(), before);
+}
+
+// A peer process that dies without leaving (kill -9, OOM) is noticed by its pid.
+TEST(ShmCollectives, NoticesAPeerProcessThatExited) {
+  const auto dir = std::filesystem::temp_directory_path() / ("quartet-shm-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  gloo::rendezvous::FileStore store(dir.string());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto c = connect("shm", store, 1, 2);
+      c->barrier();
+      _exit(0);  // c's destructor never runs: the group is not told
+    } catch (...) {
+      _exit(3);
+    }
+  }
+  std::string error;
+  try {
+    auto c = connect("shm", store, 0, 2);
+    c->barrier();
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<float> data(100, 1.0f);
+    try {
+      c->all_reduce(data);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  } catch (...) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    std::filesystem::remove_all(dir);
+    throw;
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(error.find("rank 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("exited"), std::string::npos) << error;
 }
 
 TEST(MemoryStore, WaitTimesOutNamingTheMissingKey) {
