@@ -25,6 +25,7 @@
 #include "transport/collectives.h"
 #include "transport/coordinator.h"
 #include "transport/gloo_collectives.h"
+#include "transport/shm_collectives.h"
 #include "transport/store.h"
 #if QUARTET_WITH_NCCL
 #include "transport/nccl/nccl_collectives.h"
@@ -204,6 +205,11 @@ std::unique_ptr<Collectives> make_collectives(const BenchRankOptions& o, transpo
     go.hostname = o.gloo_host;
     return transport::make_gloo_collectives(store, o.rank, o.ranks, transport::gloo_options_from_environment(go));
   }
+  if (o.backend == "shm") {
+    transport::ShmOptions so;
+    so.timeout = transport::gloo_options_from_environment().timeout;
+    return transport::make_shm_collectives(store, o.rank, o.ranks, so);
+  }
 #if QUARTET_WITH_NCCL
   if (o.backend == "nccl") return transport::make_nccl_collectives(store, o.rank, o.ranks);
 #endif
@@ -237,8 +243,8 @@ std::vector<int64_t> parse_byte_sizes(const std::string& list) {
 }
 
 int bench_collectives_main(const BenchCollectivesOptions& options) {
-  if (options.backend != "gloo" && options.backend != "nccl")
-    throw InputError("--backend: expected gloo or nccl, got " + options.backend);
+  if (options.backend != "gloo" && options.backend != "shm" && options.backend != "nccl")
+    throw InputError("--backend: expected gloo, shm or nccl, got " + options.backend);
 #if !QUARTET_WITH_NCCL
   if (options.backend == "nccl")
     throw InputError("--backend nccl: this quartet was built without NCCL (no CUDA toolkit found at build time)");
@@ -382,8 +388,8 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
   out.bench = app.add_subcommand("bench-collectives",
                                  "All-reduce bandwidth of the collectives over N local rank processes "
                                  "(nccl-tests' columns, every result checked)");
-  out.bench->add_option("--backend", bench.backend, "gloo (CPU) or nccl (GPU)")
-      ->check(CLI::IsMember({"gloo", "nccl"}));
+  out.bench->add_option("--backend", bench.backend, "gloo (CPU, TCP), shm (CPU, shared memory) or nccl (GPU)")
+      ->check(CLI::IsMember({"gloo", "shm", "nccl"}));
   out.bench->add_option("--ranks", bench.ranks, "rank processes")->check(CLI::PositiveNumber);
   out.bench->add_option("--sizes", bench.sizes, "buffer sizes in bytes, comma-separated (K, M, G = 1024^n)");
   out.bench->add_option("--iters", bench.iters, "timed all-reduces per size")->check(CLI::PositiveNumber);

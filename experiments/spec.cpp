@@ -226,8 +226,10 @@ Field make_schema() {
               "communicated on the last only; the batch must split evenly",
               1),
       integer("ranks", "data_parallel (required): processes, each batch / ranks of every batch", 1),
-      string("backend", "data_parallel: collectives, \"gloo\" (CPU) or \"nccl\" (GPU); default \"gloo\"", nullptr,
-             {"gloo", "nccl"}),
+      string("backend",
+             "data_parallel: collectives, \"gloo\" (CPU, TCP, any hosts), \"shm\" (CPU, shared memory, "
+             "every rank on one host) or \"nccl\" (GPU); default \"gloo\"",
+             nullptr, {"gloo", "shm", "nccl"}),
       bucket_mb,
       Field{.name = "sync_bn", .type = FieldType::boolean,
             .description = "data_parallel: SyncBatchNorm, batch statistics over every rank; default false"},
@@ -320,7 +322,7 @@ void check_data_parallel(json& a, const std::string& path, ArmSpec& arm) {
                     arm.compress + "\"");
   if (arm.backend == "nccl")
     throw SpecError(path + ".backend: \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; use "
-                    "\"gloo\" (CPU)");
+                    "\"gloo\" or \"shm\" (CPU)");
   const int64_t parts = arm.ranks * arm.micro_batches;
   if (arm.train.batch % parts != 0)
     throw SpecError(path + ".ranks: the batch " + std::to_string(arm.train.batch) + " does not split evenly over " +

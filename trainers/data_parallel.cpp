@@ -19,6 +19,7 @@
 #include "trainers/metrics.h"
 #include "trainers/regimes.h"
 #include "transport/gloo_collectives.h"
+#include "transport/shm_collectives.h"
 #include "transport/store.h"
 #include "workloads/sampler.h"
 
@@ -58,9 +59,9 @@ void check(const TrainConfig& cfg, const Settings& s) {
                                 std::to_string(cfg.ranks) + " x micro_batches " + std::to_string(cfg.micro_batches));
   if (s.backend == "nccl")
     throw std::invalid_argument("backend \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; use "
-                                "\"gloo\"");
-  if (s.backend != "gloo")
-    throw std::invalid_argument("backend: expected \"gloo\" or \"nccl\", got \"" + s.backend + "\"");
+                                "\"gloo\" or \"shm\"");
+  if (s.backend != "gloo" && s.backend != "shm")
+    throw std::invalid_argument("backend: expected \"gloo\", \"shm\" or \"nccl\", got \"" + s.backend + "\"");
   if (!(s.bucket_mb > 0.0)) throw std::invalid_argument("bucket_mb: expected a number > 0");
   if (s.zero < 0 || s.zero > 2) throw std::invalid_argument("zero: expected 0, 1 or 2, got " + std::to_string(s.zero));
   if (s.compress != "none" && s.compress != "fp16")
@@ -95,13 +96,18 @@ class SyncStats final : public engine::StatsReducer {
   CommCounters& counters_;
 };
 
-std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx) {
+std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& backend) {
   if (!ctx.coordinator)
     throw std::runtime_error("data_parallel: " + ctx.role + " has no connection to the run's coordinator, which the "
                              "ranks rendezvous through");
-  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/gloo/");
-  return transport::make_gloo_collectives(store, ctx.rank, ctx.config.ranks,
-                                          transport::gloo_options_from_environment());
+  const transport::GlooOptions gloo = transport::gloo_options_from_environment();
+  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
+  if (backend == "shm") {
+    transport::ShmOptions shm;
+    shm.timeout = gloo.timeout;
+    return transport::make_shm_collectives(store, ctx.rank, ctx.config.ranks, shm);
+  }
+  return transport::make_gloo_collectives(store, ctx.rank, ctx.config.ranks, gloo);
 }
 
 // Every rank starts from rank 0's parameters and buffers (DDP's constructor does this).
@@ -177,7 +183,7 @@ void train_data_parallel(const RoleContext& ctx) {
   const int64_t per_rank = cfg.batch / ranks;
   const int64_t micro = per_rank / cfg.micro_batches;
 
-  std::unique_ptr<transport::Collectives> comm = connect(ctx);
+  std::unique_ptr<transport::Collectives> comm = connect(ctx, set.backend);
   CommCounters counters;
   std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   SyncStats sync_stats(*comm, counters);

@@ -636,6 +636,29 @@ TEST_F(Cli, DataParallelRankKilledMidRunIsNamedAndResumeContinuesFromTheCheckpoi
   EXPECT_EQ(file_bytes(run / "ddp" / "final.safetensors"), file_bytes(dir_ / "whole" / "ddp" / "final.safetensors"));
 }
 
+// Rank processes over the shared-memory backend. With two ranks both backends add the
+// same two numbers (a + b == b + a in IEEE arithmetic) and scale by 1/2, so the weights
+// equal Gloo's bit for bit; and nothing is left in /dev/shm.
+TEST_F(Cli, DataParallelOverSharedMemoryEqualsGlooBitForBit) {
+  auto segments = [] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/dev/shm")) n += e.path().filename().string().rfind("quartet-", 0) == 0;
+    return n;
+  };
+  const int before = segments();
+  json j = small_spec();
+  j["train"]["epochs"] = 1;
+  j["arms"] = json::array({{{"name", "gloo"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0.1}},
+                           {{"name", "shm"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0.1},
+                            {"backend", "shm"}}});
+  const fs::path run = dir_ / "run";
+  const Result r = quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(file_bytes(run / "shm" / "final.safetensors"), file_bytes(run / "gloo" / "final.safetensors"));
+  EXPECT_GT(json::parse(file_bytes(run / "shm" / "summary.json"))["steps"].get<int64_t>(), 0);
+  EXPECT_EQ(segments(), before);
+}
+
 }  // namespace
 
 namespace {

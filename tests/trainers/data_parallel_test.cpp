@@ -130,6 +130,21 @@ TEST_F(DataParallel, FourRanksEqualSingleWithTheSameGlobalBatch) {
   EXPECT_LT(diff, kSameUpdate);
 }
 
+// The shared-memory backend: the same updates as single; and since every rank adds the
+// ranks' gradients in rank order whatever the operation, zero 2's reduce-scatter gives
+// bit for bit zero 0's all-reduce (Gloo's own ring and ours add in other orders).
+TEST_F(DataParallel, ShmBackendEqualsSingleAndZeroTwoEqualsZeroZeroBitForBit) {
+  use_workload("mlp");
+  run_single(context("single", 1, 6));
+  testing::run_data_parallel_ranks(context("shm4", 4, 6, {{"bucket_mb", 0.1}, {"backend", "shm"}}));
+  const double diff = max_abs_diff(final_weights("single"), final_weights("shm4"));
+  std::cout << "[ measured ] N=4 over shm vs single: max |param diff| = " << diff << "\n";
+  EXPECT_LT(diff, kSameUpdate);
+  testing::run_data_parallel_ranks(context("shm4z2", 4, 6, {{"bucket_mb", 0.1}, {"backend", "shm"}, {"zero", 2}}));
+  EXPECT_EQ(max_abs_diff(final_weights("shm4"), final_weights("shm4z2")), 0.0);
+  EXPECT_EQ(records("shm4", "rank0").back()["comm"]["backend"], "shm");
+}
+
 TEST_F(DataParallel, MicroBatchesPerRankEqualSingle) {
   use_workload("mlp");
   run_single(context("single", 1, 6));
