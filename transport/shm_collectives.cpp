@@ -241,12 +241,15 @@ class ShmCollectives final : public Collectives {
       const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd < 0) throw std::runtime_error("cannot create shared memory " + name_ + ": " + std::strerror(errno));
       owner_ = true;
-      const bool sized = ftruncate(fd, static_cast<off_t>(bytes_)) == 0;
-      const int err = errno;
-      if (sized) map(fd);
+      // Reserve the pages now: a /dev/shm too small (Docker's default is 64 MiB) is an
+      // error here rather than a SIGBUS at the first write.
+      const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
+      if (err == 0) map(fd);
       close(fd);
-      if (!sized) throw std::runtime_error("cannot size shared memory to " + std::to_string(bytes_) + " bytes: " +
-                                           std::strerror(err));
+      if (err != 0)
+        throw std::runtime_error("cannot reserve " + std::to_string(bytes_) + " bytes of shared memory (" +
+                                 std::strerror(err) + "); /dev/shm may be too small (docker run --shm-size), or "
+                                 "use backend \"gloo\"");
       auto* header = new (base_) Header{};
       header->size = static_cast<uint32_t>(size_);
       header->slot_bytes = options_.slot_bytes;

@@ -409,10 +409,12 @@ TEST(ShmCollectives, RefusesASegmentItCannotOpen) {
 }
 
 TEST(ShmCollectives, LeavesNothingInDevShm) {
-  auto listing = [] {
+  // Rank 0's segment is named after its process; other test processes may make their own.
+  const std::string ours = "quartet-" + std::to_string(getpid()) + "-";
+  auto listing = [&] {
     std::set<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-      if (e.path().filename().string().rfind("quartet-", 0) == 0) names.insert(e.path().filename().string());
+      if (e.path().filename().string().rfind(ours, 0) == 0) names.insert(e.path().filename().string());
     return names;
   };
   const auto before = listing();
