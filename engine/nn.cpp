@@ -1,5 +1,7 @@
 #include "engine/nn.h"
 
+#include <typeinfo>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -167,9 +169,23 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
   return *this;
 }
 
+// ReLU then max pooling runs as max pooling then ReLU: max is monotone, so
+// relu(max(window)) = max(relu(window)) exactly, and the gradient reaches the same
+// input cell (or none, where the window's maximum is not positive). The ReLU then works
+// on the pooled tensor, a quarter (2D) or an eighth (3D) of the size, and the full-size
+// ReLU output is never made nor kept for backward.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& [name, child] : children()) y = child->forward(y);
+  const auto& list = children();
+  for (size_t i = 0; i < list.size(); ++i) {
+    Module& m = *list[i].second;
+    if (i + 1 < list.size() && typeid(m) == typeid(ReLU) && typeid(*list[i + 1].second) == typeid(MaxPool)) {
+      y = relu(max_pool(y, static_cast<const MaxPool&>(*list[i + 1].second).options));
+      ++i;
+      continue;
+    }
+    y = m.forward(y);
+  }
   return y;
 }
 

@@ -54,8 +54,10 @@ void mul_range(const float* a, const float* b, float* out, int64_t i0, int64_t i
 void scale_range(const float* a, float s, float* out, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) out[i] = s * a[i];
 }
+// NaN passes through, as in PyTorch (and as max pooling does, so ReLU and max pooling
+// commute even there; engine::Sequential relies on that).
 void relu_range(const float* x, float* out, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] <= 0.0f ? 0.0f : x[i];
 }
 // grad_in may be grad_out itself (relu's backward reuses a gradient nothing else sees).
 void relu_backward_range(const float* g, const float* y, float* gi, int64_t i0, int64_t i1) {

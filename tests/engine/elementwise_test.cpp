@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "engine/ops.h"
 #include "tests/engine/gradcheck.h"
@@ -28,6 +29,16 @@ TEST(Elementwise, GradientsMatchFiniteDifferencesOnOddShapes) {
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return mul(in[0], in[1]); }, {param({2, 3, 5}, 3), param({2, 3, 5}, 4)}));
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return scale(in[0], -1.5f); }, {param({7}, 5)}));
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return mean(in[0]); }, {param({3, 3}, 6)}));
+}
+
+TEST(Elementwise, ReluPassesNaNThroughAsPyTorchDoes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> y = relu(Tensor::from_vector({4}, {nan, -0.0f, -2.0f, 3.0f})).to_vector();
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_FALSE(std::signbit(y[1]));
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], 3.0f);
 }
 
 TEST(Elementwise, ReluGradientMatchesFiniteDifferencesAwayFromZero) {

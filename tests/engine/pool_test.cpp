@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/autograd.h"
+#include "engine/memory.h"
 #include "engine/nn.h"
 #include "engine/ops.h"
 #include "engine/random.h"
@@ -32,6 +33,60 @@ Tensor distinct_values(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
   for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[gen.below(static_cast<uint64_t>(i + 1))]);
   return leaf(shape, v);
+}
+
+// ---- ReLU then max pooling in a Sequential (run as max pooling then ReLU) ----
+
+// The same modules called one by one (ReLU's output made and pooled) and through a
+// Sequential: the same outputs and input gradients bit for bit, with windows whose
+// maximum is positive, zero (ties with negatives) or negative, and a NaN.
+void expect_relu_pool_commutes(const Shape& shape, PoolOptions pool) {
+  const int64_t n = shape_numel(shape);
+  std::vector<float> v(n);
+  Generator gen(7);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(static_cast<int64_t>(gen.below(9)) - 5) * 0.5f;
+  v[3] = std::numeric_limits<float>::quiet_NaN();
+  auto relu_m = std::make_shared<ReLU>();
+  auto pool_m = std::make_shared<MaxPool>(pool);
+  Sequential seq;
+  seq.add(relu_m).add(pool_m);
+  Tensor a = leaf(shape, v), b = leaf(shape, v);
+  Tensor ya = pool_m->forward(relu_m->forward(a));
+  Tensor yb = seq.forward(b);
+  ASSERT_EQ(ya.shape(), yb.shape());
+  const std::vector<float> va = ya.to_vector(), vb = yb.to_vector();
+  for (size_t i = 0; i < va.size(); ++i)
+    ASSERT_TRUE(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))) << i << ": " << va[i] << " vs " << vb[i];
+  Tensor g = random_tensor(ya.shape(), 11);
+  ya.backward(g);
+  yb.backward(g);
+  EXPECT_EQ(a.grad().to_vector(), b.grad().to_vector());
+  int64_t nonzero = 0;
+  for (float d : a.grad().to_vector()) nonzero += d != 0.0f;
+  EXPECT_GT(nonzero, 0);
+}
+
+TEST(MaxPool, ReluThenMaxPool2dInASequentialEqualsTheModulesOneByOne) {
+  expect_relu_pool_commutes({2, 3, 8, 6}, {.kernel = {2}});
+  expect_relu_pool_commutes({1, 2, 7, 7}, {.kernel = {3}, .stride = {2}, .padding = {1}});
+}
+
+TEST(MaxPool, ReluThenMaxPool3dInASequentialEqualsTheModulesOneByOne) {
+  expect_relu_pool_commutes({1, 2, 4, 6, 4}, {.kernel = {2}});
+}
+
+TEST(MaxPool, ReluThenMaxPoolInASequentialKeepsNoFullSizeActivation) {
+  Sequential seq;
+  seq.emplace<ReLU>().emplace<MaxPool>(PoolOptions{.kernel = {2}});
+  Tensor x = random_tensor({4, 8, 32, 32}, 3);
+  x.set_requires_grad(true);
+  const auto activations = static_cast<size_t>(MemTag::activations);
+  reset_memory_peaks();
+  const int64_t before = memory_stats().current[activations];
+  Tensor y = seq.forward(x);
+  // The pooled output, its ReLU and the argmax: each a quarter of x's size. One by one,
+  // ReLU's output (x's size) comes first: 1.5 times x in all.
+  EXPECT_LT(memory_stats().peak[activations] - before, x.numel() * 4);
 }
 
 // ---- forward by hand ----
