@@ -605,6 +605,9 @@ ExperimentSpec parse_spec(json j) {
         }
         arm.remote.push_back(role);
       }
+      if (arm.backend == "shm" && !arm.remote.empty())
+        throw SpecError(path + ".remote: backend \"shm\" needs every rank on this host; ranks on other hosts "
+                        "need \"gloo\"");
     }
     spec.arms.push_back(std::move(arm));
   }

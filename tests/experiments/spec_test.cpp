@@ -208,6 +208,15 @@ TEST(Spec, RemoteRolesOfADataParallelArmAreItsRanks) {
   expect_error(with_arm(arm), "its roles are \"rank0\", \"rank1\"");
 }
 
+TEST(Spec, SharedMemoryBackendTakesNoRemoteRanks) {
+  json arm = {{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "shm"}};
+  EXPECT_EQ(parse_spec(with_arm(arm)).arms[2].backend, "shm");
+  arm["remote"] = {"rank1"};
+  expect_error(with_arm(arm), "spec.arms[2].remote: backend \"shm\" needs every rank on this host");
+  arm["backend"] = "tcp";
+  expect_error(with_arm(arm), "spec.arms[2].backend");
+}
+
 // The ready experiment files (quickstart, scaling, ...) stay valid as the schema grows.
 TEST(Spec, ReadyExperimentFilesValidate) {
   int files = 0;
