@@ -205,11 +205,8 @@ std::unique_ptr<Collectives> make_collectives(const BenchRankOptions& o, transpo
     go.hostname = o.gloo_host;
     return transport::make_gloo_collectives(store, o.rank, o.ranks, transport::gloo_options_from_environment(go));
   }
-  if (o.backend == "shm") {
-    transport::ShmOptions so;
-    so.timeout = transport::gloo_options_from_environment().timeout;
-    return transport::make_shm_collectives(store, o.rank, o.ranks, so);
-  }
+  if (o.backend == "shm")
+    return transport::make_shm_collectives(store, o.rank, o.ranks, transport::shm_options_from_environment());
 #if QUARTET_WITH_NCCL
   if (o.backend == "nccl") return transport::make_nccl_collectives(store, o.rank, o.ranks);
 #endif

@@ -100,14 +100,12 @@ std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const st
   if (!ctx.coordinator)
     throw std::runtime_error("data_parallel: " + ctx.role + " has no connection to the run's coordinator, which the "
                              "ranks rendezvous through");
-  const transport::GlooOptions gloo = transport::gloo_options_from_environment();
   transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
-  if (backend == "shm") {
-    transport::ShmOptions shm;
-    shm.timeout = gloo.timeout;
-    return transport::make_shm_collectives(store, ctx.rank, ctx.config.ranks, shm);
-  }
-  return transport::make_gloo_collectives(store, ctx.rank, ctx.config.ranks, gloo);
+  if (backend == "shm")
+    return transport::make_shm_collectives(store, ctx.rank, ctx.config.ranks,
+                                           transport::shm_options_from_environment());
+  return transport::make_gloo_collectives(store, ctx.rank, ctx.config.ranks,
+                                          transport::gloo_options_from_environment());
 }
 
 // Every rank starts from rank 0's parameters and buffers (DDP's constructor does this).

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/gloo_collectives.h"
+
 namespace quartet::transport {
 namespace {
 
@@ -326,6 +328,13 @@ class ShmCollectives final : public Collectives {
 };
 
 }  // namespace
+
+ShmOptions shm_options_from_environment(ShmOptions base) {
+  GlooOptions gloo;
+  gloo.timeout = base.timeout;
+  base.timeout = gloo_options_from_environment(gloo).timeout;
+  return base;
+}
 
 std::unique_ptr<Collectives> make_shm_collectives(gloo::rendezvous::Store& store, int rank, int size,
                                                   const ShmOptions& options) {

@@ -31,6 +31,10 @@ struct ShmOptions {
   size_t slot_bytes = size_t{4} << 20;
 };
 
+// The timeout from QUARTET_GLOO_TIMEOUT_S, which bounds every CPU backend's waits (see
+// gloo_options_from_environment); the rest of `base` is kept.
+ShmOptions shm_options_from_environment(ShmOptions base = {});
+
 // Maps rank `rank` of `size` into the group's segment; returns once this rank is
 // attached (its peers may still be attaching: the first operation waits for them).
 // Throws std::runtime_error naming the rank when a peer runs on another host (or in
