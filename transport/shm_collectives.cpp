@@ -108,17 +108,14 @@ class ShmCollectives final : public Collectives {
 
  protected:
   // out = the sum of every rank's slot over [from, from + n) of the piece, in rank order.
+  // requires: size_ >= 2 (a group of one never exchanges).
   void add_slots(float* out, size_t from, size_t n, ReduceOp op) const {
     const float* first = slot(0) + from;
-    if (size_ == 1) {
-      std::memcpy(out, first, n * sizeof(float));
-    } else {
-      const float* second = slot(1) + from;
-      for (size_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
-      for (int q = 2; q < size_; ++q) {
-        const float* s = slot(q) + from;
-        for (size_t i = 0; i < n; ++i) out[i] += s[i];
-      }
+    const float* second = slot(1) + from;
+    for (size_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
+    for (int q = 2; q < size_; ++q) {
+      const float* s = slot(q) + from;
+      for (size_t i = 0; i < n; ++i) out[i] += s[i];
     }
     if (op == ReduceOp::average) {
       const float f = 1.0f / static_cast<float>(size_);
