@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <Eigen/Core>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <algorithm>
 #include <array>
 
@@ -419,7 +422,192 @@ void weight_grad_by_slices(const Geometry& g, const float* px, const float* pdy,
 }
 
 // y (N, Cout, *out) = W col(x) + bias: the conv forward pass. bias may be null.
+// ---- One input channel: direct convolution ----
+//
+// A conv with one input channel (a network's first layer on an image or a volume:
+// lenet5's 1->6 5x5, cnn's 1->32 3x3, the 3D stack's and unet3d's 1->16 3^3) makes an
+// im2col of only k rows, copying every input value k times, and then a GEMM with Cout
+// rows and an inner dimension of k, which Eigen's 48-row kernel mostly wastes. Here
+// each output row is computed from a zero-padded copy of the input: k shifted input
+// rows, each multiplied by one weight per output channel, vectorised along the row,
+// eight output channels at a time. The weight gradient reads the same shifted rows
+// against the output gradient, one output channel per thread, so it does not depend on
+// the thread count. For the kernel shapes below, stride 1 and no dilation; other
+// one-channel convs keep im2col.
+
+bool direct_single_channel(const Geometry& g) {
+  if (g.cin != 1 || g.channel_stride != g.in_size) return false;
+  for (int d = 0; d < 3; ++d)
+    if (g.stride[d] != 1 || g.dil[d] != 1) return false;
+  const std::array<int64_t, 3>& k = g.k;
+  return (k[0] == 1 && k[1] == 3 && k[2] == 3) || (k[0] == 1 && k[1] == 5 && k[2] == 5) ||
+         (k[0] == 3 && k[1] == 3 && k[2] == 3);
+}
+
+// The input zero-padded by g.pad on every side, one sample after another.
+struct PaddedInput {
+  Tensor data;
+  int64_t row = 0, plane = 0, sample = 0;  // floats between rows, depth slices, samples
+
+  PaddedInput(const Geometry& g, const float* px) {
+    const int64_t p0 = g.in[0] + 2 * g.pad[0], p1 = g.in[1] + 2 * g.pad[1];
+    row = g.in[2] + 2 * g.pad[2];
+    plane = p1 * row;
+    sample = p0 * plane;
+    MemTagScope tag(MemTag::workspace);
+    data = Tensor::zeros({g.n, sample});
+    float* base = data.data();
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (g.n > 1 && g.n * g.in_size > (1 << 16))
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t d = 0; d < g.in[0]; ++d)
+        for (int64_t h = 0; h < g.in[1]; ++h)
+          std::copy_n(px + (n * g.in[0] + d) * g.in[1] * g.in[2] + h * g.in[2], g.in[2],
+                      base + n * sample + (d + g.pad[0]) * plane + (h + g.pad[1]) * row + g.pad[2]);
+  }
+};
+
+// Output channels [0, CB) of one output row: y[j][ow] = bias[j] + sum over the kernel of
+// w[j][t] x[row shifted by t][ow]. x: the padded input at the row's first window.
+template <int KD, int KH, int KW, int CB>
+void direct_row(const float* x, const PaddedInput& p, const float* w, const float* bias, int64_t width, float* y,
+                int64_t y_channel) {
+  constexpr int K = KD * KH * KW;
+#if defined(__AVX512F__)
+  for (int64_t w0 = 0; w0 < width; w0 += 16) {
+    const __mmask16 m = width - w0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (width - w0)) - 1);
+    __m512 acc[CB];
+    for (int j = 0; j < CB; ++j) acc[j] = _mm512_set1_ps(bias ? bias[j] : 0.0f);
+    for (int kd = 0; kd < KD; ++kd)
+      for (int kh = 0; kh < KH; ++kh)
+        for (int kw = 0; kw < KW; ++kw) {
+          const __m512 v = _mm512_maskz_loadu_ps(m, x + kd * p.plane + kh * p.row + w0 + kw);
+          const int t = (kd * KH + kh) * KW + kw;
+          for (int j = 0; j < CB; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(w[j * K + t]), v, acc[j]);
+        }
+    for (int j = 0; j < CB; ++j) _mm512_mask_storeu_ps(y + j * y_channel + w0, m, acc[j]);
+  }
+#else
+  for (int j = 0; j < CB; ++j)
+    for (int64_t ow = 0; ow < width; ++ow) {
+      float s = bias ? bias[j] : 0.0f;
+      for (int kd = 0; kd < KD; ++kd)
+        for (int kh = 0; kh < KH; ++kh)
+          for (int kw = 0; kw < KW; ++kw)
+            s += w[j * K + (kd * KH + kh) * KW + kw] * x[kd * p.plane + kh * p.row + ow + kw];
+      y[j * y_channel + ow] = s;
+    }
+#endif
+}
+
+template <int KD, int KH, int KW>
+void direct_forward(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
+  constexpr int K = KD * KH * KW;
+  const PaddedInput p(g, px);
+  const int64_t rows = g.n * g.rows();
+  const bool parallel = g.n * g.cout * g.out_size * K >= kMinParallelWork;
+#pragma omp parallel for schedule(static) num_threads(compute_threads()) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = r / g.rows(), od = r % g.rows() / g.out[1], oh = r % g.out[1];
+    const float* x = p.data.data() + n * p.sample + od * p.plane + oh * p.row;
+    float* y = py + n * g.cout * g.out_size + (od * g.out[1] + oh) * g.out[2];
+    for (int64_t c0 = 0; c0 < g.cout; c0 += 8) {
+      const float* w = pw + c0 * K;
+      const float* b = bias ? bias + c0 : nullptr;
+      float* yc = y + c0 * g.out_size;
+      switch (std::min<int64_t>(8, g.cout - c0)) {
+        case 1: direct_row<KD, KH, KW, 1>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        case 2: direct_row<KD, KH, KW, 2>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        case 3: direct_row<KD, KH, KW, 3>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        case 4: direct_row<KD, KH, KW, 4>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        case 5: direct_row<KD, KH, KW, 5>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        case 6: direct_row<KD, KH, KW, 6>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        case 7: direct_row<KD, KH, KW, 7>(x, p, w, b, g.out[2], yc, g.out_size); break;
+        default: direct_row<KD, KH, KW, 8>(x, p, w, b, g.out[2], yc, g.out_size); break;
+      }
+    }
+  }
+}
+
+// dw[co][t] = sum over samples and output positions of dy[co] times x shifted by t,
+// overwritten. Each thread takes whole output channels.
+template <int KD, int KH, int KW>
+void direct_weight_grad(const Geometry& g, const float* px, const float* pdy, float* pdw) {
+  constexpr int K = KD * KH * KW, R = KD * KH;  // R: input rows a kernel window spans
+  const PaddedInput p(g, px);
+  const float* xbase = p.data.data();
+  const int64_t prow = p.row, pplane = p.plane, psample = p.sample;
+  const int64_t out0 = g.out[0], out1 = g.out[1], width = g.out[2], out_size = g.out_size, cout = g.cout;
+  const int threads = static_cast<int>(std::min<int64_t>(compute_threads(), cout));
+  const bool parallel = threads > 1 && g.n * cout * out_size * K >= kMinParallelWork;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+  for (int64_t co = 0; co < cout; ++co) {
+#if defined(__AVX512F__)
+    __m512 acc[K];
+    for (int t = 0; t < K; ++t) acc[t] = _mm512_setzero_ps();
+    const int64_t full = width / 16 * 16;
+    const __mmask16 tail = static_cast<__mmask16>((1u << (width - full)) - 1);
+#else
+    float acc[K] = {};
+#endif
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t od = 0; od < out0; ++od)
+        for (int64_t oh = 0; oh < out1; ++oh) {
+          const float* dy = pdy + (n * cout + co) * out_size + (od * out1 + oh) * width;
+          const float* x0 = xbase + n * psample + od * pplane + oh * prow;
+          const float* rows[R];
+          for (int kd = 0; kd < KD; ++kd)
+            for (int kh = 0; kh < KH; ++kh) rows[kd * KH + kh] = x0 + kd * pplane + kh * prow;
+#if defined(__AVX512F__)
+          for (int64_t w0 = 0; w0 < full; w0 += 16) {
+            const __m512 d = _mm512_loadu_ps(dy + w0);
+#pragma GCC unroll 16
+            for (int j = 0; j < R; ++j)
+#pragma GCC unroll 8
+              for (int kw = 0; kw < KW; ++kw)
+                acc[j * KW + kw] = _mm512_fmadd_ps(d, _mm512_loadu_ps(rows[j] + w0 + kw), acc[j * KW + kw]);
+          }
+          if (tail) {
+            const __m512 d = _mm512_maskz_loadu_ps(tail, dy + full);
+#pragma GCC unroll 16
+            for (int j = 0; j < R; ++j)
+#pragma GCC unroll 8
+              for (int kw = 0; kw < KW; ++kw)
+                acc[j * KW + kw] =
+                    _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(tail, rows[j] + full + kw), acc[j * KW + kw]);
+          }
+#else
+          for (int j = 0; j < R; ++j)
+            for (int kw = 0; kw < KW; ++kw) {
+              float s = 0.0f;
+              for (int64_t ow = 0; ow < width; ++ow) s += dy[ow] * rows[j][ow + kw];
+              acc[j * KW + kw] += s;
+            }
+#endif
+        }
+    for (int t = 0; t < K; ++t) {
+#if defined(__AVX512F__)
+      pdw[co * K + t] = _mm512_reduce_add_ps(acc[t]);
+#else
+      pdw[co * K + t] = acc[t];
+#endif
+    }
+  }
+}
+
+void forward_single_channel(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
+  if (g.k[0] == 3) return direct_forward<3, 3, 3>(g, px, pw, bias, py);
+  if (g.k[1] == 5) return direct_forward<1, 5, 5>(g, px, pw, bias, py);
+  direct_forward<1, 3, 3>(g, px, pw, bias, py);
+}
+
+void weight_grad_single_channel(const Geometry& g, const float* px, const float* pdy, float* pdw) {
+  if (g.k[0] == 3) return direct_weight_grad<3, 3, 3>(g, px, pdy, pdw);
+  if (g.k[1] == 5) return direct_weight_grad<1, 5, 5>(g, px, pdy, pdw);
+  direct_weight_grad<1, 3, 3>(g, px, pdy, pdw);
+}
+
 void forward_core(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
+  if (direct_single_channel(g)) return forward_single_channel(g, px, pw, bias, py);
   if (by_depth_slices(g)) return forward_by_slices(g, px, pw, bias, py);
   const int64_t K = g.kdim(), L = g.out_size, chunk = rows_per_chunk(g);
   const ChunkLoop loop(g, chunk, true);
@@ -448,6 +636,11 @@ void backward_core(const Geometry& g, const float* px, const float* pw, const fl
   // col2im adds overlapping windows into dx, so one sample's chunks must not run at once:
   // when dw alone could spread chunks over the threads, dx takes a second pass.
   const bool scatter = pdx != nullptr && !g.pointwise;
+  if (pdw != nullptr && direct_single_channel(g)) {
+    weight_grad_single_channel(g, px, pdy, pdw);
+    backward_core(g, px, pw, pdy, pdx, nullptr);
+    return;
+  }
   if (pdw != nullptr && by_depth_slices(g)) {
     weight_grad_by_slices(g, px, pdy, pdw);
     backward_core(g, px, pw, pdy, pdx, nullptr);

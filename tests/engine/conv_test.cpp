@@ -230,6 +230,43 @@ TEST(Conv, Conv3dByDepthSlicesGradientsMatchFiniteDifferences) {
                         {param({2, 8, 4, 3, 3}, 1), param({3, 8, 3, 3, 3}, 2), param({3}, 3)}));
 }
 
+// One input channel with a 3x3, 5x5 or 3x3x3 kernel, stride 1: the direct kernels
+// (engine/cpu/conv.cpp), eight output channels at a time along rows of 16 floats. Output
+// channels that are not a multiple of eight, rows shorter than, equal to and past 16
+// with a remainder, padding from none to past the kernel, with and without bias; two
+// threads (rows of the output, whole channels of the weight gradient).
+TEST(Conv, ConvWithOneInputChannelMatchesDirectLoops) {
+  ThreadsScope threads(2);
+  expect_matches_reference({3, 1, 28, 28}, {6, 1, 5, 5}, {.padding = {2}}, 1e-4f);   // lenet5's conv1
+  expect_matches_reference({2, 1, 28, 28}, {32, 1, 3, 3}, {.padding = {1}}, 1e-4f);  // cnn's conv1
+  expect_matches_reference({2, 1, 9, 13}, {11, 1, 3, 3}, {.padding = {0}}, 1e-4f);
+  expect_matches_reference({1, 1, 7, 37}, {3, 1, 5, 5}, {.padding = {0, 5}}, 1e-4f);
+  expect_matches_reference({2, 1, 5, 6, 19}, {16, 1, 3, 3, 3}, {.padding = {1}}, 1e-4f);
+  expect_matches_reference({1, 1, 4, 5, 16}, {9, 1, 3, 3, 3}, {.padding = {2, 0, 1}}, 1e-4f);
+  // Enough work for the threads to take part (over 2^20 multiply-adds).
+  expect_matches_reference({1, 1, 8, 16, 40}, {16, 1, 3, 3, 3}, {.padding = {1}}, 1e-3f);
+}
+
+TEST(Conv, ConvWithOneInputChannelWithoutBiasMatchesFiniteDifferences) {
+  const ConvOptions opt{.padding = {1}};
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return conv2d(in[0], in[1], Tensor(), opt); },
+                        {param({2, 1, 5, 18}, 1), param({3, 1, 3, 3}, 2)}));
+}
+
+// Each output, and each output channel's weight gradient, is summed by one thread in a
+// fixed order: the same bits whatever the thread count.
+TEST(Conv, ConvWithOneInputChannelGivesTheSameBitsOnAnyThreadCount) {
+  auto run = [](int n) {
+    ThreadsScope threads(n);
+    Tensor x = random_tensor({2, 1, 16, 24, 40}, 1), w = param({16, 1, 3, 3, 3}, 2), b = param({16}, 3);
+    Tensor y = conv3d(x, w, b, {.padding = {1}});
+    y.backward(random_tensor(y.shape(), 4));
+    return std::array<std::vector<float>, 2>{y.to_vector(), w.grad().to_vector()};
+  };
+  EXPECT_EQ(run(1), run(2));
+  EXPECT_EQ(run(1), run(3));
+}
+
 TEST(Conv, Conv3dStridedAndDilatedMatchesDirectLoops) {
   expect_matches_reference({3, 2, 7, 6, 9}, {3, 2, 2, 3, 2}, {.stride = {2, 1, 3}, .padding = {1, 2, 0},
                                                              .dilation = {2, 1, 2}},
