@@ -421,7 +421,6 @@ void weight_grad_by_slices(const Geometry& g, const float* px, const float* pdy,
                     pdw + ((co * g.cin + c) * g.k[0] + kd) * plane);
 }
 
-// y (N, Cout, *out) = W col(x) + bias: the conv forward pass. bias may be null.
 // ---- One input channel: direct convolution ----
 //
 // A conv with one input channel (a network's first layer on an image or a volume:
@@ -606,6 +605,7 @@ void weight_grad_single_channel(const Geometry& g, const float* px, const float*
   direct_weight_grad<1, 3, 3>(g, px, pdy, pdw);
 }
 
+// y (N, Cout, *out) = W col(x) + bias: the conv forward pass. bias may be null.
 void forward_core(const Geometry& g, const float* px, const float* pw, const float* bias, float* py) {
   if (direct_single_channel(g)) return forward_single_channel(g, px, pw, bias, py);
   if (by_depth_slices(g)) return forward_by_slices(g, px, pw, bias, py);
