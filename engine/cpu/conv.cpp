@@ -196,6 +196,15 @@ void col2im(const float* col, const Geometry& g, int64_t r0, int64_t r1, float* 
   });
 }
 
+// No two output positions read a common input cell (stride at least the dilated kernel's
+// extent, as in unet3d's 2x2x2 stride-2 up-convolutions): col2im's chunks then write
+// disjoint parts of dx and may run at once.
+bool windows_disjoint(const Geometry& g) {
+  for (int d = 0; d < 3; ++d)
+    if (g.stride[d] < g.dil[d] * (g.k[d] - 1) + 1) return false;
+  return true;
+}
+
 // Multiply-adds below which a conv runs on one thread: forking costs more than it saves.
 constexpr int64_t kMinParallelWork = int64_t{1} << 20;
 
@@ -651,7 +660,7 @@ void backward_core(const Geometry& g, const float* px, const float* pw, const fl
     backward_core(g, px, pw, pdy, pdx, nullptr);
     return;
   }
-  const ChunkLoop loop(g, chunk, !scatter);
+  const ChunkLoop loop(g, chunk, !scatter || windows_disjoint(g));
   const bool gx = pdx != nullptr, gw = pdw != nullptr;
   MemTagScope tag(MemTag::workspace);
   Tensor buffers = g.pointwise ? Tensor() : Tensor::empty({loop.slots(), K * chunk * g.out[2]});

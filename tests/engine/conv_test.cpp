@@ -196,6 +196,14 @@ TEST(Conv, Conv3dOneSampleChunksSplitAcrossThreadsWithCol2imMatchesDirectLoops) 
   expect_matches_reference({1, 4, 20, 32, 32}, {16, 4, 3, 3, 3}, {.padding = {1}}, 2e-3f);
 }
 
+// Stride equal to the kernel (unet3d's up-convolutions are the transposed kind): no two
+// output positions share an input cell, so col2im's chunks of one sample go to the
+// threads too (four chunks of 256 output rows here).
+TEST(Conv, Conv3dDisjointWindowsOneSampleCol2imChunksSplitAcrossThreadsMatchesDirectLoops) {
+  ThreadsScope threads(2);
+  expect_matches_reference({1, 16, 64, 64, 64}, {8, 16, 2, 2, 2}, {.stride = {2}}, 1e-3f);
+}
+
 TEST(Conv, ConvBackwardWithChunksSplitAcrossThreadsIsBitwiseRepeatable) {
   ThreadsScope threads(2);
   auto run = [] {
