@@ -5,29 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/cpu/slices.h"
 #include "engine/threads.h"
 
 namespace quartet::engine::cpu {
-namespace {
-
-// Elements below which a loop stays on one thread: forking costs about as much as
-// streaming this many floats.
-constexpr int64_t kMinParallel = int64_t{1} << 16;
-
-// fn(begin, end) over [0, n) in contiguous slices, one per compute thread. Every element
-// is computed as on one thread, so results do not depend on the thread count.
-template <class Fn>
-void for_slices(int64_t n, Fn&& fn) {
-  const int threads = compute_threads();
-  if (threads <= 1 || n < kMinParallel) return fn(int64_t{0}, n);
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
-    fn(n * t / count, n * (t + 1) / count);
-  }
-}
-
-}  // namespace
 
 void fill(Tensor& out, float value) { std::fill_n(out.data(), out.numel(), value); }
 

@@ -41,6 +41,25 @@ TEST(LeakyReLU, ForwardMatchesHandComputedValues) {
   expect_near(y.to_vector(), {-0.2f, -0.05f, 0, 3}, 1e-7f);
 }
 
+// Past 2^16 elements the loops go to the threads in slices; every element is computed
+// as on one thread.
+TEST(LeakyReLU, OnThreadsEqualsOneThreadAndTheFormula) {
+  auto run = [](int threads) {
+    testing::ThreadsScope scope(threads);
+    Tensor x = param({3, 7, 64, 73}, 5);
+    Tensor y = leaky_relu(x, 0.1f);
+    y.backward(random_tensor(y.shape(), 6));
+    return std::pair{y.to_vector(), x.grad().to_vector()};
+  };
+  const auto one = run(1), two = run(2);
+  EXPECT_EQ(one, two);
+  const std::vector<float> x = param({3, 7, 64, 73}, 5).to_vector(), g = random_tensor({3, 7, 64, 73}, 6).to_vector();
+  for (size_t i = 0; i < x.size(); i += 997) {
+    EXPECT_EQ(two.first[i], x[i] > 0.0f ? x[i] : 0.1f * x[i]) << i;
+    EXPECT_EQ(two.second[i], x[i] > 0.0f ? g[i] : 0.1f * g[i]) << i;
+  }
+}
+
 TEST(LeakyReLU, DefaultSlopeIsOneHundredth) {
   EXPECT_FLOAT_EQ(leaky_relu(Tensor::from_vector({1}, {-3})).item(), -0.03f);
 }
