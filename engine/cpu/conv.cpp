@@ -78,6 +78,14 @@ Geometry make_geometry(const Shape& x_shape, const Shape& out_shape, const Tenso
   return g;
 }
 
+// Stride 1 and no dilation along every axis: the convs that the flipped-kernel input
+// gradient, the depth slices and the direct one-channel kernels handle.
+bool unit_stride(const Geometry& g) {
+  for (int d = 0; d < 3; ++d)
+    if (g.stride[d] != 1 || g.dil[d] != 1) return false;
+  return true;
+}
+
 // A conv's input gradient as a forward conv: with stride 1 and no dilation, dx is the
 // conv of dy with the kernel flipped and its channel axes swapped, padded by k - 1 - pad.
 // That is an im2col of dy (Cout·k rows) and one GEMM with Cin output rows, where the
@@ -86,9 +94,9 @@ Geometry make_geometry(const Shape& x_shape, const Shape& out_shape, const Tenso
 // plain -> flipped: unet3d 64^3 16->16 84 -> 93, 32->16 82 -> 124, 64->32 at 32^3 101 ->
 // 139) and loses when Cout > Cin (3D stack 16->32: 107-116 -> 81-93; Cin = 1: 72 -> 11).
 bool dx_by_forward_conv(const Geometry& g) {
-  if (g.pointwise || g.cout > g.cin) return false;
+  if (g.pointwise || g.cout > g.cin || !unit_stride(g)) return false;
   for (int d = 0; d < 3; ++d)
-    if (g.stride[d] != 1 || g.dil[d] != 1 || g.pad[d] > g.k[d] - 1) return false;
+    if (g.pad[d] > g.k[d] - 1) return false;
   return true;
 }
 
@@ -285,10 +293,7 @@ ViewC patches(const float* x, const Geometry& g, int64_t r0, int64_t r1, float* 
 constexpr int64_t kMinSliceRows = 64;
 
 bool by_depth_slices(const Geometry& g) {
-  if (g.pointwise || g.k[0] < 2 || g.cin * g.k[1] * g.k[2] < kMinSliceRows) return false;
-  for (int d = 0; d < 3; ++d)
-    if (g.stride[d] != 1 || g.dil[d] != 1) return false;
-  return true;
+  return !g.pointwise && g.k[0] >= 2 && g.cin * g.k[1] * g.k[2] >= kMinSliceRows && unit_stride(g);
 }
 
 // One input depth slice as a 2D conv: (Cin, H, W) -> (Cout, Ho, Wo), its channels
@@ -444,9 +449,7 @@ void weight_grad_by_slices(const Geometry& g, const float* px, const float* pdy,
 // one-channel convs keep im2col.
 
 bool direct_single_channel(const Geometry& g) {
-  if (g.cin != 1 || g.channel_stride != g.in_size) return false;
-  for (int d = 0; d < 3; ++d)
-    if (g.stride[d] != 1 || g.dil[d] != 1) return false;
+  if (g.cin != 1 || g.channel_stride != g.in_size || !unit_stride(g)) return false;
   const std::array<int64_t, 3>& k = g.k;
   return (k[0] == 1 && k[1] == 3 && k[2] == 3) || (k[0] == 1 && k[1] == 5 && k[2] == 5) ||
          (k[0] == 3 && k[1] == 3 && k[2] == 3);
