@@ -16,9 +16,9 @@
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
-#include "trainers/fl_client.h"
-#include "trainers/fl_protocol.h"
-#include "trainers/fl_roles.h"
+#include "trainers/federated/client.h"
+#include "trainers/federated/protocol.h"
+#include "trainers/federated/roles.h"
 #include "trainers/local_loop.h"
 #include "trainers/regime.h"
 #include "trainers/regimes.h"
@@ -206,12 +206,12 @@ TEST_F(Federated, CompressedUpdatesCountFewerBytesAndStillTrain) {
 // or vanishes mid-round; `behave` says which. Runs until the server closes.
 void misbehaving_client(transport::Coordinator& coord, const std::string& arm, int64_t id, bool vanish,
                         std::atomic<int>& rounds_seen) {
-  const std::string address = *coord.kv_get(fl::server_address_key(arm), 60000ms);
-  const std::string token = *coord.kv_get(fl::server_token_key(arm), 60000ms);
+  const std::string address = *coord.kv_get(federated::server_address_key(arm), 60000ms);
+  const std::string token = *coord.kv_get(federated::server_token_key(arm), 60000ms);
   const auto [host, port] = transport::parse_host_port(address);
   auto conn = transport::Connection::connect(host, port, 30s);
   transport::send_message(*conn, transport::MessageType::hello,
-                          transport::Hello{token, fl::kClientRolePrefix + std::to_string(id)}, 30s);
+                          transport::Hello{token, federated::kClientRolePrefix + std::to_string(id)}, 30s);
   transport::receive_message<transport::Welcome>(*conn, transport::MessageType::welcome, 30s);
   try {
     for (;;) {

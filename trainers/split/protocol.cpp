@@ -1,4 +1,4 @@
-#include "trainers/split_protocol.h"
+#include "trainers/split/protocol.h"
 
 #include <cstring>
 

@@ -2,17 +2,17 @@
 
 // A federated client's local training, independent of any transport: start from the
 // global weights, run local epochs over the client's own samples, return the new
-// weights. The pool processes of trainers/federated.cpp call it; tests call it directly.
+// weights. The pool processes of trainers/federated/federated.cpp call it; tests call it directly.
 
 #include <cstdint>
 #include <vector>
 
 #include "engine/model.h"
-#include "trainers/fl_strategy.h"
+#include "trainers/federated/strategy.h"
 #include "trainers/optimizer.h"
 #include "workloads/workload.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 // The state_dict of `m` as flat buffers (Params order: parameters, then buffers).
 Params params_of(const engine::Module& m);
@@ -46,4 +46,4 @@ struct LocalResult {
 LocalResult train_client(engine::Model& model, const workloads::Workload& wl, const std::vector<int64_t>& indices,
                          const Params& global, const LocalConfig& cfg, int64_t client, int64_t round);
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

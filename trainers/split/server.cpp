@@ -24,12 +24,12 @@
 
 #include "engine/autograd.h"
 #include "engine/safetensors.h"
-#include "trainers/fl_client.h"
-#include "trainers/fl_strategy.h"
+#include "trainers/federated/client.h"
+#include "trainers/federated/strategy.h"
 #include "trainers/local_loop.h"
 #include "trainers/metrics.h"
-#include "trainers/split.h"
-#include "trainers/split_protocol.h"
+#include "trainers/split/split.h"
+#include "trainers/split/protocol.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "transport/server.h"
@@ -111,8 +111,8 @@ struct TurnOutcome {
   bool ok = false;
   std::string error;
   TurnDone done;
-  fl::Params client_half;  // handed back
-  fl::Params server_half;  // splitfed per_client: this client's server half after the turn
+  federated::Params client_half;  // handed back
+  federated::Params server_half;  // splitfed per_client: this client's server half after the turn
   std::shared_ptr<Traffic> traffic = std::make_shared<Traffic>();
   int64_t steps = 0;       // completed on the server
   double loss_sum = 0.0;
@@ -122,13 +122,13 @@ struct TurnOutcome {
   int64_t memory_peak = 0;
 };
 
-fl::Params flatten(const engine::NamedTensors& state) {
-  fl::Params p;
+federated::Params flatten(const engine::NamedTensors& state) {
+  federated::Params p;
   for (const auto& [name, t] : state) p.emplace_back(t.data(), t.data() + t.numel());
   return p;
 }
 
-void assign(engine::NamedTensors& state, const fl::Params& p) {
+void assign(engine::NamedTensors& state, const federated::Params& p) {
   for (size_t i = 0; i < state.size(); ++i) std::copy(p[i].begin(), p[i].end(), state[i].second.data());
 }
 
@@ -452,7 +452,7 @@ void SplitServer::run() {
         });
       }
       for (std::thread& t : threads) t.join();
-      std::vector<fl::ClientResult> client_results, server_results;
+      std::vector<federated::ClientResult> client_results, server_results;
       std::vector<const TurnOutcome*> turns;
       for (TurnOutcome& o : outs) {
         turns.push_back(&o);
@@ -461,10 +461,10 @@ void SplitServer::run() {
         if (!shared) server_results.push_back({o.client, o.done.samples, std::move(o.server_half)});
       }
       if (!client_results.empty()) {
-        assign(client_half, fl::weighted_average(client_results));
+        assign(client_half, federated::weighted_average(client_results));
         if (!shared) {
           engine::NamedTensors server_half = stages_state(*model_, server_stages_);
-          assign(server_half, fl::weighted_average(server_results));
+          assign(server_half, federated::weighted_average(server_results));
         }
       }
       pos.step += steps;

@@ -1,4 +1,4 @@
-#include "trainers/fl_client.h"
+#include "trainers/federated/client.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "trainers/metrics.h"
 #include "workloads/sampler.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 Params params_of(const engine::Module& m) {
   Params p;
@@ -89,4 +89,4 @@ LocalResult train_client(engine::Model& model, const workloads::Workload& wl, co
   return r;
 }
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

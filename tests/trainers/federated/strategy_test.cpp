@@ -1,4 +1,4 @@
-#include "trainers/fl_strategy.h"
+#include "trainers/federated/strategy.h"
 
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <limits>
 #include <set>
 
-#include "trainers/fl_compress.h"
+#include "trainers/federated/compress.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 namespace {
 
 // Hand values chosen so every weighted sum is exact in binary: 1*1 + 3*5 = 16, / 4 = 4.
@@ -199,4 +199,4 @@ TEST(FlCompress, TopKRefusesMalformedBytes) {
 }
 
 }  // namespace
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

@@ -1,4 +1,4 @@
-#include "trainers/ddp_reducer.h"
+#include "trainers/data_parallel/reducer.h"
 
 #include <algorithm>
 #include <cstring>

@@ -2,11 +2,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "trainers/fl_compress.h"
-#include "trainers/fl_roles.h"
+#include "trainers/federated/compress.h"
+#include "trainers/federated/roles.h"
 #include "trainers/virtual_clients.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 FederatedSettings federated_settings(const nlohmann::json& arm) {
   FederatedSettings s;
@@ -48,4 +48,4 @@ FederatedSettings federated_settings(const nlohmann::json& arm) {
 std::string server_address_key(const std::string& arm) { return "arm/" + arm + "/fl/server"; }
 std::string server_token_key(const std::string& arm) { return "arm/" + arm + "/fl/token"; }
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

@@ -1,4 +1,4 @@
-#include "trainers/fl_strategy.h"
+#include "trainers/federated/strategy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "engine/random.h"
 #include "workloads/sampler.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 OrderedAverage::OrderedAverage(std::vector<int64_t> clients, std::vector<size_t> sizes)
     : order_(std::move(clients)), state_(order_.size(), 0), sizes_(std::move(sizes)) {
@@ -226,4 +226,4 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& c) {
   throw std::invalid_argument("unknown strategy \"" + c.name + "\"; known: fedavg, fedprox, fedavgm");
 }
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

@@ -18,17 +18,17 @@
 
 #include "engine/safetensors.h"
 #include "trainers/checkpoint.h"
-#include "trainers/fl_client.h"
-#include "trainers/fl_compress.h"
-#include "trainers/fl_protocol.h"
-#include "trainers/fl_roles.h"
+#include "trainers/federated/client.h"
+#include "trainers/federated/compress.h"
+#include "trainers/federated/protocol.h"
+#include "trainers/federated/roles.h"
 #include "trainers/metrics.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "transport/messages.h"
 #include "transport/server.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 namespace {
 
 using namespace std::chrono_literals;
@@ -529,4 +529,4 @@ void run_server(const RoleContext& ctx, const FederatedSettings& s) {
   server.stop();
 }
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

@@ -1,7 +1,7 @@
 #pragma once
 
 // Federated strategies after Flower's split: a strategy says whom to ask each round and
-// how to combine what they send; the round loop (trainers/federated.cpp) and the
+// how to combine what they send; the round loop (trainers/federated/federated.cpp) and the
 // transport know nothing of it. Aggregation is pure: the same inputs give the same
 // bits, whatever order the clients answered in.
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 // A model's state as flat float buffers, one per state_dict tensor, in state_dict order.
 using Params = std::vector<std::vector<float>>;
@@ -119,4 +119,4 @@ class Strategy {
 // Throws std::invalid_argument listing strategy_names() for an unknown name.
 std::unique_ptr<Strategy> make_strategy(const StrategyConfig& config);
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

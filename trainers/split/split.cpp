@@ -1,7 +1,7 @@
 // The split regime's settings, the cut, traffic accounting, and the regime object; the
-// server is trainers/split_server.cpp and the client pools trainers/split_client.cpp.
+// server is trainers/split/server.cpp and the client pools trainers/split/client.cpp.
 
-#include "trainers/split.h"
+#include "trainers/split/split.h"
 
 #include <algorithm>
 #include <stdexcept>

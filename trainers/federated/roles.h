@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "trainers/fl_strategy.h"
+#include "trainers/federated/strategy.h"
 #include "trainers/regime.h"
 #include "workloads/partition.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 struct FederatedSettings {
   int64_t clients = 10;        // K logical clients
@@ -42,4 +42,4 @@ void run_server(const RoleContext& ctx, const FederatedSettings& settings);
 // Hosts clients c with c % processes == index, one connection each; trains one at a time.
 void run_pool(const RoleContext& ctx, const FederatedSettings& settings, int64_t index);
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

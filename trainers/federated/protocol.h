@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 inline constexpr const char* kClientRolePrefix = "fl-client/";
 
@@ -71,4 +71,4 @@ struct UpdateDone {
   }
 };
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

@@ -1,4 +1,4 @@
-#include "trainers/fl_compress.h"
+#include "trainers/federated/compress.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 std::vector<std::string> codec_names() { return {"none", "fp16", "topk"}; }
 
@@ -150,4 +150,4 @@ std::vector<float> decode_topk(std::span<const std::byte> bytes, size_t n) {
   return out;
 }
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

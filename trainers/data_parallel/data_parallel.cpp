@@ -1,5 +1,5 @@
 // data_parallel: N ranks, each B/N of every global batch, gradients averaged by bucketed
-// asynchronous all-reduces while backward runs (trainers/ddp_reducer.h), the same
+// asynchronous all-reduces while backward runs (trainers/data_parallel/reducer.h), the same
 // optimizer step on every rank. Optional SyncBatchNorm, ZeRO-style sharding (zero 1:
 // optimizer state, zero 2: also gradients) and fp16 compression. docs/data_parallel.md
 // says what is measured.
@@ -14,7 +14,7 @@
 #include "engine/ops.h"
 #include "engine/safetensors.h"
 #include "trainers/checkpoint.h"
-#include "trainers/ddp_reducer.h"
+#include "trainers/data_parallel/reducer.h"
 #include "trainers/local_loop.h"
 #include "trainers/metrics.h"
 #include "trainers/regimes.h"

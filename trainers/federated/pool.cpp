@@ -11,16 +11,16 @@
 #include <thread>
 
 #include "engine/safetensors.h"
-#include "trainers/fl_client.h"
-#include "trainers/fl_compress.h"
-#include "trainers/fl_protocol.h"
-#include "trainers/fl_roles.h"
+#include "trainers/federated/client.h"
+#include "trainers/federated/compress.h"
+#include "trainers/federated/protocol.h"
+#include "trainers/federated/roles.h"
 #include "trainers/metrics.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "transport/messages.h"
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 namespace {
 
 using namespace std::chrono_literals;
@@ -31,7 +31,7 @@ constexpr auto kSendTimeout = std::chrono::minutes(10);
 // One client trains at a time (the pool's compute threads are shared), and of those
 // waiting the one with the smallest id goes next: updates then reach the server nearly
 // in client order, which is the order its average adds them in, so it holds few of them
-// (trainers/fl_strategy.h, OrderedAverage). A plain mutex let them through at random: with
+// (trainers/federated/strategy.h, OrderedAverage). A plain mutex let them through at random: with
 // 200 clients at C = 1.0 the server held up to 192 updates.
 class TrainGate {
  public:
@@ -188,4 +188,4 @@ void run_pool(const RoleContext& ctx, const FederatedSettings& settings, int64_t
   for (std::thread& t : threads) t.join();
 }
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated

@@ -1,10 +1,10 @@
-// The federated regime: a server role runs the rounds (trainers/fl_server.cpp), pool
-// roles host the virtual clients (trainers/fl_pool.cpp); the strategy
-// (trainers/fl_strategy.h) decides whom to ask and how to average. See docs/federated.md.
+// The federated regime: a server role runs the rounds (trainers/federated/server.cpp), pool
+// roles host the virtual clients (trainers/federated/pool.cpp); the strategy
+// (trainers/federated/strategy.h) decides whom to ask and how to average. See docs/federated.md.
 
 #include <stdexcept>
 
-#include "trainers/fl_roles.h"
+#include "trainers/federated/roles.h"
 #include "trainers/regimes.h"
 #include "trainers/virtual_clients.h"
 
@@ -14,7 +14,7 @@ namespace {
 class Federated : public Regime {
  public:
   std::vector<std::string> roles(const TrainConfig& config) const override {
-    const fl::FederatedSettings s = fl::federated_settings(config.arm_settings);
+    const federated::FederatedSettings s = federated::federated_settings(config.arm_settings);
     std::vector<std::string> out{"server"};
     for (int64_t p = 0; p < s.processes; ++p) out.push_back("pool" + std::to_string(p));
     return out;
@@ -24,9 +24,9 @@ class Federated : public Regime {
   bool essential(const std::string& role) const override { return role == "server"; }
 
   void run_role(const RoleContext& ctx) const override {
-    const fl::FederatedSettings s = fl::federated_settings(ctx.arm_settings);
-    if (ctx.role == "server") return fl::run_server(ctx, s);
-    return fl::run_pool(ctx, s, pool_index(ctx.role, s.processes, "federated"));
+    const federated::FederatedSettings s = federated::federated_settings(ctx.arm_settings);
+    if (ctx.role == "server") return federated::run_server(ctx, s);
+    return federated::run_pool(ctx, s, pool_index(ctx.role, s.processes, "federated"));
   }
 };
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace quartet::trainers::fl {
+namespace quartet::trainers::federated {
 
 std::vector<std::string> codec_names();  // none, fp16, topk
 
@@ -37,4 +37,4 @@ std::vector<std::byte> encode_topk(std::span<const float> delta, double fraction
 // bytes are malformed (sizes, an index out of range or out of order).
 std::vector<float> decode_topk(std::span<const std::byte> bytes, size_t n);
 
-}  // namespace quartet::trainers::fl
+}  // namespace quartet::trainers::federated
