@@ -245,9 +245,9 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
                    int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
   fs::create_directories(arm_dir / "roles");
-  const trainers::TrainConfig cfg = train_config(spec, arm);
-  const std::unique_ptr<trainers::Regime> regime = trainers::make_regime(arm.regime);
-  const std::vector<std::string> roles = regime->roles(cfg);
+  const trainers::TrainConfig& cfg = arm.train;
+  const trainers::Regime* regime = &arm.regime_entry();
+  const std::vector<std::string> roles = regime->roles(*arm.settings);
   const int local_roles = static_cast<int>(roles.size() - arm.remote.size());
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / std::max(1, local_roles));
@@ -551,20 +551,15 @@ int run_role(const RoleOptions& opt) {
   const fs::path init = initial_weights_path(run_dir, spec, arm);
   if (remote && !fs::exists(init))  // same seed, same weights as the run's
     engine::save_safetensors(init.string(), wl->make_model(arm.model, spec.seed)->state_dict());
-  std::unique_ptr<trainers::Regime> regime = trainers::make_regime(arm.regime);
-  trainers::RoleContext ctx;
-  ctx.arm = arm.name;
+  const trainers::Regime& regime = arm.regime_entry();
+  trainers::RoleContext ctx = role_context(arm, run_dir, spec);
   ctx.role = opt.role;
-  ctx.arm_dir = run_dir / arm.name;
-  ctx.init_weights = init;
-  ctx.model_name = arm.model;
-  ctx.config = train_config(spec, arm);
   ctx.workload = wl.get();
   ctx.resume = opt.resume;
   if (remote) ctx.on_record = [&client](const std::string& line) { client->send_record(line); };
   ctx.coordinator = client.get();
   {
-    const std::vector<std::string> roles = regime->roles(ctx.config);
+    const std::vector<std::string> roles = regime.roles(*arm.settings);
     const auto it = std::find(roles.begin(), roles.end(), opt.role);
     if (it == roles.end()) {
       std::string known;
@@ -574,9 +569,7 @@ int run_role(const RoleOptions& opt) {
     }
     ctx.rank = static_cast<int>(it - roles.begin());  // a role's rank is its place in the regime's list
   }
-  for (const json& a : spec.json.at("arms"))
-    if (a.at("name") == arm.name) ctx.arm_settings = a;
-  regime->run_role(ctx);
+  regime.run_role(ctx);
   if (client) client->leave();
   return 0;
 }

@@ -47,7 +47,8 @@ int cmd_list(const std::string& what) {
   }
   if (what == "regimes" || what == "all") {
     std::cout << "regimes:\n";
-    for (const auto& r : trainers::regime_names()) std::cout << "  " << r << "\n";
+    for (const trainers::Regime* r : trainers::regime_table())
+      std::cout << "  " << r->name() << "  " << r->summary() << "\n";
   }
   return 0;
 }
@@ -189,8 +190,8 @@ int main(int argc, char** argv) {
     if (*list_cmd) return cmd_list(list_what);
     if (*eval_cmd) return cmd_eval(eval_weights, eval_workload, eval_model, eval_data, eval_batch);
     if (*schema_cmd) {
-      if (schema_markdown) std::cout << to_markdown_table(spec_schema());
-      else std::cout << to_json_schema(spec_schema(), "Quartet experiment").dump(2) << "\n";
+      if (schema_markdown) std::cout << spec_markdown();
+      else std::cout << spec_json_schema().dump(2) << "\n";
       return 0;
     }
     if (*bench.bench) return bench_collectives_main(bench_opts);

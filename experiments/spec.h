@@ -1,48 +1,25 @@
 #pragma once
 
 // The experiment file (docs/spec.md): a workload, a seed, training settings, and arms
-// (regime + settings) that override the experiment-level fields.
+// (a regime and its settings) that override the experiment-level fields. The regimes'
+// own fields come from the regime table (trainers/regime.h): this parser knows none of
+// them by name, and hands each arm's regime its fields to parse into typed settings.
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "experiments/schema.h"
+#include "engine/device.h"
+#include "trainers/regime.h"
+#include "trainers/settings/schema.h"
+#include "trainers/train_config.h"
 
 namespace quartet::experiments {
 
-struct OptimizerSpec {
-  std::string name = "sgd";
-  double lr = 0.05;
-  double momentum = 0.0;
-  bool nesterov = false;
-  double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-};
-
-struct ScheduleSpec {
-  std::string name = "constant";
-  int64_t step_size = 1;
-  double gamma = 0.1;
-  double min_lr = 0.0;
-  int64_t warmup_steps = 0;
-  double warmup_start_factor = 1.0 / 3.0;
-  int64_t scale_base_batch = 0;
-};
-
-struct TrainSpec {
-  int64_t epochs = 1;
-  int64_t batch = 64;  // samples behind one optimizer step of the global model
-  std::optional<double> target;  // quality to reach (accuracy)
-  OptimizerSpec optimizer;
-  ScheduleSpec schedule;
-  double clip_grad_norm = 0.0;  // 0: off
-  int64_t eval_batch = 1000;
-  int64_t max_steps = 0;  // 0: no limit; a cap for quick runs and tests
-  bool checkpoint = false;  // activation checkpointing per model stage
-};
+// A spec the user wrote is wrong: the message names the field path ("spec.arms[2].batch").
+using SpecError = trainers::SettingsError;
 
 struct WorkloadSpec {
   std::string name;
@@ -62,18 +39,20 @@ struct ArmSpec {
   std::string regime;
   std::string model;          // the arm's own `model`, else the workload's
   int64_t patch = 0;          // volume workloads: the arm's own patch; 0: the workload's
-  int64_t micro_batches = 1;  // accumulate; data_parallel: per rank
-  TrainSpec train;
-  // data_parallel (docs/data_parallel.md)
-  int ranks = 1;
-  std::string backend = "gloo";  // gloo (CPU); nccl is refused by a build without CUDA
-  double bucket_mb = 25.0;       // gradient bucket size, MiB (DDP's default)
-  bool sync_bn = false;
-  int zero = 0;                  // 1: shard optimizer state; 2: also gradients
-  std::string compress = "none"; // none, fp16
-  int threads = 0;  // 0: cores / processes of the arm
-  std::string device = "cpu";
+  trainers::TrainConfig train;  // the experiment's train fields patched by the arm's; seed: the experiment's
+  std::shared_ptr<const trainers::RegimeSettings> settings;  // the regime's own fields, typed
+  int threads = 0;            // 0: cores / processes of the arm
+  engine::Device device;
+  std::string link = "loopback";    // transport/link.h preset for the arm's Asio traffic
   std::vector<std::string> remote;  // roles started on other hosts (quartet role --coordinator)
+
+  const trainers::Regime& regime_entry() const { return trainers::find_regime(regime); }
+  // The regime's settings as their own type; throws std::invalid_argument for another regime's.
+  template <class S>
+  const S& settings_as() const {
+    if (const auto* s = dynamic_cast<const S*>(settings.get())) return *s;
+    throw std::invalid_argument("arm " + name + ": its settings are not of the type asked for (regime " + regime + ")");
+  }
 };
 
 struct ExperimentSpec {
@@ -86,8 +65,16 @@ struct ExperimentSpec {
   const ArmSpec& arm(const std::string& name) const;  // throws SpecError when absent
 };
 
-// The schema behind validation and `quartet schema`.
-const Field& spec_schema();
+// The experiment's fields, the arms' common ones included (the regimes' own fields are
+// the regime table's).
+const trainers::Field& spec_schema();
+// The whole experiment file as JSON Schema (draft 2020-12): `quartet schema`,
+// docs/spec.schema.json, the GUI's form. Each regime's fields sit in an if/then branch
+// on the arm's `regime`.
+nlohmann::json spec_json_schema();
+// The fields as Markdown tables: the experiment's, every arm's, then each regime's
+// (`quartet schema --markdown`, docs/spec.md).
+std::string spec_markdown();
 
 // Validates (SpecError naming the field) and fills defaults.
 ExperimentSpec parse_spec(nlohmann::json j);

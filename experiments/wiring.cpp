@@ -29,39 +29,18 @@ std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir,
   return run_dir / ("init-" + arm.model + ".safetensors");
 }
 
-trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& arm) {
-  trainers::TrainConfig c;
-  const TrainSpec& t = arm.train;
-  c.epochs = t.epochs;
-  c.batch = t.batch;
-  c.micro_batches = arm.micro_batches;
-  c.ranks = arm.ranks;
-  c.eval_batch = t.eval_batch;
-  c.max_steps = t.max_steps;
-  c.checkpoint = t.checkpoint;
-  c.target = t.target;
-  const OptimizerSpec& o = t.optimizer;
-  c.optimizer = {o.name,
-                 static_cast<float>(o.lr),
-                 static_cast<float>(o.momentum),
-                 o.nesterov,
-                 static_cast<float>(o.weight_decay),
-                 static_cast<float>(o.beta1),
-                 static_cast<float>(o.beta2),
-                 static_cast<float>(o.eps)};
-  const ScheduleSpec& s = t.schedule;
-  c.schedule = {s.name,         s.step_size,
-                static_cast<float>(s.gamma), static_cast<float>(s.min_lr),
-                s.warmup_steps, static_cast<float>(s.warmup_start_factor),
-                s.scale_base_batch};
-  c.clip_grad_norm = t.clip_grad_norm;
-  c.seed = spec.seed;
-  // The arm's own fields (defaults filled by parse_spec): multi-process regimes size
-  // their roles from them.
-  if (spec.json.contains("arms"))
-    for (const auto& a : spec.json.at("arms"))
-      if (a.value("name", "") == arm.name) c.arm_settings = a;
-  return c;
+trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::path& run_dir,
+                                   const ExperimentSpec& spec) {
+  trainers::RoleContext ctx;
+  ctx.arm = arm.name;
+  ctx.arm_dir = run_dir / arm.name;
+  ctx.init_weights = initial_weights_path(run_dir, spec, arm);
+  ctx.model_name = arm.model;
+  ctx.config = arm.train;
+  ctx.settings = arm.settings;
+  ctx.device = arm.device;
+  ctx.link = arm.link;
+  return ctx;
 }
 
 namespace {

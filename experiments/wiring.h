@@ -18,7 +18,10 @@ workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmS
 // model (from the seed, or --init), init-<model>.safetensors for an arm with its own.
 std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir, const ExperimentSpec& spec,
                                            const ArmSpec& arm);
-trainers::TrainConfig train_config(const ExperimentSpec& spec, const ArmSpec& arm);
+// The context a role of `arm` runs in (everything but the role, its rank, the workload
+// and the connections, which the role process fills in).
+trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::path& run_dir,
+                                   const ExperimentSpec& spec);
 
 // Loads the workload; a missing or corrupt dataset becomes a SpecError-like InputError.
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec);

@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 
 namespace quartet::gui {
@@ -78,6 +79,7 @@ struct SchemaForm::Node {
   Kind kind = Kind::line;
   bool required = false;
   std::vector<std::string> regimes;  // shown only for these regimes (arm members)
+  std::map<std::string, json> schema_for;  // a regime member: its schema under each regime
   QWidget* row = nullptr;            // what is hidden with the field
   QLabel* label = nullptr;
   QLineEdit* line = nullptr;
@@ -91,26 +93,15 @@ struct SchemaForm::Node {
   QWidget* editor() const { return line ? static_cast<QWidget*>(line) : combo; }
 };
 
-std::vector<std::string> regimes_of(const std::string& description) {
-  static const std::vector<std::pair<std::string, std::string>> kWords = {
-      {"single", "single"},       {"accumulate", "accumulate"}, {"data_parallel", "data_parallel"},
-      {"federated", "federated"}, {"fedprox", "federated"},     {"fedavgm", "federated"},
-      {"split", "split"}};
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < description.size()) {
-    size_t end = description.find("; ", start);
-    if (end == std::string::npos) end = description.size();
-    const std::string clause = description.substr(start, end - start);
-    const size_t colon = clause.find(':');
-    if (colon != std::string::npos && colon < 40) {
-      const QStringList words = QString::fromStdString(clause.substr(0, colon)).split(QRegularExpression("[ ,()]+"),
-                                                                                       Qt::SkipEmptyParts);
-      for (const QString& w : words)
-        for (const auto& [word, regime] : kWords)
-          if (w.toStdString() == word && std::find(out.begin(), out.end(), regime) == out.end()) out.push_back(regime);
-    }
-    start = end + 2;
+std::map<std::string, std::map<std::string, json>> regime_members(const json& object_schema) {
+  std::map<std::string, std::map<std::string, json>> out;
+  const json& branches = field(object_schema, "allOf");
+  if (!branches.is_array()) return out;
+  for (const json& b : branches) {
+    const json& regime = field(field(field(field(b, "if"), "properties"), "regime"), "const");
+    const json& members = field(field(b, "then"), "properties");
+    if (!regime.is_string() || !members.is_object()) continue;
+    for (const auto& [key, schema] : members.items()) out[key][regime.get<std::string>()] = schema;
   }
   return out;
 }
@@ -129,14 +120,14 @@ SchemaForm::SchemaForm(json schema, std::string root, QWidget* parent)
   root_->required = true;
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  build_object(*root_, this, true);
+  build_object(*root_, this);
   layout->addStretch(1);
   reindex();
 }
 
 SchemaForm::~SchemaForm() = default;
 
-void SchemaForm::build_object(Node& node, QWidget* container, bool top) {
+void SchemaForm::build_object(Node& node, QWidget* container) {
   QBoxLayout* outer = qobject_cast<QBoxLayout*>(container->layout());
   if (!outer) outer = new QVBoxLayout(container);
   node.error = new QLabel(container);
@@ -148,6 +139,13 @@ void SchemaForm::build_object(Node& node, QWidget* container, bool top) {
   form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
   outer->addLayout(form);
   const json& required = field(node.schema, "required");
+  auto add_row = [&](std::unique_ptr<Node> child) {
+    QWidget* w = build_field(*child);
+    child->label = new QLabel(QString::fromStdString(child->key) + (child->required ? " *" : ""), container);
+    child->label->setToolTip(w->toolTip());
+    form->addRow(child->label, w);
+    node.children.push_back(std::move(child));
+  };
   for (const std::string& key : member_order(node.schema)) {
     auto child = std::make_unique<Node>();
     child->key = key;
@@ -155,13 +153,23 @@ void SchemaForm::build_object(Node& node, QWidget* container, bool top) {
     child->schema = node.schema["properties"][key];
     child->kind = kind_of(child->schema);
     child->required = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
-    const json& description = field(child->schema, "description");
-    if (!top && description.is_string()) child->regimes = regimes_of(description.get<std::string>());
-    QWidget* w = build_field(*child);
-    child->label = new QLabel(QString::fromStdString(key) + (child->required ? " *" : ""), container);
-    child->label->setToolTip(w->toolTip());
-    form->addRow(child->label, w);
-    node.children.push_back(std::move(child));
+    add_row(std::move(child));
+  }
+  // An arm's regime fields: one row a field, shown for the regimes that take it, with
+  // that regime's description, default and allowed values.
+  for (auto& [key, by_regime] : regime_members(node.schema)) {
+    auto child = std::make_unique<Node>();
+    child->key = key;
+    child->path = node.path + "." + key;
+    child->schema = by_regime.begin()->second;
+    child->kind = kind_of(child->schema);
+    child->schema_for = by_regime;
+    for (const auto& [regime, _] : by_regime) child->regimes.push_back(regime);
+    for (const json& b : field(node.schema, "allOf")) {
+      const json& req = field(field(b, "then"), "required");
+      if (req.is_array() && std::find(req.begin(), req.end(), key) != req.end()) child->required = true;
+    }
+    add_row(std::move(child));
   }
   // An arm shows the fields of its regime only.
   for (auto& c : node.children)
@@ -176,7 +184,6 @@ QWidget* SchemaForm::build_field(Node& n) {
   const QString description = QString::fromStdString(field(n.schema, "description").is_string()
                                                          ? n.schema["description"].get<std::string>()
                                                          : std::string());
-  const json& def = field(n.schema, "default");
   QWidget* row = new QWidget;
   auto* v = new QVBoxLayout(row);
   v->setContentsMargins(0, 0, 0, 0);
@@ -187,7 +194,7 @@ QWidget* SchemaForm::build_field(Node& n) {
     auto* box = new QGroupBox(row);
     box->setToolTip(description);
     v->addWidget(box);
-    build_object(n, box, false);
+    build_object(n, box);
     return row;
   }
   if (n.kind == Kind::list) {
@@ -218,9 +225,40 @@ QWidget* SchemaForm::build_field(Node& n) {
     });
     return row;
   }
-  QString placeholder = def.is_null() ? (n.required ? tr("required") : tr("not set")) : tr("default: %1").arg(json_text(def));
   if (n.kind == Kind::choice) {
     n.combo = new QComboBox(row);
+    connect(n.combo, &QComboBox::currentIndexChanged, this, [this] { edited(); });
+    v->addWidget(n.combo);
+  } else {
+    n.line = new QLineEdit(row);
+    n.line->setClearButtonEnabled(true);
+    connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
+    v->addWidget(n.line);
+  }
+  show_schema(n);
+  n.error = new QLabel(row);
+  n.error->setStyleSheet(kErrorStyle);
+  n.error->setWordWrap(true);
+  n.error->hide();
+  v->addWidget(n.error);
+  return row;
+}
+
+void SchemaForm::show_schema(Node& n) {
+  const QString description = QString::fromStdString(field(n.schema, "description").is_string()
+                                                         ? n.schema["description"].get<std::string>()
+                                                         : std::string());
+  const json& def = field(n.schema, "default");
+  QString placeholder =
+      def.is_null() ? (n.required ? tr("required") : tr("not set")) : tr("default: %1").arg(json_text(def));
+  n.row->setToolTip(description);
+  if (n.label) n.label->setToolTip(description);
+  if (n.combo) {
+    // The same value stays chosen when the allowed ones change (another regime's list).
+    const QString chosen = n.combo->currentData().toString();
+    const bool was_filling = filling_;
+    filling_ = true;
+    n.combo->clear();
     n.combo->addItem(placeholder, QString());
     if (type_of(n.schema) == "boolean") {
       n.combo->addItem("true", "true");
@@ -228,26 +266,24 @@ QWidget* SchemaForm::build_field(Node& n) {
     } else {
       for (const json& e : n.schema["enum"]) n.combo->addItem(json_text(e), json_text(e));
     }
+    if (!chosen.isEmpty()) {
+      int at = n.combo->findData(chosen);
+      if (at < 0) {  // not allowed here: kept, and validation will say so
+        n.combo->addItem(chosen, chosen);
+        at = n.combo->count() - 1;
+      }
+      n.combo->setCurrentIndex(at);
+    }
+    filling_ = was_filling;
     n.combo->setToolTip(description);
-    connect(n.combo, &QComboBox::currentIndexChanged, this, [this] { edited(); });
-    v->addWidget(n.combo);
-  } else {
-    n.line = new QLineEdit(row);
+  }
+  if (n.line) {
     const std::string t = type_of(n.schema);
     if (t == "array") placeholder += tr(" (comma-separated)");
     if (t == "object") placeholder += tr(" (a JSON object)");
     n.line->setPlaceholderText(placeholder);
     n.line->setToolTip(description);
-    n.line->setClearButtonEnabled(true);
-    connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
-    v->addWidget(n.line);
   }
-  n.error = new QLabel(row);
-  n.error->setStyleSheet(kErrorStyle);
-  n.error->setWordWrap(true);
-  n.error->hide();
-  v->addWidget(n.error);
-  return row;
 }
 
 void SchemaForm::rebuild_items(Node& list, const json& items) {
@@ -268,7 +304,7 @@ void SchemaForm::rebuild_items(Node& list, const json& items) {
     item->kind = Kind::object;
     item->required = true;
     auto* page = new QWidget;
-    build_object(*item, page, false);
+    build_object(*item, page);
     fill(*item, items[i]);
     const json& name = field(items[i], "name");
     list.tabs->addTab(page, name.is_string() ? QString::fromStdString(name.get<std::string>()) : tr("item %1").arg(i + 1));
@@ -310,6 +346,10 @@ void SchemaForm::update_visibility(Node& object) {
     const bool show = chosen.empty() || std::find(c->regimes.begin(), c->regimes.end(), chosen) != c->regimes.end();
     c->row->setVisible(show);
     c->label->setVisible(show);
+    if (auto it = c->schema_for.find(chosen); it != c->schema_for.end() && it->second != c->schema) {
+      c->schema = it->second;
+      if (c->kind == Kind::line || c->kind == Kind::choice) show_schema(*c);
+    }
   }
 }
 

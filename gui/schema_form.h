@@ -46,8 +46,10 @@ class SchemaForm : public QWidget {
 
  private:
   struct Node;
-  void build_object(Node& node, QWidget* container, bool top);
+  void build_object(Node& node, QWidget* container);
   QWidget* build_field(Node& node);
+  // Placeholder (default or "required"), tooltip and allowed values from node.schema.
+  void show_schema(Node& node);
   void rebuild_items(Node& list, const nlohmann::json& items);
   void fill(Node& node, const nlohmann::json& value);
   void reindex();
@@ -66,8 +68,8 @@ class SchemaForm : public QWidget {
 // "spec.arms[2].batch: expected …"), or "" when it names none.
 std::string error_path(const std::string& message);
 
-// The regimes a field belongs to, read from its description ("data_parallel: …",
-// "federated, split: …"); empty when it belongs to every regime.
-std::vector<std::string> regimes_of(const std::string& description);
+// The members an object schema gives per regime, from its if/then branches on "regime"
+// (an arm's regime fields): member key -> regime -> that member's schema.
+std::map<std::string, std::map<std::string, nlohmann::json>> regime_members(const nlohmann::json& object_schema);
 
 }  // namespace quartet::gui

@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "experiments/results.h"
-#include "experiments/schema.h"
 #include "experiments/spec.h"
 #include "gui/schema_form.h"
 
@@ -15,7 +14,7 @@ namespace quartet::gui {
 
 using nlohmann::json;
 
-json spec_json_schema() { return experiments::to_json_schema(experiments::spec_schema(), "Quartet experiment"); }
+json spec_json_schema() { return experiments::spec_json_schema(); }
 
 SpecEditor::SpecEditor(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);

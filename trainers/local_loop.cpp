@@ -46,16 +46,16 @@ void finish_step(const RoleContext& ctx, JsonlWriter& records, StepRecord& r, do
   if (ctx.on_record) ctx.on_record(record.dump());
 }
 
-void train_locally(const RoleContext& ctx) {
+void train_locally(const RoleContext& ctx, int64_t micro_batches) {
   const TrainConfig& cfg = ctx.config;
   const workloads::Workload& wl = *ctx.workload;
-  if (cfg.micro_batches < 1 || cfg.batch % cfg.micro_batches != 0)
-    throw std::invalid_argument("micro_batches " + std::to_string(cfg.micro_batches) + " does not divide batch " +
+  if (micro_batches < 1 || cfg.batch % micro_batches != 0)
+    throw std::invalid_argument("micro_batches " + std::to_string(micro_batches) + " does not divide batch " +
                                 std::to_string(cfg.batch));
   const int64_t train_size = wl.train_size();
   const LoopPlan plan = plan_loop(cfg, train_size);
   const int64_t steps_per_epoch = plan.steps_per_epoch;
-  const int64_t micro = cfg.batch / cfg.micro_batches;
+  const int64_t micro = cfg.batch / micro_batches;
 
   std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   std::unique_ptr<engine::Optimizer> opt = make_optimizer(cfg.optimizer, model->parameters());
@@ -79,7 +79,7 @@ void train_locally(const RoleContext& ctx) {
       model->train();
       optimizer.zero_grad();
       double loss_sum = 0.0;
-      for (int64_t m = 0; m < cfg.micro_batches; ++m) {
+      for (int64_t m = 0; m < micro_batches; ++m) {
         Stopwatch t;
         std::vector<int64_t> idx(order.begin() + b * cfg.batch + m * micro,
                                  order.begin() + b * cfg.batch + (m + 1) * micro);
@@ -90,7 +90,7 @@ void train_locally(const RoleContext& ctx) {
         r.forward += t.seconds();
         t.restart();
         loss_sum += loss.item();
-        engine::scale(loss, 1.0f / static_cast<float>(cfg.micro_batches)).backward();
+        engine::scale(loss, 1.0f / static_cast<float>(micro_batches)).backward();
         r.backward += t.seconds();
       }
       Stopwatch t;
@@ -104,7 +104,7 @@ void train_locally(const RoleContext& ctx) {
       r.step = pos.step;
       r.samples = pos.samples;
       r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train_size);
-      r.loss = loss_sum / static_cast<double>(cfg.micro_batches);
+      r.loss = loss_sum / static_cast<double>(micro_batches);
       r.lr = optimizer.lr();
       capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
       const bool epoch_end = b + 1 == steps_per_epoch || capped;

@@ -14,7 +14,7 @@ namespace quartet::trainers {
 // epoch's permutation in `micro_batches` slices, each slice's loss scaled by
 // 1/micro_batches, so the summed gradient equals the gradient of the whole batch's mean
 // loss. Evaluates and checkpoints at the end of every epoch; writes final weights.
-void train_locally(const RoleContext& ctx);
+void train_locally(const RoleContext& ctx, int64_t micro_batches);
 
 // Pieces every loop over the global batch shares (single, accumulate, data_parallel).
 

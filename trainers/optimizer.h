@@ -1,7 +1,8 @@
 #pragma once
 
 // The optimizer and learning-rate schedule an arm's spec names, built the same way for
-// every regime.
+// every regime. Their settings are typed (settings/table.h): each field's JSON name,
+// default and range are written here once.
 
 #include <cstdint>
 #include <memory>
@@ -10,26 +11,35 @@
 
 #include "engine/optim.h"
 #include "engine/schedule.h"
+#include "trainers/settings/table.h"
 
 namespace quartet::trainers {
 
+// Rates and factors are kept as the spec writes them (double) and rounded to the
+// engine's float once, where the optimizer or schedule is made.
 struct OptimizerConfig {
   std::string name = "sgd";  // sgd, adam, adamw
-  float lr = 0.05f;
-  float momentum = 0.0f;     // sgd
+  double lr = 0.05;
+  double momentum = 0.0;     // sgd
   bool nesterov = false;     // sgd
-  float weight_decay = 0.0f; // sgd and adam: L2 on the gradient; adamw: decoupled
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  double weight_decay = 0.0; // sgd and adam: L2 on the gradient; adamw: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+
+  static const SettingsTable<OptimizerConfig>& table();
+  // Cross-field rules (Nesterov needs sgd and momentum); throws SettingsError under `path`.
+  void check(const std::string& path) const;
 };
 
 struct ScheduleConfig {
   std::string name = "constant";  // constant, step, cosine
   int64_t step_size = 1;          // step: decay every step_size optimizer steps
-  float gamma = 0.1f;             // step
-  float min_lr = 0.0f;            // cosine
+  double gamma = 0.1;             // step
+  double min_lr = 0.0;            // cosine
   int64_t warmup_steps = 0;       // linear warm-up in front of any schedule
-  float warmup_start_factor = 1.0f / 3.0f;
+  double warmup_start_factor = 1.0 / 3.0;
   int64_t scale_base_batch = 0;   // >0: linear scaling rule, lr * batch / scale_base_batch
+
+  static const SettingsTable<ScheduleConfig>& table();
 };
 
 // Throws std::invalid_argument naming the unknown optimizer.

@@ -1,25 +1,36 @@
 #include "trainers/regime.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
-#include "trainers/regimes.h"
+#include "workloads/models.h"
 
 namespace quartet::trainers {
 
-const std::vector<std::string>& regime_names() {
-  static const std::vector<std::string> names{"single", "accumulate", "data_parallel", "federated", "split"};
+std::vector<std::string> regime_names() {
+  std::vector<std::string> names;
+  for (const Regime* r : regime_table()) names.emplace_back(r->name());
   return names;
 }
 
-std::unique_ptr<Regime> make_regime(const std::string& name) {
-  if (name == "single") return make_single();
-  if (name == "accumulate") return make_accumulate();
-  if (name == "data_parallel") return make_data_parallel();
-  if (name == "federated") return make_federated();
-  if (name == "split") return make_split();
+const Regime& find_regime(std::string_view name) {
+  for (const Regime* r : regime_table())
+    if (r->name() == name) return *r;
   std::string known;
   for (const auto& n : regime_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown regime \"" + name + "\"; known regimes: " + known);
+  throw std::invalid_argument("unknown regime \"" + std::string(name) + "\"; known regimes: " + known);
+}
+
+ArmFacts facts_of(const RoleContext& ctx) {
+  ArmFacts f;
+  f.path = ctx.arm;
+  f.train = ctx.config;
+  f.model = ctx.model_name;
+  f.stages = workloads::model_info(ctx.model_name).stages;
+  f.device = ctx.device;
+  f.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return f;
 }
 
 std::filesystem::path records_path(const std::filesystem::path& arm_dir, const std::string& role) {

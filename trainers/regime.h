@@ -1,18 +1,28 @@
 #pragma once
 
-// A regime says which roles an arm runs and what each role does. The launcher
-// (experiments/) starts one process per role and hands it a RoleContext.
+// A regime says how an arm trains the model: its typed settings, the roles it runs, what
+// each role does, and how its records read as a critical path for the projection. Each
+// regime is one folder under trainers/ and one line in the regime table
+// (trainers/regime_table.cpp); the spec parser, `quartet schema`, docs/spec.md, the GUI's
+// form and the report all read that table. docs/regimes.md says how to add one.
+//
+// The launcher (experiments/) starts one process per role and hands it a RoleContext;
+// nothing in it is raw JSON: the arm's settings arrive parsed and typed.
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <typeinfo>
 #include <vector>
 
-#include "trainers/optimizer.h"
+#include "engine/device.h"
+#include "trainers/settings/table.h"
+#include "trainers/train_config.h"
 #include "workloads/workload.h"
 
 namespace quartet::transport {
@@ -21,62 +31,113 @@ class CoordinatorClient;
 
 namespace quartet::trainers {
 
-struct TrainConfig {
-  int64_t epochs = 1;
-  int64_t batch = 64;          // samples behind one optimizer step of the global model
-  int64_t micro_batches = 1;   // accumulate, data_parallel (per rank): micro-batches per step
-  int ranks = 1;               // data_parallel: processes, each batch / ranks of every batch
-  // The arm's regime fields as the spec gives them, defaults filled (federated: clients,
-  // processes, ...): roles() sizes multi-process arms from them. Same as RoleContext::arm_settings.
-  nlohmann::json arm_settings = nlohmann::json::object();
-  int64_t eval_batch = 1000;
-  int64_t max_steps = 0;       // 0: no cap
-  // Activation checkpointing per stage (engine::Model::set_checkpointing) on every model
-  // a role trains.
-  bool checkpoint = false;
-  std::optional<double> target;
-  OptimizerConfig optimizer;
-  ScheduleConfig schedule;
-  double clip_grad_norm = 0.0;
-  uint64_t seed = 1;           // shuffling (weights come from the arm's initial weights)
+// Each regime's typed settings derive from this, so a RoleContext can carry them.
+struct RegimeSettings {
+  virtual ~RegimeSettings() = default;
+};
+
+// What a regime's settings are checked against beyond their own fields: the rest of the arm.
+struct ArmFacts {
+  std::string path;                 // the arm in messages: "spec.arms[2]"
+  TrainConfig train;                // the arm's training settings
+  std::string model;                // the model it trains
+  std::vector<std::string> stages;  // that model's stage names, in order
+  engine::Device device;            // where it trains
+  std::vector<std::string> remote;  // roles that join from other hosts
+  int64_t cores = 1;                // this machine's, for defaults sized by them
 };
 
 struct RoleContext {
   std::string arm;
   std::string role;
-  int rank = 0;
-  std::filesystem::path arm_dir;       // results/<run>/<arm>
-  std::filesystem::path init_weights;  // the arm's initial weights (every arm of its model alike)
-  std::string model_name;              // the arm's model
+  int rank = 0;                         // the role's place in Regime::roles()
+  std::filesystem::path arm_dir;        // results/<run>/<arm>
+  std::filesystem::path init_weights;   // the arm's initial weights (every arm of its model alike)
+  std::string model_name;               // the arm's model
   TrainConfig config;
+  std::shared_ptr<const RegimeSettings> settings;  // the arm's regime settings (Regime::parse)
+  engine::Device device;                // where the role computes
+  std::string link = "loopback";        // transport/link.h preset for the arm's Asio traffic
   const workloads::Workload* workload = nullptr;
-  bool resume = false;                 // continue from <arm_dir>/checkpoint.safetensors if present
+  bool resume = false;                  // continue from <arm_dir>/checkpoint.safetensors if present
   // Also called with every record line the role writes (a remote role forwards them to
   // the coordinator, which files them with the local roles' records).
   std::function<void(const std::string& record)> on_record;
   // This role's connection to the run's coordinator (registered as arm/role, with its
   // rank and the arm's world size): collective bootstrap and rendezvous go through it.
   transport::CoordinatorClient* coordinator = nullptr;
-  // The arm's settings as the spec gives them (regime-specific fields), defaults filled.
-  nlohmann::json arm_settings = nlohmann::json::object();
 };
 
 class Regime {
  public:
   virtual ~Regime() = default;
-  // The roles an arm of this regime runs, one process each.
-  virtual std::vector<std::string> roles(const TrainConfig& config) const = 0;
-  virtual void run_role(const RoleContext& ctx) const = 0;
+  virtual std::string_view name() const = 0;
+  // What runs and what crosses the network, in a line (quartet list regimes, docs).
+  virtual std::string_view summary() const = 0;
+  // The regime's own arm fields, beside the fields every arm has.
+  virtual const std::vector<Field>& fields() const = 0;
+  // Validates an arm's regime fields (`fields`: an object of only those keys), fills the
+  // defaults and checks them against the rest of the arm; throws SettingsError naming
+  // facts.path and the field.
+  virtual std::shared_ptr<const RegimeSettings> parse(nlohmann::json fields, const ArmFacts& facts) const = 0;
+  // Every field with its value: what the arm's spec says after parsing (what ran).
+  virtual nlohmann::json to_json(const RegimeSettings& settings) const = 0;
+  // The roles an arm of this regime runs, one process each; a role's rank is its index.
+  virtual std::vector<std::string> roles(const RegimeSettings& settings) const = 0;
   // Whether the arm fails when this role dies. A regime that tolerates losing a role
   // (federated client pools: their clients miss rounds) says false for it; the launcher
   // then logs the loss and carries on.
   virtual bool essential(const std::string& /*role*/) const { return true; }
+  // What a training step of this regime's records counts ("step"; federated: "round").
+  virtual std::string_view step_unit() const { return "step"; }
+  virtual void run_role(const RoleContext& ctx) const = 0;
 };
 
-// The regimes this build knows, and a factory that throws std::invalid_argument listing
-// them for any other name.
-const std::vector<std::string>& regime_names();
-std::unique_ptr<Regime> make_regime(const std::string& name);
+// The regime table: every regime of this build, in the order lists and docs show them.
+const std::vector<const Regime*>& regime_table();
+std::vector<std::string> regime_names();
+// Throws std::invalid_argument listing the known regimes for any other name.
+const Regime& find_regime(std::string_view name);
+
+// The facts a role's context gives (no remote roles: a running role does not know them).
+ArmFacts facts_of(const RoleContext& ctx);
+
+// A regime with settings of type S (derived from RegimeSettings, with a static table()):
+// implements the type-erased half of Regime, so a regime writes only what is its own.
+template <class S>
+class RegimeOf : public Regime {
+ public:
+  const std::vector<Field>& fields() const final { return S::table().fields(); }
+  std::shared_ptr<const RegimeSettings> parse(nlohmann::json fields, const ArmFacts& facts) const final {
+    const nlohmann::json given = fields;
+    auto s = std::make_shared<S>(S::table().parse(fields, facts.path));
+    complete(*s, facts, given);
+    return s;
+  }
+  nlohmann::json to_json(const RegimeSettings& settings) const final { return S::table().to_json(cast(settings)); }
+  std::vector<std::string> roles(const RegimeSettings& settings) const final { return roles_of(cast(settings)); }
+  // Settings made in code rather than parsed from a spec get the same checks here.
+  void run_role(const RoleContext& ctx) const final {
+    if (!ctx.settings) throw std::invalid_argument(std::string(name()) + ": the role has no settings");
+    S checked = cast(*ctx.settings);
+    complete(checked, facts_of(ctx), nlohmann::json::object());
+    run(ctx, checked);
+  }
+
+ protected:
+  // Cross-field checks and the defaults that depend on the rest of the arm or on other
+  // fields; `given` holds the fields as the spec wrote them, before defaults. Throws
+  // SettingsError naming facts.path.
+  virtual void complete(S& /*settings*/, const ArmFacts& /*facts*/, const nlohmann::json& /*given*/) const {}
+  virtual std::vector<std::string> roles_of(const S& settings) const = 0;
+  virtual void run(const RoleContext& ctx, const S& settings) const = 0;
+
+ private:
+  const S& cast(const RegimeSettings& settings) const {
+    if (const auto* s = dynamic_cast<const S*>(&settings)) return *s;
+    throw std::invalid_argument(std::string(name()) + ": settings of another regime (" + typeid(settings).name() + ")");
+  }
+};
 
 // The role's record file and log inside the arm folder.
 std::filesystem::path records_path(const std::filesystem::path& arm_dir, const std::string& role);

@@ -31,16 +31,37 @@ int64_t pool_index(const std::string& role, int64_t processes, const std::string
   return index;
 }
 
-workloads::PartitionSpec partition_spec(const nlohmann::json& arm, int64_t clients) {
-  workloads::PartitionSpec p;
-  if (arm.contains("partition")) {
-    const nlohmann::json& j = arm.at("partition");
-    p.kind = j.value("kind", p.kind);
-    p.alpha = j.value("alpha", p.alpha);
-    p.shards_per_client = j.value("shards_per_client", p.shards_per_client);
-  }
+const SettingsTable<workloads::PartitionSpec>& partition_table() {
+  static const SettingsTable<workloads::PartitionSpec> t = [] {
+    using P = workloads::PartitionSpec;
+    SettingsTable<P> t;
+    t.add(&P::kind, "kind", "iid, dirichlet (label skew) or shards (McMahan et al.)")
+        .allowed(workloads::partition_kinds());
+    t.add(&P::alpha, "alpha", "dirichlet: concentration; small is skewed").above(0.0);
+    t.add(&P::shards_per_client, "shards_per_client", "shards: shards per client").at_least(1);
+    return t;
+  }();
+  return t;
+}
+
+workloads::Partition client_partition(const workloads::PartitionSpec& spec, int64_t clients, uint64_t seed,
+                                      const workloads::Workload& wl) {
+  workloads::PartitionSpec p = spec;
   p.clients = clients;
-  return p;
+  p.seed = seed;
+  return workloads::make_partition(p, wl);
+}
+
+std::vector<std::string> server_and_pools(int64_t processes) {
+  std::vector<std::string> out{"server"};
+  for (int64_t p = 0; p < processes; ++p) out.push_back("pool" + std::to_string(p));
+  return out;
+}
+
+void check_processes(int64_t processes, int64_t clients, const std::string& path) {
+  if (processes > clients)
+    throw SettingsError(path + ".processes: expected at most clients (" + std::to_string(clients) + "), got " +
+                        std::to_string(processes) + "; a pool process without clients idles");
 }
 
 namespace {

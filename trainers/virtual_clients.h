@@ -11,6 +11,7 @@
 #include <string>
 
 #include "trainers/regime.h"
+#include "trainers/settings/table.h"
 #include "transport/connection.h"
 #include "workloads/partition.h"
 
@@ -24,8 +25,19 @@ int64_t parse_client_role(const std::string& role, const std::string& prefix);
 // naming the regime's roles for anything else.
 int64_t pool_index(const std::string& role, int64_t processes, const std::string& regime);
 
-// The arm's `partition` object (kind, alpha, shards_per_client), for `clients` clients.
-workloads::PartitionSpec partition_spec(const nlohmann::json& arm, int64_t clients);
+// The arm's `partition` object (kind, alpha, shards_per_client; its defaults are
+// workloads::PartitionSpec's); the clients and the seed are the arm's, not fields.
+const SettingsTable<workloads::PartitionSpec>& partition_table();
+
+// The arm's partition of wl's training set among `clients` clients, seeded by the arm.
+workloads::Partition client_partition(const workloads::PartitionSpec& spec, int64_t clients, uint64_t seed,
+                                      const workloads::Workload& wl);
+
+// The roles of a regime with a server and pool processes: "server", "pool0".."pool<P-1>".
+std::vector<std::string> server_and_pools(int64_t processes);
+
+// Throws SettingsError naming `path`.processes when a pool would host no client.
+void check_processes(int64_t processes, int64_t clients, const std::string& path);
 
 struct ServerKeys {
   std::string address;  // coordinator key holding HOST:PORT

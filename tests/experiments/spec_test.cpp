@@ -4,8 +4,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "experiments/schema.h"
 #include "experiments/spec.h"
+#include "trainers/accumulate/accumulate.h"
+#include "trainers/data_parallel/data_parallel.h"
 #include "trainers/regime.h"
 
 namespace quartet::experiments {
@@ -42,7 +43,7 @@ TEST(Spec, ValidSpecParsesWithDefaultsFilledIn) {
   ExperimentSpec s = parse_spec(valid());
   ASSERT_EQ(s.arms.size(), 2u);
   EXPECT_EQ(s.seed, 1u);
-  EXPECT_EQ(s.arms[1].micro_batches, 4);
+  EXPECT_EQ(s.arms[1].settings_as<trainers::accumulate::Settings>().micro_batches, 4);
   EXPECT_EQ(s.arms[0].train.optimizer.name, "sgd");
   EXPECT_EQ(s.json["train"]["eval_batch"], 1000);
 }
@@ -148,7 +149,7 @@ json with_arm(json arm) {
 
 TEST(Spec, DataParallelArmGetsItsDefaultsFilledIn) {
   const ExperimentSpec s = parse_spec(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 2}}));
-  const ArmSpec& a = s.arms[2];
+  const auto& a = s.arms[2].settings_as<trainers::data_parallel::Settings>();
   EXPECT_EQ(a.ranks, 2);
   EXPECT_EQ(a.backend, "gloo");
   EXPECT_DOUBLE_EQ(a.bucket_mb, 25.0);
@@ -160,7 +161,7 @@ TEST(Spec, DataParallelArmGetsItsDefaultsFilledIn) {
 }
 
 TEST(Spec, DataParallelNeedsRanks) {
-  expect_error(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}}), "spec.arms[2].ranks: the data_parallel");
+  expect_error(with_arm({{"name", "ddp"}, {"regime", "data_parallel"}}), "spec.arms[2].ranks: missing");
 }
 
 TEST(Spec, DataParallelBatchThatDoesNotSplitOverRanksIsRefused) {
@@ -191,7 +192,7 @@ TEST(Spec, DataParallelFieldValuesAreChecked) {
   expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "mpi"}}),
                "spec.arms[2].backend");
   expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"compress", "topk"}}),
-               "spec.arms[2].compress: data_parallel compresses gradients as \"none\" or \"fp16\"");
+               "spec.arms[2].compress: unknown value \"topk\"; expected one of \"none\", \"fp16\"");
   expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"sync_bn", "yes"}}),
                "spec.arms[2].sync_bn");
 }
@@ -210,7 +211,7 @@ TEST(Spec, RemoteRolesOfADataParallelArmAreItsRanks) {
 
 TEST(Spec, SharedMemoryBackendTakesNoRemoteRanks) {
   json arm = {{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "shm"}};
-  EXPECT_EQ(parse_spec(with_arm(arm)).arms[2].backend, "shm");
+  EXPECT_EQ(parse_spec(with_arm(arm)).arms[2].settings_as<trainers::data_parallel::Settings>().backend, "shm");
   arm["remote"] = {"rank1"};
   expect_error(with_arm(arm), "spec.arms[2].remote: backend \"shm\" needs every rank on this host");
   arm["backend"] = "tcp";
@@ -308,18 +309,39 @@ TEST(Spec, UnreadableOrInvalidFilesNameTheFile) {
 }
 
 TEST(Schema, JsonSchemaDescribesEveryTopLevelField) {
-  json s = to_json_schema(spec_schema(), "Quartet experiment");
+  json s = spec_json_schema();
   EXPECT_EQ(s["type"], "object");
   for (const char* f : {"name", "workload", "seed", "train", "arms"}) EXPECT_TRUE(s["properties"].contains(f)) << f;
   EXPECT_EQ(s["properties"]["arms"]["items"]["properties"]["regime"]["enum"], json(trainers::regime_names()));
   EXPECT_EQ(s["properties"]["train"]["properties"]["batch"]["minimum"], 1.0);
 }
 
+// Each regime's fields reach the schema from the regime table: one if/then branch per
+// regime with exactly its fields, their defaults and the required ones.
+TEST(Schema, EachRegimesBranchHoldsItsTablesFields) {
+  const json arm = spec_json_schema()["properties"]["arms"]["items"];
+  EXPECT_EQ(arm["unevaluatedProperties"], false);
+  const json& branches = arm["allOf"];
+  ASSERT_EQ(branches.size(), trainers::regime_table().size());
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const trainers::Regime& r = *trainers::regime_table()[i];
+    EXPECT_EQ(branches[i]["if"]["properties"]["regime"]["const"], std::string(r.name()));
+    const json& props = branches[i]["then"]["properties"];
+    ASSERT_EQ(props.size(), r.fields().size()) << r.name();
+    for (const trainers::Field& f : r.fields()) {
+      ASSERT_TRUE(props.contains(f.name)) << r.name() << "." << f.name;
+      EXPECT_EQ(props[f.name].value("default", json()), f.default_value) << r.name() << "." << f.name;
+    }
+  }
+  const json& dp = branches[2]["then"];
+  EXPECT_EQ(dp["properties"]["bucket_mb"]["default"], 25.0);
+  EXPECT_EQ(dp["required"], json::array({"ranks"}));
+}
+
 TEST(Schema, CheckedInSchemaMatchesTheGeneratedOne) {
   std::ifstream in(std::string(QUARTET_SOURCE_DIR) + "/docs/spec.schema.json");
   ASSERT_TRUE(in) << "docs/spec.schema.json is missing; regenerate with: build/quartet schema > docs/spec.schema.json";
-  EXPECT_EQ(json::parse(in), to_json_schema(spec_schema(), "Quartet experiment"))
-      << "regenerate with: build/quartet schema > docs/spec.schema.json";
+  EXPECT_EQ(json::parse(in), spec_json_schema()) << "regenerate with: build/quartet schema > docs/spec.schema.json";
 }
 
 TEST(Schema, SpecDocumentationListsEveryFieldAsGenerated) {
@@ -327,8 +349,19 @@ TEST(Schema, SpecDocumentationListsEveryFieldAsGenerated) {
   ASSERT_TRUE(in) << "docs/spec.md is missing";
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_NE(text.str().find(to_markdown_table(spec_schema())), std::string::npos)
-      << "docs/spec.md's field table is stale; regenerate it with: build/quartet schema --markdown";
+  EXPECT_NE(text.str().find(spec_markdown()), std::string::npos)
+      << "docs/spec.md's field tables are stale; regenerate them with: build/quartet schema --markdown";
+}
+
+// Roles parse the spec as run again: parsing it once more changes nothing, for every arm
+// of every ready experiment.
+TEST(Spec, TheSpecAsRunParsesToItself) {
+  for (const auto& e : std::filesystem::directory_iterator(std::string(QUARTET_SOURCE_DIR) + "/experiments")) {
+    if (e.path().extension() != ".json") continue;
+    const ExperimentSpec once = load_spec_file(e.path().string());
+    const ExperimentSpec twice = parse_spec(once.json);
+    EXPECT_EQ(twice.json, once.json) << e.path();
+  }
 }
 
 json federated_arm() {

@@ -97,8 +97,8 @@ TEST(VolumeSpec, CheckpointIsOffUnlessTheTrainSettingsOrAnArmTurnItOn) {
   EXPECT_FALSE(spec.arms[0].train.checkpoint);
   EXPECT_EQ(spec.json["arms"][0]["train"]["checkpoint"], false);
   EXPECT_TRUE(spec.arms[1].train.checkpoint);
-  EXPECT_TRUE(train_config(spec, spec.arms[1]).checkpoint);
-  EXPECT_FALSE(train_config(spec, spec.arms[0]).checkpoint);
+  EXPECT_TRUE(role_context(spec.arms[1], "run", spec).config.checkpoint);
+  EXPECT_FALSE(role_context(spec.arms[0], "run", spec).config.checkpoint);
   j["train"]["checkpoint"] = true;
   EXPECT_TRUE(parse_spec(j).arms[0].train.checkpoint);
 }

@@ -173,15 +173,34 @@ class SpecEditorTest : public QObject {
     }
   }
 
-  void ErrorPathsAndRegimesAreReadFromText() {
+  void ErrorPathsAreReadFromText() {
     QCOMPARE(error_path("spec.arms[2].batch: expected an integer"), std::string("spec.arms[2].batch"));
     QCOMPARE(error_path("spec.name: expected letters"), std::string("spec.name"));
     QCOMPARE(error_path("no arm named x"), std::string());
-    QCOMPARE(regimes_of("data_parallel: processes"), std::vector<std::string>{"data_parallel"});
-    QCOMPARE(regimes_of("federated, split: logical clients"), (std::vector<std::string>{"federated", "split"}));
-    QCOMPARE(regimes_of("accumulate: micro-batches; data_parallel: per rank"),
-             (std::vector<std::string>{"accumulate", "data_parallel"}));
-    QVERIFY(regimes_of("the arm's name: a folder name").empty());
+  }
+
+  // An arm's regime fields come from the schema's branches, which the regime table makes.
+  void RegimeFieldsAreReadFromTheSchemasBranches() {
+    const auto members = regime_members(quartet::experiments::spec_json_schema()["properties"]["arms"]["items"]);
+    QCOMPARE(members.at("ranks").size(), size_t{1});
+    QVERIFY(members.at("ranks").count("data_parallel"));
+    QCOMPARE(members.at("clients").size(), size_t{2});
+    QCOMPARE(members.at("clients").at("federated")["default"], json(10));
+    QCOMPARE(members.at("clients").at("split")["default"], json(1));
+    QVERIFY(!members.count("name"));  // every arm's
+  }
+
+  // A field two regimes take shows the chosen regime's default and allowed values.
+  void ASharedFieldFollowsTheChosenRegime() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    combo(e, "spec.arms[0].regime")->setCurrentText("federated");
+    QCOMPARE(line(e, "spec.arms[0].clients")->placeholderText(), QString("default: 10"));
+    QCOMPARE(combo(e, "spec.arms[0].compress")->findData("topk") > 0, true);
+    combo(e, "spec.arms[0].regime")->setCurrentText("split");
+    QCOMPARE(line(e, "spec.arms[0].clients")->placeholderText(), QString("default: 1"));
+    combo(e, "spec.arms[0].regime")->setCurrentText("data_parallel");
+    QCOMPARE(combo(e, "spec.arms[0].compress")->findData("topk"), -1);
   }
 };
 

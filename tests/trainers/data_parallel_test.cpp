@@ -19,7 +19,7 @@
 #include "engine/memory.h"
 #include "engine/safetensors.h"
 #include "trainers/regime.h"
-#include "trainers/regimes.h"
+#include "trainers/data_parallel/data_parallel.h"
 #include "transport/coordinator.h"
 #include "workloads/workload.h"
 
@@ -63,22 +63,19 @@ class DataParallel : public test_util::TempFolderTest {
     c.init_weights = init_;
     c.model_name = model_;
     c.config.batch = 64;
-    c.config.ranks = ranks;
     c.config.max_steps = max_steps;
     c.config.eval_batch = 64;
     c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
     c.config.seed = 5;
     c.workload = workload_.get();
-    settings["regime"] = "data_parallel";
     settings["ranks"] = ranks;
-    c.arm_settings = settings;
+    c.settings = testing::regime_settings("data_parallel", c, settings);
     return c;
   }
 
   void run_single(RoleContext c) {
     c.role = "trainer";
-    c.config.ranks = 1;
-    make_single()->run_role(c);
+    testing::run_role("single", c);
   }
 
 
@@ -149,14 +146,12 @@ TEST_F(DataParallel, MicroBatchesPerRankEqualSingle) {
   use_workload("mlp");
   run_single(context("single", 1, 6));
   RoleContext c = context("ddp2x2", 2, 6, {{"bucket_mb", 0.1}, {"micro_batches", 2}});
-  c.config.micro_batches = 2;
   testing::run_data_parallel_ranks(c);
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2x2"));
   std::cout << "[ measured ] N=2 x 2 micro-batches vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
   // zero 2 accumulates whole gradients on the first micro-batch, scatters on the last.
   RoleContext z = context("ddp2x2z2", 2, 6, {{"bucket_mb", 0.1}, {"micro_batches", 2}, {"zero", 2}});
-  z.config.micro_batches = 2;
   testing::run_data_parallel_ranks(z);
   EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("ddp2x2z2")), kSameUpdate);
 }
@@ -253,7 +248,7 @@ TEST_F(DataParallel, SyncBatchNormEqualsSingle) {
   EXPECT_LT(diff, 2e-5);
   // Without it each rank normalises with its own 8 samples' statistics: another update.
   RoleContext local = ctx("local2", 2);
-  local.arm_settings["sync_bn"] = false;
+  local.settings = testing::regime_settings("data_parallel", local, {{"ranks", 2}, {"sync_bn", false}});
   testing::run_data_parallel_ranks(local);
   const double local_diff = max_abs_diff(final_weights("single"), final_weights("local2"));
   std::cout << "[ measured ] per-rank BatchNorm N=2 vs single: max |diff| = " << local_diff << "\n";
@@ -307,34 +302,43 @@ TEST_F(DataParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
   }
 }
 
+// Settings made in code, not by the spec, get the spec's checks when the role starts.
 TEST_F(DataParallel, BatchThatDoesNotSplitOverRanksIsRefused) {
   use_workload("mlp");
-  RoleContext c = context("odd", 3, 1);
+  RoleContext c = context("odd", 2, 1);
   c.role = "rank0";
+  data_parallel::Settings s;
+  s.ranks = 3;
+  c.settings = std::make_shared<data_parallel::Settings>(s);
   try {
-    make_data_parallel()->run_role(c);  // refused before any rendezvous
+    find_regime("data_parallel").run_role(c);  // refused before any rendezvous
     FAIL() << "expected a refusal";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("ranks 3"), std::string::npos) << e.what();
+  } catch (const SettingsError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 ranks"), std::string::npos) << e.what();
   }
 }
 
 TEST_F(DataParallel, NcclIsRefusedOnThisBuild) {
   use_workload("mlp");
-  RoleContext c = context("nccl", 2, 1, {{"backend", "nccl"}});
+  RoleContext c = context("nccl", 2, 1);
   c.role = "rank0";
+  data_parallel::Settings s;
+  s.ranks = 2;
+  s.backend = "nccl";
+  c.settings = std::make_shared<data_parallel::Settings>(s);
   try {
-    make_data_parallel()->run_role(c);
+    find_regime("data_parallel").run_role(c);
     FAIL() << "expected a refusal";
-  } catch (const std::invalid_argument& e) {
+  } catch (const SettingsError& e) {
     EXPECT_NE(std::string(e.what()).find("nccl"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(testing::regime_settings("data_parallel", c, {{"ranks", 2}, {"backend", "nccl"}}), SettingsError);
 }
 
 TEST_F(DataParallel, RolesAreOneRankEach) {
-  TrainConfig c;
-  c.ranks = 3;
-  EXPECT_EQ(make_data_parallel()->roles(c), (std::vector<std::string>{"rank0", "rank1", "rank2"}));
+  data_parallel::Settings s;
+  s.ranks = 3;
+  EXPECT_EQ(find_regime("data_parallel").roles(s), (std::vector<std::string>{"rank0", "rank1", "rank2"}));
 }
 
 }  // namespace

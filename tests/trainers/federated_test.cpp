@@ -21,7 +21,6 @@
 #include "trainers/federated/roles.h"
 #include "trainers/local_loop.h"
 #include "trainers/regime.h"
-#include "trainers/regimes.h"
 #include "transport/coordinator.h"
 #include "transport/messages.h"
 #include "workloads/workload.h"
@@ -80,18 +79,17 @@ class Federated : public test_util::TempFolderTest {
     c.config.eval_batch = 64;
     c.config.optimizer = {.name = "sgd", .lr = 0.1f};
     c.config.seed = 5;
-    c.config.arm_settings = settings;
-    c.arm_settings = settings;
     c.workload = workload_.get();
+    c.settings = testing::regime_settings(settings.empty() ? "single" : "federated", c, settings);
     return c;
   }
 
   // Runs every role of the arm but `skip` as threads; rethrows the first failure.
   void run_arm(const std::string& arm, const json& settings, int64_t batch, const std::vector<std::string>& skip = {},
                bool resume = false) {
-    auto regime = make_regime("federated");
+    const Regime& regime = find_regime("federated");
     RoleContext probe = context(arm, "server", settings, batch);
-    const auto roles = regime->roles(probe.config);
+    const auto roles = regime.roles(*probe.settings);
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(roles.size());
     for (size_t i = 0; i < roles.size(); ++i) {
@@ -103,7 +101,7 @@ class Federated : public test_util::TempFolderTest {
           ctx.rank = static_cast<int>(i);
           ctx.coordinator = client.get();
           ctx.resume = resume;
-          regime->run_role(ctx);
+          regime.run_role(ctx);
           client->leave();
         } catch (...) {
           errors[i] = std::current_exception();
@@ -143,7 +141,7 @@ TEST_F(Federated, OneClientOneStepOverItsPartitionEqualsOneSingleStep) {
   run_arm("fed", fl, 256);
   RoleContext single = context("single", "trainer", json::object(), 256);
   single.config.epochs = 1;
-  make_single()->run_role(single);
+  find_regime("single").run_role(single);
   const double diff = max_abs_diff(final_weights("fed"), final_weights("single"));
   EXPECT_LT(diff, 1e-6);
   const auto rounds = round_records("fed");

@@ -9,7 +9,6 @@
 #include "engine/safetensors.h"
 #include "trainers/local_loop.h"
 #include "trainers/regime.h"
-#include "trainers/regimes.h"
 #include "workloads/workload.h"
 
 namespace quartet::trainers {
@@ -43,13 +42,15 @@ class LocalLoop : public test_util::TempFolderTest {
     c.init_weights = init_;
     c.model_name = "lenet5";
     c.config.batch = 64;
-    c.config.micro_batches = micro_batches;
     c.config.max_steps = max_steps;
     c.config.epochs = epochs;
     c.config.eval_batch = 64;
     c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
     c.config.seed = 5;
     c.workload = workload_.get();
+    c.settings = micro_batches > 1
+                     ? testing::regime_settings("accumulate", c, {{"micro_batches", micro_batches}})
+                     : testing::regime_settings("single", c);
     return c;
   }
 
@@ -65,8 +66,8 @@ class LocalLoop : public test_util::TempFolderTest {
 // parameters after several steps, up to float summation order. Tolerance: 1e-5 absolute
 // on weights of magnitude ~0.1 after 6 SGD steps with momentum.
 TEST_F(LocalLoop, AccumulateFourMicroBatchesEqualsOneBatch) {
-  make_single()->run_role(context("single", 1, 6));
-  make_accumulate()->run_role(context("acc4", 4, 6));
+  find_regime("single").run_role(context("single", 1, 6));
+  find_regime("accumulate").run_role(context("acc4", 4, 6));
   const double diff = max_abs_diff(final_weights("single"), final_weights("acc4"));
   EXPECT_LT(diff, 1e-5);
   // And training moved the weights, so the comparison means something.
@@ -74,13 +75,13 @@ TEST_F(LocalLoop, AccumulateFourMicroBatchesEqualsOneBatch) {
 }
 
 TEST_F(LocalLoop, SameSeedGivesBitwiseIdenticalWeights) {
-  make_single()->run_role(context("a", 1, 5));
-  make_single()->run_role(context("b", 1, 5));
+  find_regime("single").run_role(context("a", 1, 5));
+  find_regime("single").run_role(context("b", 1, 5));
   EXPECT_EQ(max_abs_diff(final_weights("a"), final_weights("b")), 0.0);
 }
 
 TEST_F(LocalLoop, WritesOneRecordPerStepWithAnEvaluationAtTheEnd) {
-  make_single()->run_role(context("rec", 1, 0, 1));  // one epoch: 512 / 64 = 8 steps
+  find_regime("single").run_role(context("rec", 1, 0, 1));  // one epoch: 512 / 64 = 8 steps
   std::ifstream in(records_path(dir_ / "rec", "trainer"));
   std::string line;
   int steps = 0, evals = 0;
@@ -100,7 +101,7 @@ TEST_F(LocalLoop, WritesOneRecordPerStepWithAnEvaluationAtTheEnd) {
 TEST_F(LocalLoop, RecordsTheScheduledLearningRateOfEveryStep) {
   RoleContext c = context("sched", 1, 5);
   c.config.schedule = {.name = "step", .step_size = 2, .gamma = 0.5f};
-  make_single()->run_role(c);
+  find_regime("single").run_role(c);
   std::ifstream in(records_path(dir_ / "sched", "trainer"));
   std::string line;
   std::vector<float> lrs;
@@ -111,19 +112,19 @@ TEST_F(LocalLoop, RecordsTheScheduledLearningRateOfEveryStep) {
 TEST_F(LocalLoop, AdamArmTrainsAndChangesTheWeights) {
   RoleContext c = context("adam", 1, 4);
   c.config.optimizer = {.name = "adam", .lr = 1e-3f};
-  make_single()->run_role(c);
+  find_regime("single").run_role(c);
   EXPECT_GT(max_abs_diff(final_weights("adam"), engine::load_safetensors(init_.string())), 1e-4);
 }
 
 // A run resumed from its first checkpoint ends where an uninterrupted run ends.
 TEST_F(LocalLoop, ResumeFromCheckpointGivesTheSameFinalWeights) {
-  make_single()->run_role(context("whole", 1, 0, 3));
+  find_regime("single").run_role(context("whole", 1, 0, 3));
   // One epoch, then "crash": keep the checkpoint, continue for the remaining epochs.
-  make_single()->run_role(context("parts", 1, 0, 1));
+  find_regime("single").run_role(context("parts", 1, 0, 1));
   fs::remove(final_weights_path(dir_ / "parts"));
   RoleContext rest = context("parts", 1, 0, 3);
   rest.resume = true;
-  make_single()->run_role(rest);
+  find_regime("single").run_role(rest);
   EXPECT_EQ(max_abs_diff(final_weights("whole"), final_weights("parts")), 0.0);
   // The resumed record file has no duplicated steps: 3 epochs of 8 steps.
   std::ifstream in(records_path(dir_ / "parts", "trainer"));

@@ -20,7 +20,7 @@
 
 #include "engine/nn.h"
 #include "trainers/regime.h"
-#include "trainers/regimes.h"
+#include "workloads/models.h"
 #include "transport/coordinator.h"
 
 namespace quartet::trainers::testing {
@@ -47,12 +47,31 @@ inline std::vector<nlohmann::json> read_records(const std::filesystem::path& arm
   return out;
 }
 
+// `regime`'s settings parsed from `fields` (an arm's regime fields, as a spec gives them),
+// checked against c's training settings and model, as the spec parser does.
+inline std::shared_ptr<const RegimeSettings> regime_settings(const std::string& regime, const RoleContext& c,
+                                                             nlohmann::json fields = nlohmann::json::object()) {
+  ArmFacts facts;
+  facts.path = c.arm;
+  facts.train = c.config;
+  facts.model = c.model_name;
+  facts.stages = workloads::model_info(c.model_name).stages;
+  facts.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return find_regime(regime).parse(std::move(fields), facts);
+}
+
+// Runs role c.role of `regime` with its settings from `fields`.
+inline void run_role(const std::string& regime, RoleContext c, nlohmann::json fields = nlohmann::json::object()) {
+  c.settings = regime_settings(regime, c, std::move(fields));
+  find_regime(regime).run_role(c);
+}
+
 // Runs every rank of `c`'s data_parallel arm as a thread, over a real coordinator and
 // Gloo; rethrows the first rank's error.
 inline void run_data_parallel_ranks(const RoleContext& c) {
   transport::Coordinator coordinator(transport::CoordinatorOptions{});
-  std::unique_ptr<Regime> regime = make_data_parallel();
-  const std::vector<std::string> roles = regime->roles(c.config);
+  const Regime& regime = find_regime("data_parallel");
+  const std::vector<std::string> roles = regime.roles(*c.settings);
   std::mutex mutex;
   std::exception_ptr error;
   std::vector<std::thread> threads;
@@ -72,7 +91,7 @@ inline void run_data_parallel_ranks(const RoleContext& c) {
         mine.role = roles[r];
         mine.rank = r;
         mine.coordinator = &client;
-        regime->run_role(mine);
+        regime.run_role(mine);
         client.leave();
       } catch (...) {
         std::lock_guard lock(mutex);

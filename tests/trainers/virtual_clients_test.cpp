@@ -29,15 +29,17 @@ TEST(VirtualClients, PoolRolesAreCheckedAgainstTheProcessCount) {
   }
 }
 
-TEST(VirtualClients, PartitionSpecTakesTheArmsFieldsAndTheClientCount) {
-  const workloads::PartitionSpec d = partition_spec(nlohmann::json::object(), 5);
+TEST(VirtualClients, PartitionTableFillsDefaultsAndReadsTheArmsFields) {
+  nlohmann::json none = nlohmann::json::object();
+  const workloads::PartitionSpec d = partition_table().parse(none, "spec.arms[0].partition");
   EXPECT_EQ(d.kind, "iid");
-  EXPECT_EQ(d.clients, 5);
-  const workloads::PartitionSpec p =
-      partition_spec(nlohmann::json{{"partition", {{"kind", "dirichlet"}, {"alpha", 0.1}}}}, 8);
+  EXPECT_EQ(none["kind"], "iid");  // filled, so the spec as run says what ran
+  nlohmann::json given = {{"kind", "dirichlet"}, {"alpha", 0.1}};
+  const workloads::PartitionSpec p = partition_table().parse(given, "spec.arms[0].partition");
   EXPECT_EQ(p.kind, "dirichlet");
   EXPECT_DOUBLE_EQ(p.alpha, 0.1);
-  EXPECT_EQ(p.clients, 8);
+  nlohmann::json bad = {{"kind", "random"}};
+  EXPECT_THROW(partition_table().parse(bad, "spec.arms[0].partition"), SettingsError);
 }
 
 }  // namespace

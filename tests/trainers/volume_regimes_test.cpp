@@ -18,7 +18,6 @@
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
 #include "trainers/regime.h"
-#include "trainers/regimes.h"
 #include "transport/coordinator.h"
 #include "workloads/workload.h"
 
@@ -59,15 +58,15 @@ class VolumeRegimes : public test_util::TempFolderTest {
     c.init_weights = init_;
     c.model_name = "unet3d";
     c.config.batch = 4;
-    c.config.micro_batches = micro_batches;
-    c.config.ranks = ranks;
     c.config.epochs = 2;  // 4 training volumes: one step an epoch
     c.config.max_steps = 2;
     c.config.eval_batch = 4;
     c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
     c.config.seed = 5;
     c.workload = workload_.get();
-    if (ranks > 1) c.arm_settings = {{"regime", "data_parallel"}, {"ranks", ranks}, {"bucket_mb", 0.5}};
+    if (ranks > 1) c.settings = testing::regime_settings("data_parallel", c, {{"ranks", ranks}, {"bucket_mb", 0.5}});
+    else if (micro_batches > 1) c.settings = testing::regime_settings("accumulate", c, {{"micro_batches", micro_batches}});
+    else c.settings = testing::regime_settings("single", c);
     return c;
   }
 
@@ -89,8 +88,8 @@ class VolumeRegimes : public test_util::TempFolderTest {
 constexpr double kSameUpdate = 1e-5;
 
 TEST_F(VolumeRegimes, AccumulateTwoMicroBatchesEqualsOneBatch) {
-  make_single()->run_role(context("single", 1));
-  make_accumulate()->run_role(context("accum", 2));
+  find_regime("single").run_role(context("single", 1));
+  find_regime("accumulate").run_role(context("accum", 2));
   const double diff = max_abs_diff(final_weights("single"), final_weights("accum"));
   std::cout << "[ measured ] accumulate 2 vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
@@ -98,7 +97,7 @@ TEST_F(VolumeRegimes, AccumulateTwoMicroBatchesEqualsOneBatch) {
 }
 
 TEST_F(VolumeRegimes, TwoRanksEqualSingle) {
-  make_single()->run_role(context("single", 1));
+  find_regime("single").run_role(context("single", 1));
   testing::run_data_parallel_ranks(context("ddp2", 1, 2));
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2"));
   std::cout << "[ measured ] data_parallel 2 vs single: max |param diff| = " << diff << "\n";
@@ -114,10 +113,10 @@ int64_t peak_activations(const std::vector<json>& records) {
 // Activation checkpointing recomputes each stage in backward from its saved inputs: the
 // same update (float rounding), a lower activation peak.
 TEST_F(VolumeRegimes, CheckpointedSingleEqualsSingleWithLessActivationMemory) {
-  make_single()->run_role(context("single", 1));
+  find_regime("single").run_role(context("single", 1));
   RoleContext c = context("ckpt", 1);
   c.config.checkpoint = true;
-  make_single()->run_role(c);
+  find_regime("single").run_role(c);
   const double diff = max_abs_diff(final_weights("single"), final_weights("ckpt"));
   std::cout << "[ measured ] checkpointed vs single: max |param diff| = " << diff << "\n";
   EXPECT_LT(diff, kSameUpdate);
@@ -130,10 +129,10 @@ TEST_F(VolumeRegimes, CheckpointedSingleEqualsSingleWithLessActivationMemory) {
 // The nested backward of each recomputed stage fires the parameters' grad-ready hooks,
 // which drive data_parallel's buckets; ZeRO-2 drops each gradient once it is bucketed.
 TEST_F(VolumeRegimes, CheckpointedTwoRanksWithZero2EqualSingle) {
-  make_single()->run_role(context("single", 1));
+  find_regime("single").run_role(context("single", 1));
   RoleContext c = context("ddp2", 1, 2);
   c.config.checkpoint = true;
-  c.arm_settings["zero"] = 2;
+  c.settings = testing::regime_settings("data_parallel", c, {{"ranks", 2}, {"bucket_mb", 0.5}, {"zero", 2}});
   testing::run_data_parallel_ranks(c);
   const double diff = max_abs_diff(final_weights("single"), final_weights("ddp2"));
   std::cout << "[ measured ] checkpointed data_parallel 2 (zero 2) vs single: max |param diff| = " << diff << "\n";
@@ -142,7 +141,7 @@ TEST_F(VolumeRegimes, CheckpointedTwoRanksWithZero2EqualSingle) {
 
 // The last step's record carries the held-out volumes' mean Dice.
 TEST_F(VolumeRegimes, SingleRecordsTheDiceOfTheHeldOutVolumes) {
-  make_single()->run_role(context("single", 1));
+  find_regime("single").run_role(context("single", 1));
   const std::vector<json> r = records("single", "trainer");
   ASSERT_EQ(r.size(), 2u);
   ASSERT_TRUE(r.back().contains("eval")) << r.back().dump();

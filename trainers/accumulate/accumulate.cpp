@@ -1,19 +1,43 @@
-#include "trainers/local_loop.h"
-#include "trainers/regimes.h"
+#include "trainers/accumulate/accumulate.h"
 
-namespace quartet::trainers {
+#include "trainers/local_loop.h"
+
+namespace quartet::trainers::accumulate {
 namespace {
 
-// Gradient accumulation: k micro-batches of batch/k, one optimizer step. Same update
-// as `single` with the whole batch (no BatchNorm), with about 1/k of its activations.
-class Accumulate : public Regime {
+class Accumulate final : public RegimeOf<Settings> {
  public:
-  std::vector<std::string> roles(const TrainConfig&) const override { return {"trainer"}; }
-  void run_role(const RoleContext& ctx) const override { train_locally(ctx); }
+  std::string_view name() const override { return "accumulate"; }
+  std::string_view summary() const override {
+    return "one process, k micro-batches of B/k, one optimizer step";
+  }
+
+ protected:
+  void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
+    if (f.train.batch % s.micro_batches != 0)
+      throw SettingsError(f.path + ".micro_batches: " + std::to_string(s.micro_batches) + " does not divide the batch " +
+                          std::to_string(f.train.batch) + "; batches must split evenly");
+  }
+  std::vector<std::string> roles_of(const Settings&) const override { return {"trainer"}; }
+  void run(const RoleContext& ctx, const Settings& s) const override { train_locally(ctx, s.micro_batches); }
 };
 
 }  // namespace
 
-std::unique_ptr<Regime> make_accumulate() { return std::make_unique<Accumulate>(); }
+const SettingsTable<Settings>& Settings::table() {
+  static const SettingsTable<Settings> t = [] {
+    SettingsTable<Settings> t;
+    t.add(&Settings::micro_batches, "micro_batches",
+          "micro-batches per optimizer step, batch / micro_batches samples each; the batch must split evenly")
+        .at_least(1);
+    return t;
+  }();
+  return t;
+}
 
-}  // namespace quartet::trainers
+const Regime& regime() {
+  static const Accumulate r;
+  return r;
+}
+
+}  // namespace quartet::trainers::accumulate

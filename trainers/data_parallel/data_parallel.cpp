@@ -1,8 +1,4 @@
-// data_parallel: N ranks, each B/N of every global batch, gradients averaged by bucketed
-// asynchronous all-reduces while backward runs (trainers/data_parallel/reducer.h), the same
-// optimizer step on every rank. Optional SyncBatchNorm, ZeRO-style sharding (zero 1:
-// optimizer state, zero 2: also gradients) and fp16 compression. docs/data_parallel.md
-// says what is measured.
+#include "trainers/data_parallel/data_parallel.h"
 
 #include <cmath>
 #include <fstream>
@@ -17,56 +13,18 @@
 #include "trainers/data_parallel/reducer.h"
 #include "trainers/local_loop.h"
 #include "trainers/metrics.h"
-#include "trainers/regimes.h"
 #include "transport/gloo_collectives.h"
 #include "transport/shm_collectives.h"
 #include "transport/store.h"
 #include "workloads/sampler.h"
 
-namespace quartet::trainers {
+namespace quartet::trainers::data_parallel {
 namespace {
 
 namespace fs = std::filesystem;
 using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
-
-struct Settings {
-  std::string backend = "gloo";
-  double bucket_mb = 25.0;
-  bool sync_bn = false;
-  int zero = 0;
-  std::string compress = "none";
-};
-
-Settings settings_from(const nlohmann::json& arm) {
-  Settings s;
-  s.backend = arm.value("backend", s.backend);
-  s.bucket_mb = arm.value("bucket_mb", s.bucket_mb);
-  s.sync_bn = arm.value("sync_bn", s.sync_bn);
-  s.zero = arm.value("zero", s.zero);
-  s.compress = arm.value("compress", s.compress);
-  return s;
-}
-
-// The spec validates these too; this guards regimes run without one (tests, embedders).
-void check(const TrainConfig& cfg, const Settings& s) {
-  if (cfg.ranks < 1) throw std::invalid_argument("ranks: expected an integer >= 1, got " + std::to_string(cfg.ranks));
-  if (cfg.micro_batches < 1)
-    throw std::invalid_argument("micro_batches: expected an integer >= 1, got " + std::to_string(cfg.micro_batches));
-  if (cfg.batch % (cfg.ranks * cfg.micro_batches) != 0)
-    throw std::invalid_argument("batch " + std::to_string(cfg.batch) + " does not split evenly over ranks " +
-                                std::to_string(cfg.ranks) + " x micro_batches " + std::to_string(cfg.micro_batches));
-  if (s.backend == "nccl")
-    throw std::invalid_argument("backend \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; use "
-                                "\"gloo\" or \"shm\"");
-  if (s.backend != "gloo" && s.backend != "shm")
-    throw std::invalid_argument("backend: expected \"gloo\", \"shm\" or \"nccl\", got \"" + s.backend + "\"");
-  if (!(s.bucket_mb > 0.0)) throw std::invalid_argument("bucket_mb: expected a number > 0");
-  if (s.zero < 0 || s.zero > 2) throw std::invalid_argument("zero: expected 0, 1 or 2, got " + std::to_string(s.zero));
-  if (s.compress != "none" && s.compress != "fp16")
-    throw std::invalid_argument("compress: expected \"none\" or \"fp16\", got \"" + s.compress + "\"");
-}
 
 // The engine lists a module's children to its subclasses only; a pointer to that
 // protected member, taken through a subclass, walks any module tree.
@@ -96,16 +54,15 @@ class SyncStats final : public engine::StatsReducer {
   CommCounters& counters_;
 };
 
-std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& backend) {
+std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const Settings& s) {
   if (!ctx.coordinator)
     throw std::runtime_error("data_parallel: " + ctx.role + " has no connection to the run's coordinator, which the "
                              "ranks rendezvous through");
-  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
-  if (backend == "shm")
-    return transport::make_shm_collectives(store, ctx.rank, ctx.config.ranks,
-                                           transport::shm_options_from_environment());
-  return transport::make_gloo_collectives(store, ctx.rank, ctx.config.ranks,
-                                          transport::gloo_options_from_environment());
+  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + s.backend + "/");
+  const int ranks = static_cast<int>(s.ranks);
+  if (s.backend == "shm")
+    return transport::make_shm_collectives(store, ctx.rank, ranks, transport::shm_options_from_environment());
+  return transport::make_gloo_collectives(store, ctx.rank, ranks, transport::gloo_options_from_environment());
 }
 
 // Every rank starts from rank 0's parameters and buffers (DDP's constructor does this).
@@ -146,7 +103,7 @@ int64_t records_bytes_through(const fs::path& path, int64_t step) {
 
 // zero 0 and rank 0 share the arm's checkpoint; a sharded optimizer's other ranks keep
 // their own shard beside it.
-fs::path own_checkpoint(const RoleContext& ctx, int zero) {
+fs::path own_checkpoint(const RoleContext& ctx, int64_t zero) {
   if (zero == 0 || ctx.rank == 0) return checkpoint_path(ctx.arm_dir);
   return ctx.arm_dir / ("checkpoint." + ctx.role + ".safetensors");
 }
@@ -170,18 +127,16 @@ double clip_sharded(Tensor& grad, double max_norm, transport::Collectives& comm,
   return s;
 }
 
-void train_data_parallel(const RoleContext& ctx) {
+void train_data_parallel(const RoleContext& ctx, const Settings& set) {
   const TrainConfig& cfg = ctx.config;
-  const Settings set = settings_from(ctx.arm_settings);
-  check(cfg, set);
   const workloads::Workload& wl = *ctx.workload;
   const int64_t train_size = wl.train_size();
   const LoopPlan plan = plan_loop(cfg, train_size);
-  const int ranks = cfg.ranks;
+  const int64_t ranks = set.ranks;
   const int64_t per_rank = cfg.batch / ranks;
-  const int64_t micro = per_rank / cfg.micro_batches;
+  const int64_t micro = per_rank / set.micro_batches;
 
-  std::unique_ptr<transport::Collectives> comm = connect(ctx, set.backend);
+  std::unique_ptr<transport::Collectives> comm = connect(ctx, set);
   CommCounters counters;
   std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   SyncStats sync_stats(*comm, counters);
@@ -193,7 +148,7 @@ void train_data_parallel(const RoleContext& ctx) {
   std::vector<Tensor> params = model->parameters();
   GradReducer reducer(params, *comm, counters,
                       {.bucket_bytes = static_cast<int64_t>(set.bucket_mb * 1024 * 1024),
-                       .zero = set.zero,
+                       .zero = static_cast<int>(set.zero),
                        .fp16 = set.compress == "fp16"});
   // zero 1, 2: the optimizer sees one flat tensor, this rank's shard of the parameters;
   // SGD and Adam are element-wise, so stepping shards equals stepping the whole.
@@ -241,13 +196,13 @@ void train_data_parallel(const RoleContext& ctx) {
       const CommCounters before = counters;
       sync_stats.seconds = 0.0;
       double loss_sum = 0.0;
-      for (int64_t m = 0; m < cfg.micro_batches; ++m) {
+      for (int64_t m = 0; m < set.micro_batches; ++m) {
         Stopwatch t;
         // This rank's slice of the global batch, then its m-th micro-batch.
         const auto first = order.begin() + b * cfg.batch + ctx.rank * per_rank + m * micro;
         workloads::Batch batch = wl.train_batch(std::vector<int64_t>(first, first + micro), epoch);
         r.data += t.seconds();
-        reducer.prepare(m + 1 == cfg.micro_batches);
+        reducer.prepare(m + 1 == set.micro_batches);
         double synced = sync_stats.seconds;
         t.restart();
         engine::Tensor loss = wl.loss(model->forward(batch.x), batch.y);
@@ -255,7 +210,7 @@ void train_data_parallel(const RoleContext& ctx) {
         synced = sync_stats.seconds;
         t.restart();
         loss_sum += loss.item();
-        engine::scale(loss, 1.0f / static_cast<float>(cfg.micro_batches)).backward();
+        engine::scale(loss, 1.0f / static_cast<float>(set.micro_batches)).backward();
         r.backward += t.seconds() - (sync_stats.seconds - synced);
       }
       double exposed = reducer.finish() + sync_stats.seconds;
@@ -287,7 +242,7 @@ void train_data_parallel(const RoleContext& ctx) {
       r.step = pos.step;
       r.samples = pos.samples;  // the arm's samples: every rank's slices of every step
       r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train_size);
-      r.loss = loss_sum / static_cast<double>(cfg.micro_batches);  // this rank's slice
+      r.loss = loss_sum / static_cast<double>(set.micro_batches);  // this rank's slice
       r.lr = optimizer->lr();
       r.comm_exposed = exposed;
       r.bytes_sent = counters.bytes;
@@ -324,18 +279,67 @@ void train_data_parallel(const RoleContext& ctx) {
   if (ctx.rank == 0) engine::save_safetensors(final_weights_path(ctx.arm_dir).string(), model->state_dict());
 }
 
-// Roles "rank0" .. "rank{N-1}"; a role's rank is its place in this list.
-class DataParallel : public Regime {
+class DataParallel final : public RegimeOf<Settings> {
  public:
-  std::vector<std::string> roles(const TrainConfig& config) const override {
+  std::string_view name() const override { return "data_parallel"; }
+  std::string_view summary() const override {
+    return "N rank processes, B/N each, bucketed gradient all-reduce overlapped with backward";
+  }
+
+ protected:
+  void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
+    if (s.backend == "nccl")
+      throw SettingsError(f.path + ".backend: \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; "
+                          "use \"gloo\" or \"shm\" (CPU)");
+    const int64_t parts = s.ranks * s.micro_batches;
+    if (f.train.batch % parts != 0)
+      throw SettingsError(f.path + ".ranks: the batch " + std::to_string(f.train.batch) +
+                          " does not split evenly over " + std::to_string(s.ranks) + " ranks x " +
+                          std::to_string(s.micro_batches) +
+                          " micro_batches; it must be a multiple of ranks x micro_batches (" + std::to_string(parts) +
+                          ")");
+    if (s.backend == "shm" && !f.remote.empty())
+      throw SettingsError(f.path + ".remote: backend \"shm\" needs every rank on this host; ranks on other hosts "
+                          "need \"gloo\"");
+  }
+  // A role's rank is its place in this list.
+  std::vector<std::string> roles_of(const Settings& s) const override {
     std::vector<std::string> r;
-    for (int i = 0; i < std::max(1, config.ranks); ++i) r.push_back("rank" + std::to_string(i));
+    for (int64_t i = 0; i < s.ranks; ++i) r.push_back("rank" + std::to_string(i));
     return r;
   }
-  void run_role(const RoleContext& ctx) const override { train_data_parallel(ctx); }
+  void run(const RoleContext& ctx, const Settings& s) const override { train_data_parallel(ctx, s); }
 };
 
 }  // namespace
+
+const SettingsTable<Settings>& Settings::table() {
+  static const SettingsTable<Settings> t = [] {
+    SettingsTable<Settings> t;
+    t.add(&Settings::ranks, "ranks", "processes, each batch / ranks of every batch").at_least(1).at_most(1024).needed();
+    t.add(&Settings::micro_batches, "micro_batches",
+          "micro-batches per rank and step, gradients communicated on the last only; the batch must split evenly "
+          "over ranks x micro_batches")
+        .at_least(1);
+    t.add(&Settings::backend, "backend",
+          "collectives: \"gloo\" (CPU, TCP, any hosts), \"shm\" (CPU, shared memory, every rank on one host) or "
+          "\"nccl\" (GPU)")
+        .allowed({"gloo", "shm", "nccl"});
+    t.add(&Settings::bucket_mb, "bucket_mb", "gradient bucket size in MiB (the default is PyTorch DDP's)").above(0.0);
+    t.add(&Settings::sync_bn, "sync_bn", "SyncBatchNorm: batch statistics over every rank");
+    t.add(&Settings::zero, "zero", "ZeRO stage: 1 shards the optimizer state, 2 also the gradients")
+        .at_least(0)
+        .at_most(2);
+    t.add(&Settings::compress, "compress", "encoding of the gradients it reduces").allowed({"none", "fp16"});
+    return t;
+  }();
+  return t;
+}
+
+const Regime& regime() {
+  static const DataParallel r;
+  return r;
+}
 
 std::unique_ptr<Regime> make_data_parallel() { return std::make_unique<DataParallel>(); }
 

@@ -37,7 +37,7 @@ struct CommCounters {
 };
 
 struct ReducerOptions {
-  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t bucket_bytes = 0;  // a bucket closes once it holds this many bytes (at least one parameter)
   int zero = 0;       // 0: replicate everything; 1: shard optimizer state; 2: also gradients
   bool fp16 = false;  // gradients travel as IEEE half: rounded before and after the collective
 };

@@ -1,37 +1,50 @@
-// The federated regime: a server role runs the rounds (trainers/federated/server.cpp), pool
-// roles host the virtual clients (trainers/federated/pool.cpp); the strategy
-// (trainers/federated/strategy.h) decides whom to ask and how to average. See docs/federated.md.
+#include "trainers/federated/federated.h"
 
-#include <stdexcept>
+#include <algorithm>
 
 #include "trainers/federated/roles.h"
-#include "trainers/regimes.h"
 #include "trainers/virtual_clients.h"
 
-namespace quartet::trainers {
+namespace quartet::trainers::federated {
 namespace {
 
-class Federated : public Regime {
+class Federated final : public RegimeOf<Settings> {
  public:
-  std::vector<std::string> roles(const TrainConfig& config) const override {
-    const federated::FederatedSettings s = federated::federated_settings(config.arm_settings);
-    std::vector<std::string> out{"server"};
-    for (int64_t p = 0; p < s.processes; ++p) out.push_back("pool" + std::to_string(p));
-    return out;
+  std::string_view name() const override { return "federated"; }
+  std::string_view summary() const override {
+    return "a server and K virtual clients on a pool of processes; FedAvg, FedProx, FedAvgM";
   }
-
+  std::string_view step_unit() const override { return "round"; }
   // A lost pool only costs its clients' updates (left out of rounds by the deadline).
   bool essential(const std::string& role) const override { return role == "server"; }
 
-  void run_role(const RoleContext& ctx) const override {
-    const federated::FederatedSettings s = federated::federated_settings(ctx.arm_settings);
-    if (ctx.role == "server") return federated::run_server(ctx, s);
-    return federated::run_pool(ctx, s, pool_index(ctx.role, s.processes, "federated"));
+ protected:
+  void complete(Settings& s, const ArmFacts& f, const nlohmann::json& given) const override {
+    if (s.strategy != "fedprox") {
+      if (given.contains("mu") && s.mu != 0.0)
+        throw SettingsError(f.path + ".mu: only the fedprox strategy has a proximal term, this arm's strategy is " +
+                            s.strategy);
+      s.mu = 0.0;
+    }
+    if (s.strategy != "fedavgm" && !given.contains("server_momentum")) s.server_momentum = 0.0;
+    if (s.min_clients > s.clients)
+      throw SettingsError(f.path + ".min_clients: expected at most clients (" + std::to_string(s.clients) + "), got " +
+                          std::to_string(s.min_clients));
+    if (!s.processes) s.processes = std::min(f.cores, s.clients);
+    check_processes(*s.processes, s.clients, f.path);
+  }
+  std::vector<std::string> roles_of(const Settings& s) const override { return server_and_pools(s.pools()); }
+  void run(const RoleContext& ctx, const Settings& s) const override {
+    if (ctx.role == "server") return run_server(ctx, s);
+    return run_pool(ctx, s, pool_index(ctx.role, s.pools(), "federated"));
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Regime> make_federated() { return std::make_unique<Federated>(); }
+const Regime& regime() {
+  static const Federated r;
+  return r;
+}
 
-}  // namespace quartet::trainers
+}  // namespace quartet::trainers::federated

@@ -59,7 +59,7 @@ class TrainGate {
 
 struct Pool {
   const RoleContext& ctx;
-  const FederatedSettings& settings;
+  const Settings& settings;
   workloads::Partition partition;
   TrainGate train_gate;
   std::mutex records_mutex;
@@ -167,20 +167,18 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
 
 }  // namespace
 
-void run_pool(const RoleContext& ctx, const FederatedSettings& settings, int64_t index) {
+void run_pool(const RoleContext& ctx, const Settings& settings, int64_t index) {
   if (!ctx.coordinator) throw std::invalid_argument("federated pool: needs the run's coordinator to find the server");
   Pool pool{ctx, settings, {}, {}, {}, {}};
-  workloads::PartitionSpec ps = settings.partition;
-  ps.seed = ctx.config.seed;
-  pool.partition = workloads::make_partition(ps, *ctx.workload);
+  pool.partition = client_partition(settings.partition, settings.clients, ctx.config.seed, *ctx.workload);
   pool.records = std::make_unique<JsonlWriter>(records_path(ctx.arm_dir, ctx.role).string());
 
   std::vector<std::thread> threads;
-  for (int64_t c = index; c < settings.clients; c += settings.processes)
+  for (int64_t c = index; c < settings.clients; c += settings.pools())
     threads.emplace_back([&pool, c] {
       std::vector<float> residual;  // top-k error feedback: what earlier rounds did not send
       run_virtual_client(pool.ctx, "federated", {server_address_key(pool.ctx.arm), server_token_key(pool.ctx.arm)},
-                         kClientRolePrefix + std::to_string(c), pool.settings.link, pool.settings.join_timeout_s, c,
+                         kClientRolePrefix + std::to_string(c), pool.ctx.link, pool.settings.join_timeout_s, c,
                          [&](transport::Connection& conn, const transport::Frame& frame) {
                            serve_round(pool, conn, c, transport::decode_message<RoundStart>(frame.payload), residual);
                          });

@@ -66,12 +66,12 @@ struct Slot {
 };
 
 struct FlServer {
-  FlServer(const RoleContext& ctx, const FederatedSettings& s) : ctx_(ctx), s_(s), slots_(s.clients) {}
+  FlServer(const RoleContext& ctx, const Settings& s) : ctx_(ctx), s_(s), slots_(s.clients) {}
 
   // The client proxy: one thread per connected client.
   void handle(transport::Connection& conn, const transport::Hello& hello) {
     const int64_t client = parse_client_role(hello.role, kClientRolePrefix);
-    conn.set_link(transport::link_profile(s_.link));
+    conn.set_link(transport::link_profile(ctx_.link));
     {
       std::lock_guard lock(mutex_);
       if (client < 0 || client >= s_.clients || slots_[client].conn) {
@@ -198,7 +198,7 @@ struct FlServer {
   }
 
   const RoleContext& ctx_;
-  const FederatedSettings& s_;
+  const Settings& s_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<Slot> slots_;
@@ -273,14 +273,12 @@ bool load_server_checkpoint(const std::filesystem::path& path, const engine::Nam
 
 }  // namespace
 
-void run_server(const RoleContext& ctx, const FederatedSettings& s) {
+void run_server(const RoleContext& ctx, const Settings& s) {
   if (!ctx.coordinator) throw std::invalid_argument("federated server: needs the run's coordinator for rendezvous");
   const workloads::Workload& wl = *ctx.workload;
   const TrainConfig& cfg = ctx.config;
-  workloads::PartitionSpec ps = s.partition;
-  ps.seed = cfg.seed;
-  const workloads::Partition partition = workloads::make_partition(ps, wl);
-  std::unique_ptr<Strategy> strategy = make_strategy(s.strategy);
+  const workloads::Partition partition = client_partition(s.partition, s.clients, cfg.seed, wl);
+  std::unique_ptr<Strategy> strategy = make_strategy(s.strategy_config());
 
   std::shared_ptr<engine::Model> model = wl.make_model(ctx.model_name, cfg.seed);
   engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);

@@ -93,10 +93,11 @@ int64_t clients_per_round(int64_t num_clients, double fraction, int64_t min_clie
 // resumed run asks the same clients. requires 1 <= count <= num_clients.
 std::vector<int64_t> sample_clients(int64_t num_clients, int64_t count, uint64_t seed, int64_t round);
 
+// The arm's strategy settings (federated::Settings, which holds their defaults).
 struct StrategyConfig {
-  std::string name = "fedavg";    // fedavg, fedprox, fedavgm
-  double mu = 0.01;               // fedprox: proximal weight
-  double server_momentum = 0.9;   // fedavgm: beta
+  std::string name;               // fedavg, fedprox, fedavgm
+  double mu = 0.0;                // fedprox: proximal weight
+  double server_momentum = 0.0;   // fedavgm: beta
   double server_lr = 1.0;         // fedavgm: server learning rate
 };
 

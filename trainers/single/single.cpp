@@ -1,22 +1,30 @@
-#include "trainers/local_loop.h"
-#include "trainers/regimes.h"
+#include "trainers/single/single.h"
 
-namespace quartet::trainers {
+#include "trainers/local_loop.h"
+
+namespace quartet::trainers::single {
 namespace {
 
-// The baseline: one process, the whole batch per step.
-class Single : public Regime {
+class Single final : public RegimeOf<Settings> {
  public:
-  std::vector<std::string> roles(const TrainConfig&) const override { return {"trainer"}; }
-  void run_role(const RoleContext& ctx) const override {
-    RoleContext one = ctx;
-    one.config.micro_batches = 1;
-    train_locally(one);
-  }
+  std::string_view name() const override { return "single"; }
+  std::string_view summary() const override { return "one process, batch B (the baseline)"; }
+
+ protected:
+  std::vector<std::string> roles_of(const Settings&) const override { return {"trainer"}; }
+  void run(const RoleContext& ctx, const Settings&) const override { train_locally(ctx, 1); }
 };
 
 }  // namespace
 
-std::unique_ptr<Regime> make_single() { return std::make_unique<Single>(); }
+const SettingsTable<Settings>& Settings::table() {
+  static const SettingsTable<Settings> t;
+  return t;
+}
 
-}  // namespace quartet::trainers
+const Regime& regime() {
+  static const Single r;
+  return r;
+}
+
+}  // namespace quartet::trainers::single

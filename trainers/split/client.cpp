@@ -37,7 +37,7 @@ struct ClientState {
 
 struct Pool {
   const RoleContext& ctx;
-  const SplitSettings& settings;
+  const Settings& settings;
   workloads::Partition partition;
   Cut cut;
   std::mutex compute_mutex;
@@ -45,7 +45,7 @@ struct Pool {
   std::unique_ptr<JsonlWriter> records;
 };
 
-transport::Deadline step_timeout(const SplitSettings& s) {
+transport::Deadline step_timeout(const Settings& s) {
   return std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(s.step_timeout_s));
 }
 
@@ -169,21 +169,19 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
 
 }  // namespace
 
-void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t index) {
+void run_pool(const RoleContext& ctx, const Settings& settings, int64_t index) {
   if (!ctx.coordinator) throw std::invalid_argument("split pool: needs the run's coordinator to find the server");
   Pool pool{ctx, settings, {}, {}, {}, {}, {}};
-  workloads::PartitionSpec ps = settings.partition;
-  ps.seed = ctx.config.seed;
-  pool.partition = workloads::make_partition(ps, *ctx.workload);
+  pool.partition = client_partition(settings.partition, settings.clients, ctx.config.seed, *ctx.workload);
   pool.cut = resolve_cut(*ctx.workload->make_model(ctx.model_name, ctx.config.seed), settings);
   pool.records = std::make_unique<JsonlWriter>(records_path(ctx.arm_dir, ctx.role).string(), int64_t{0});
 
   std::vector<std::thread> threads;
-  for (int64_t c = index; c < settings.clients; c += settings.processes)
+  for (int64_t c = index; c < settings.clients; c += settings.pools())
     threads.emplace_back([&pool, c] {
       ClientState cs;
       run_virtual_client(pool.ctx, "split", {server_address_key(pool.ctx.arm), server_token_key(pool.ctx.arm)},
-                         kClientRolePrefix + std::to_string(c), pool.settings.link, pool.settings.join_timeout_s, c,
+                         kClientRolePrefix + std::to_string(c), pool.ctx.link, pool.settings.join_timeout_s, c,
                          [&](transport::Connection& conn, const transport::Frame& frame) {
                            const Turn turn = transport::decode_message<Turn>(frame.payload);
                            run_turn(pool, cs, conn, c, turn);

@@ -146,7 +146,7 @@ engine::TensorList grads_of(const engine::TensorList& leaves) {
 
 class SplitServer {
  public:
-  SplitServer(const RoleContext& ctx, const SplitSettings& s) : ctx_(ctx), s_(s), slots_(s.clients) {}
+  SplitServer(const RoleContext& ctx, const Settings& s) : ctx_(ctx), s_(s), slots_(s.clients) {}
 
   void run();
 
@@ -163,7 +163,7 @@ class SplitServer {
   nlohmann::json turn_json(const TurnOutcome& o) const;
 
   const RoleContext& ctx_;
-  const SplitSettings& s_;
+  const Settings& s_;
   Slots slots_;
   Cut cut_;
   std::shared_ptr<engine::Model> model_;
@@ -326,9 +326,7 @@ void SplitServer::run() {
   const TrainConfig& cfg = ctx_.config;
   if (cfg.clip_grad_norm > 0.0)
     throw std::invalid_argument("split: clip_grad_norm is not supported (the norm would span both sides of the cut)");
-  workloads::PartitionSpec ps = s_.partition;
-  ps.seed = cfg.seed;
-  const workloads::Partition partition = workloads::make_partition(ps, wl);
+  const workloads::Partition partition = client_partition(s_.partition, s_.clients, cfg.seed, wl);
   model_ = load_initial_model(ctx_);
   cut_ = resolve_cut(*model_, s_);
   client_stages_ = cut_.client_stages();
@@ -362,7 +360,7 @@ void SplitServer::run() {
   so.max_connections = static_cast<size_t>(s_.clients) + 16;
   so.log = [](const std::string& line) { log(line); };
   transport::Server server(so, [this](transport::Connection& c, const transport::Hello& h) {
-    slots_.handle(c, h, s_.link);
+    slots_.handle(c, h, ctx_.link);
   });
   ctx_.coordinator->kv_set(server_token_key(ctx_.arm), so.token);
   ctx_.coordinator->kv_set(server_address_key(ctx_.arm), so.address + ":" + std::to_string(server.port()));
@@ -403,10 +401,10 @@ void SplitServer::run() {
     r.messages = messages;
     nlohmann::json detail = nlohmann::json::array();
     for (const TurnOutcome* o : turns) detail.push_back(turn_json(*o));
-    nlohmann::json cuts = s_.cuts;
+    nlohmann::json cuts = s_.stage_cuts();
     return std::pair{r, nlohmann::json{{"split", {{"variant", s_.variant},
                                                   {"cuts", cuts},
-                                                  {"server_halves", parallel ? s_.server_halves : ""},
+                                                  {"server_halves", parallel ? s_.server_halves.value_or("") : ""},
                                                   {"epoch", epoch},
                                                   {"client_half_bytes", client_half_floats_ * 4},
                                                   {"turns", detail}}}}};
@@ -433,7 +431,7 @@ void SplitServer::run() {
       std::vector<TurnOutcome> outs(static_cast<size_t>(s_.clients));
       std::vector<std::shared_ptr<engine::Model>> copies(static_cast<size_t>(s_.clients));
       std::vector<std::unique_ptr<engine::Optimizer>> copy_opts(static_cast<size_t>(s_.clients));
-      const bool shared = s_.server_halves == "shared";
+      const bool shared = s_.server_halves.value_or("") == "shared";
       std::vector<std::thread> threads;
       for (int64_t c = 0; c < s_.clients; ++c) {
         Turn turn{epoch, c, std::min(steps_of[c], steps), cfg.batch, {}, true};
@@ -480,6 +478,6 @@ void SplitServer::run() {
 
 }  // namespace
 
-void run_server(const RoleContext& ctx, const SplitSettings& settings) { SplitServer(ctx, settings).run(); }
+void run_server(const RoleContext& ctx, const Settings& settings) { SplitServer(ctx, settings).run(); }
 
 }  // namespace quartet::trainers::split

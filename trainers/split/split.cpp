@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "trainers/regimes.h"
 #include "trainers/virtual_clients.h"
 
 namespace quartet::trainers::split {
@@ -15,54 +14,42 @@ namespace quartet::trainers::split {
 std::vector<std::string> variant_names() { return {"vanilla", "ushaped", "splitfed"}; }
 std::vector<std::string> server_halves_names() { return {"per_client", "shared"}; }
 
-namespace {
-
-bool one_of(const std::string& v, const std::vector<std::string>& allowed) {
-  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+const SettingsTable<Settings>& Settings::table() {
+  static const SettingsTable<Settings> t = [] {
+    using S = Settings;
+    SettingsTable<S> t;
+    t.add(&S::clients, "clients", "logical clients K, each with its own partition and connection").at_least(1);
+    t.add(&S::variant, "variant",
+          "vanilla (clients in turn), ushaped (labels stay on the client), splitfed (clients in parallel, halves "
+          "averaged every epoch)")
+        .allowed(variant_names());
+    t.add(&S::cut, "cut",
+          "vanilla, splitfed: the client's last stage (quartet list models); the server runs the rest");
+    t.add(&S::cuts, "cuts",
+          "ushaped: [a, b]: the client runs the stages up to a and after b, and keeps the labels; the server runs the "
+          "stages after a up to b")
+        .at_least(2)
+        .at_most(2);
+    t.add(&S::server_halves, "server_halves",
+          "splitfed: per_client (SFLv1, server halves averaged; the default) or shared (SFLv2)")
+        .allowed(server_halves_names());
+    t.add(&S::partition, "partition", "how the training set is split among the clients", partition_table());
+    t.add(&S::processes, "processes",
+          "pool processes hosting the virtual clients, at most clients; default 1 (vanilla, ushaped: clients take "
+          "turns), splitfed min(cores, clients)")
+        .at_least(1);
+    t.add(&S::step_timeout_s, "step_timeout_s",
+          "seconds a silent client or server may take in a turn before it is dropped")
+        .above(0.0);
+    return t;
+  }();
+  return t;
 }
 
-std::string joined(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-}  // namespace
-
-SplitSettings split_settings(const nlohmann::json& arm) {
-  SplitSettings s;
-  auto bad = [](const std::string& field, const std::string& what) {
-    return std::invalid_argument("split arm: " + field + ": " + what);
-  };
-  s.clients = arm.value("clients", s.clients);
-  if (s.clients < 1) throw bad("clients", "expected >= 1");
-  s.variant = arm.value("variant", s.variant);
-  if (!one_of(s.variant, variant_names()))
-    throw bad("variant", "expected one of " + joined(variant_names()) + ", got \"" + s.variant + "\"");
-  if (s.variant == "ushaped") {
-    if (!arm.contains("cuts") || !arm.at("cuts").is_array() || arm.at("cuts").size() != 2)
-      throw bad("cuts", "the ushaped variant needs two stage names, cuts: [a, b]");
-    s.cuts = arm.at("cuts").get<std::vector<std::string>>();
-  } else {
-    if (!arm.contains("cut") || !arm.at("cut").is_string())
-      throw bad("cut", "the " + s.variant + " variant needs cut: a stage name (quartet list models)");
-    s.cuts = {arm.at("cut").get<std::string>()};
-  }
-  s.server_halves = arm.value("server_halves", s.server_halves);
-  if (!one_of(s.server_halves, server_halves_names()))
-    throw bad("server_halves", "expected one of " + joined(server_halves_names()) + ", got \"" + s.server_halves + "\"");
-  s.partition = partition_spec(arm, s.clients);
-  // Vanilla and U-shaped clients take turns, so one pool serves them all; SplitFed's run
-  // at once, one pool per core.
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  s.processes = arm.value("processes", s.variant == "splitfed" ? std::min(cores, s.clients) : int64_t{1});
-  if (s.processes < 1) throw bad("processes", "expected >= 1");
-  s.processes = std::min(s.processes, s.clients);
-  s.link = arm.value("link", s.link);
-  s.join_timeout_s = arm.value("join_timeout_s", s.join_timeout_s);
-  s.step_timeout_s = arm.value("step_timeout_s", s.step_timeout_s);
-  if (!(s.step_timeout_s > 0.0)) throw bad("step_timeout_s", "expected > 0");
-  return s;
+std::vector<std::string> Settings::stage_cuts() const {
+  if (cuts) return *cuts;
+  if (cut) return {*cut};
+  return {};
 }
 
 std::vector<int> Cut::client_stages() const {
@@ -79,7 +66,7 @@ std::vector<int> Cut::server_stages() const {
   return out;
 }
 
-Cut resolve_cut(const engine::Model& model, const SplitSettings& s) {
+Cut resolve_cut(const engine::Model& model, const Settings& settings) {
   std::string names;
   for (const auto& n : model.stage_names()) names += (names.empty() ? "" : ", ") + n;
   auto index = [&](const std::string& name) {
@@ -89,22 +76,23 @@ Cut resolve_cut(const engine::Model& model, const SplitSettings& s) {
       throw std::invalid_argument("split: cut \"" + name + "\" is not a stage of the model; its stages are " + names);
     return static_cast<int>(it - v.begin());
   };
+  const std::vector<std::string> cuts = settings.stage_cuts();
   Cut c;
   c.stages = model.num_stages();
-  if (s.cuts.empty()) throw std::invalid_argument("split: no cut; name a stage of the model (" + names + ")");
+  if (cuts.empty()) throw std::invalid_argument("split: no cut; name a stage of the model (" + names + ")");
   // A cut names the last stage before it: the client runs up to and including it.
-  c.lower = index(s.cuts[0]) + 1;
+  c.lower = index(cuts[0]) + 1;
   c.upper = c.stages;
-  if (s.cuts.size() == 2) {
+  if (cuts.size() == 2) {
     c.ushaped = true;
-    c.upper = index(s.cuts[1]) + 1;
+    c.upper = index(cuts[1]) + 1;
     if (c.upper <= c.lower || c.upper >= c.stages)
-      throw std::invalid_argument("split: cuts [\"" + s.cuts[0] + "\", \"" + s.cuts[1] +
+      throw std::invalid_argument("split: cuts [\"" + cuts[0] + "\", \"" + cuts[1] +
                                   "\"] must be in stage order with a server stage between them and a client stage "
                                   "after the second (stages: " + names + ")");
   }
   if (c.lower >= c.stages)
-    throw std::invalid_argument("split: cut \"" + s.cuts[0] +
+    throw std::invalid_argument("split: cut \"" + cuts[0] +
                                 "\" is the last stage, which would leave the server nothing to run; the cut names the "
                                 "client's last stage, one of " + names);
   return c;
@@ -175,29 +163,67 @@ std::string server_token_key(const std::string& arm) { return "arm/" + arm + "/s
 
 namespace {
 
-class Split : public Regime {
+class Split final : public RegimeOf<Settings> {
  public:
-  std::vector<std::string> roles(const TrainConfig& config) const override {
-    const SplitSettings s = split_settings(config.arm_settings);
-    std::vector<std::string> out{"server"};
-    for (int64_t p = 0; p < s.processes; ++p) out.push_back("pool" + std::to_string(p));
-    return out;
+  std::string_view name() const override { return "split"; }
+  std::string_view summary() const override {
+    return "K virtual clients run the model up to a cut, a server the rest; vanilla, U-shaped, SplitFed";
   }
-
   // A lost pool costs its clients' turns (the server drops them and goes on).
   bool essential(const std::string& role) const override { return role == "server"; }
 
-  void run_role(const RoleContext& ctx) const override {
-    const SplitSettings s = split_settings(ctx.arm_settings);
+ protected:
+  void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
+    std::string known;
+    for (const auto& st : f.stages) known += (known.empty() ? "\"" : ", \"") + st + "\"";
+    auto check_stage = [&](const std::string& field, const std::string& name) {
+      const auto it = std::find(f.stages.begin(), f.stages.end(), name);
+      if (it == f.stages.end())
+        throw SettingsError(f.path + "." + field + ": \"" + name + "\" is not a stage of " + f.model +
+                            "; its stages are " + known);
+      if (it + 1 == f.stages.end())
+        throw SettingsError(f.path + "." + field + ": \"" + name + "\" is the last stage, which leaves the server "
+                            "nothing to run; a cut names the client's last stage before it, one of " + known);
+      return it - f.stages.begin();
+    };
+    if (s.variant == "ushaped") {
+      if (s.cut) throw SettingsError(f.path + ".cut: the ushaped variant takes cuts: [a, b], not cut");
+      if (!s.cuts)
+        throw SettingsError(f.path + ".cuts: the ushaped variant needs two stage names, cuts: [a, b], from " + known);
+      const auto lo = check_stage("cuts[0]", (*s.cuts)[0]);
+      const auto hi = check_stage("cuts[1]", (*s.cuts)[1]);
+      if (hi <= lo)
+        throw SettingsError(f.path + ".cuts: the second cut must come after the first, with the server's stages "
+                            "between");
+    } else {
+      if (s.cuts) throw SettingsError(f.path + ".cuts: only the ushaped variant takes cuts; use cut");
+      if (!s.cut) throw SettingsError(f.path + ".cut: the " + s.variant + " variant needs cut, one of " + known);
+      check_stage("cut", *s.cut);
+    }
+    if (s.server_halves && s.variant != "splitfed")
+      throw SettingsError(f.path + ".server_halves: only the splitfed variant keeps server halves per client or "
+                          "shared");
+    if (s.variant == "splitfed" && !s.server_halves) s.server_halves = "per_client";
+    // Vanilla and U-shaped clients take turns, so one pool serves them all; SplitFed's run
+    // at once, one pool per core.
+    if (!s.processes) s.processes = s.variant == "splitfed" ? std::min(f.cores, s.clients) : int64_t{1};
+    check_processes(*s.processes, s.clients, f.path);
+    if (f.train.clip_grad_norm > 0.0)
+      throw SettingsError(f.path + ".train.clip_grad_norm: the split regime does not clip (the norm spans both "
+                          "sides of the cut); use 0");
+  }
+  std::vector<std::string> roles_of(const Settings& s) const override { return server_and_pools(s.pools()); }
+  void run(const RoleContext& ctx, const Settings& s) const override {
     if (ctx.role == "server") return run_server(ctx, s);
-    return run_pool(ctx, s, pool_index(ctx.role, s.processes, "split"));
+    return run_pool(ctx, s, pool_index(ctx.role, s.pools(), "split"));
   }
 };
 
 }  // namespace
 
-}  // namespace quartet::trainers::split
+const Regime& regime() {
+  static const Split r;
+  return r;
+}
 
-namespace quartet::trainers {
-std::unique_ptr<Regime> make_split() { return std::make_unique<split::Split>(); }
-}  // namespace quartet::trainers
+}  // namespace quartet::trainers::split

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -21,24 +22,27 @@
 
 namespace quartet::trainers::split {
 
-struct SplitSettings {
+struct Settings : RegimeSettings {
   int64_t clients = 1;
-  std::string variant = "vanilla";      // vanilla, ushaped, splitfed
-  std::vector<std::string> cuts;        // one stage name (vanilla, splitfed) or two (ushaped)
-  std::string server_halves = "per_client";  // splitfed: per_client (SFLv1) or shared (SFLv2)
-  workloads::PartitionSpec partition;   // clients and seed are filled from the arm
-  int64_t processes = 1;                // pool processes hosting the virtual clients
-  std::string link = "loopback";
-  double join_timeout_s = 300.0;        // the server waits this long for every client
-  double step_timeout_s = 600.0;        // a peer silent this long in a turn is dropped
+  std::string variant = "vanilla";               // vanilla, ushaped, splitfed
+  std::optional<std::string> cut;                // vanilla, splitfed: the client's last stage
+  std::optional<std::vector<std::string>> cuts;  // ushaped: [a, b]
+  std::optional<std::string> server_halves;      // splitfed: per_client (SFLv1, the default) or shared (SFLv2)
+  workloads::PartitionSpec partition;            // its clients and seed are the arm's
+  std::optional<int64_t> processes;  // pool processes hosting the clients; filled: 1, splitfed min(cores, clients)
+  double step_timeout_s = 600.0;     // a peer silent this long in a turn is dropped
+  double join_timeout_s = 300.0;     // the server waits this long for every client (not a spec field)
+
+  static const SettingsTable<Settings>& table();
+  // The cut stage names: {cut}, or the two of cuts.
+  std::vector<std::string> stage_cuts() const;
+  int64_t pools() const { return processes.value_or(1); }
 };
+
+const Regime& regime();
 
 std::vector<std::string> variant_names();
 std::vector<std::string> server_halves_names();
-
-// From an arm's JSON (spec fields, defaults filled by the spec). Throws
-// std::invalid_argument naming the field for a value out of range.
-SplitSettings split_settings(const nlohmann::json& arm);
 
 // Where each side's stages are: a cut names the last stage before it, so the client runs
 // [0, lower) (up to and including the first cut's stage) and, U-shaped, [upper, n) (after
@@ -55,7 +59,7 @@ struct Cut {
 // Throws std::invalid_argument naming the stage and listing the model's stages when a cut
 // is not a stage name, is the last stage (nothing would run on the server), or the two
 // cuts are not in order with a server stage between them and a client stage after.
-Cut resolve_cut(const engine::Model& model, const SplitSettings& s);
+Cut resolve_cut(const engine::Model& model, const Settings& s);
 
 // The state (parameters, then buffers) of the given stages, named as in the model's
 // state_dict; the tensors are the model's own.
@@ -107,8 +111,8 @@ std::string server_address_key(const std::string& arm);
 std::string server_token_key(const std::string& arm);
 
 // requires ctx.coordinator (rendezvous), ctx.workload
-void run_server(const RoleContext& ctx, const SplitSettings& settings);
+void run_server(const RoleContext& ctx, const Settings& settings);
 // Hosts clients c with c % processes == index, one connection each.
-void run_pool(const RoleContext& ctx, const SplitSettings& settings, int64_t index);
+void run_pool(const RoleContext& ctx, const Settings& settings, int64_t index);
 
 }  // namespace quartet::trainers::split

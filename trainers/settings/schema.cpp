@@ -1,9 +1,9 @@
-#include "experiments/schema.h"
+#include "trainers/settings/schema.h"
 
 #include <cmath>
 #include <sstream>
 
-namespace quartet::experiments {
+namespace quartet::trainers {
 namespace {
 
 using nlohmann::json;
@@ -49,6 +49,67 @@ bool type_matches(const json& v, FieldType t) {
 
 }  // namespace
 
+Field& Field::at_least(double v) {
+  minimum = v;
+  return *this;
+}
+
+Field& Field::above(double v) {
+  exclusive_minimum = v;
+  return *this;
+}
+
+Field& Field::at_most(double v) {
+  maximum = v;
+  return *this;
+}
+
+Field& Field::allowed(std::vector<std::string> values) {
+  one_of = std::move(values);
+  return *this;
+}
+
+Field& Field::needed() {
+  required = true;
+  default_value = nullptr;
+  return *this;
+}
+
+Field& Field::defaults_to(json v) {
+  default_value = std::move(v);
+  return *this;
+}
+
+Field& Field::without_default() {
+  default_value = nullptr;
+  return *this;
+}
+
+Field& Field::with_fields(std::vector<Field> members) {
+  fields = std::move(members);
+  return *this;
+}
+
+Field& Field::of(Field item) {
+  items = {std::move(item)};
+  return *this;
+}
+
+Field field(std::string name, FieldType type, std::string description) {
+  Field f;
+  f.name = std::move(name);
+  f.type = type;
+  f.description = std::move(description);
+  return f;
+}
+
+std::string joined_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == words.size() ? " and " : ", ") + words[i];
+  return out;
+}
+
 std::string describe_allowed(const Field& f) {
   std::string s = type_word(f.type);
   if (!f.one_of.empty()) {
@@ -56,7 +117,11 @@ std::string describe_allowed(const Field& f) {
     for (size_t i = 0; i < f.one_of.size(); ++i) s += (i ? ", \"" : "\"") + f.one_of[i] + "\"";
     return s;
   }
-  if (f.type == FieldType::array) return f.minimum ? "an array of at least " + number_str(*f.minimum) + " entries" : s;
+  if (f.type == FieldType::array) {
+    if (f.minimum && f.maximum && *f.minimum == *f.maximum) return "an array of " + number_str(*f.minimum) + " entries";
+    if (f.minimum) return "an array of at least " + number_str(*f.minimum) + " entries";
+    return s;
+  }
   if (f.minimum) s += " ≥ " + number_str(*f.minimum);
   if (f.exclusive_minimum) s += " > " + number_str(*f.exclusive_minimum);
   if (f.maximum) s += (f.minimum || f.exclusive_minimum ? " and ≤ " : " ≤ ") + number_str(*f.maximum);
@@ -65,19 +130,19 @@ std::string describe_allowed(const Field& f) {
 
 void validate_and_fill(json& value, const Field& f, const std::string& path) {
   if (!type_matches(value, f.type))
-    throw SpecError(path + ": expected " + describe_allowed(f) + ", got " + found(value));
+    throw SettingsError(path + ": expected " + describe_allowed(f) + ", got " + found(value));
   if (f.type == FieldType::integer && value.is_number_float()) value = static_cast<int64_t>(value.get<double>());
   if (f.type == FieldType::integer || f.type == FieldType::number) {
     const double x = value.get<double>();
     if ((f.minimum && x < *f.minimum) || (f.exclusive_minimum && x <= *f.exclusive_minimum) ||
         (f.maximum && x > *f.maximum))
-      throw SpecError(path + ": expected " + describe_allowed(f) + ", got " + found(value));
+      throw SettingsError(path + ": expected " + describe_allowed(f) + ", got " + found(value));
   }
   if (f.type == FieldType::string && !f.one_of.empty()) {
     const std::string s = value.get<std::string>();
     bool ok = false;
     for (const auto& o : f.one_of) ok = ok || o == s;
-    if (!ok) throw SpecError(path + ": unknown value \"" + s + "\"; expected " + describe_allowed(f));
+    if (!ok) throw SettingsError(path + ": unknown value \"" + s + "\"; expected " + describe_allowed(f));
   }
   if (f.type == FieldType::object) {
     for (auto it = value.begin(); it != value.end(); ++it) {
@@ -86,13 +151,13 @@ void validate_and_fill(json& value, const Field& f, const std::string& path) {
       if (!known) {
         std::string names;
         for (const Field& m : f.fields) names += (names.empty() ? "" : ", ") + m.name;
-        throw SpecError(path + ": unknown field \"" + it.key() + "\"; allowed fields: " + names);
+        throw SettingsError(path + ": unknown field \"" + it.key() + "\"; allowed fields: " + names);
       }
     }
     for (const Field& m : f.fields) {
       const std::string sub = path + "." + m.name;
       if (!value.contains(m.name)) {
-        if (m.required) throw SpecError(sub + ": missing; expected " + describe_allowed(m) + " (" + m.description + ")");
+        if (m.required) throw SettingsError(sub + ": missing; expected " + describe_allowed(m) + " (" + m.description + ")");
         if (!m.default_value.is_null()) value[m.name] = m.default_value;
         if (m.type == FieldType::object && !value.contains(m.name) && !m.required) continue;
       }
@@ -101,14 +166,15 @@ void validate_and_fill(json& value, const Field& f, const std::string& path) {
   }
   if (f.type == FieldType::array && !f.items.empty()) {
     if (f.minimum && static_cast<double>(value.size()) < *f.minimum)
-      throw SpecError(path + ": expected at least " + number_str(*f.minimum) + " entries, got " +
-                      std::to_string(value.size()));
+      throw SettingsError(path + ": expected at least " + number_str(*f.minimum) + " entries, got " +
+                          std::to_string(value.size()));
+    if (f.maximum && static_cast<double>(value.size()) > *f.maximum)
+      throw SettingsError(path + ": expected at most " + number_str(*f.maximum) + " entries, got " +
+                          std::to_string(value.size()));
     for (size_t i = 0; i < value.size(); ++i)
       validate_and_fill(value[i], f.items[0], path + "[" + std::to_string(i) + "]");
   }
 }
-
-namespace {
 
 json schema_of(const Field& f) {
   json s;
@@ -119,6 +185,7 @@ json schema_of(const Field& f) {
   if (!f.one_of.empty()) s["enum"] = f.one_of;
   if (f.type == FieldType::array) {
     if (f.minimum) s["minItems"] = static_cast<int64_t>(*f.minimum);
+    if (f.maximum) s["maxItems"] = static_cast<int64_t>(*f.maximum);
     if (!f.items.empty()) s["items"] = schema_of(f.items[0]);
   } else {
     if (f.minimum) s["minimum"] = *f.minimum;
@@ -139,23 +206,18 @@ json schema_of(const Field& f) {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
-void markdown_rows(const Field& f, const std::string& path, std::string& out) {
+std::string markdown_rows(const Field& f, const std::string& path) {
   std::string def = f.default_value.is_null() ? (f.required ? "required" : "—") : "`" + f.default_value.dump() + "`";
-  out += "| `" + path + "` | " + describe_allowed(f) + " | " + def + " | " + f.description + " |\n";
-  for (const Field& m : f.fields) markdown_rows(m, path + "." + m.name, out);
+  std::string out = "| `" + path + "` | " + describe_allowed(f) + " | " + def + " | " + f.description + " |\n";
+  for (const Field& m : f.fields) out += markdown_rows(m, path + "." + m.name);
   if (f.type == FieldType::array && !f.items.empty())
-    for (const Field& m : f.items[0].fields) markdown_rows(m, path + "[]." + m.name, out);
+    for (const Field& m : f.items[0].fields) out += markdown_rows(m, path + "[]." + m.name);
+  return out;
 }
 
-}  // namespace
-
-std::string to_markdown_table(const Field& root) {
+std::string to_markdown_table(const std::vector<Field>& fields, const std::string& prefix) {
   std::string out = "| field | allowed | default | meaning |\n| --- | --- | --- | --- |\n";
-  for (const Field& m : root.fields) markdown_rows(m, m.name, out);
+  for (const Field& m : fields) out += markdown_rows(m, prefix + m.name);
   return out;
 }
 
@@ -166,4 +228,4 @@ json to_json_schema(const Field& root, const std::string& title) {
   return s;
 }
 
-}  // namespace quartet::experiments
+}  // namespace quartet::trainers

@@ -1,0 +1,43 @@
+#pragma once
+
+// federated: K virtual clients train locally on their own partitions and a server
+// averages their updates (FedAvg, FedProx, FedAvgM), once a round. A server role runs the
+// rounds (federated/server.cpp), pool roles host the virtual clients (federated/pool.cpp);
+// the strategy (federated/strategy.h) decides whom to ask and how to average.
+// docs/federated.md. Roles "server" and "pool0".."pool<P-1>".
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "trainers/federated/strategy.h"
+#include "trainers/regime.h"
+#include "workloads/partition.h"
+
+namespace quartet::trainers::federated {
+
+struct Settings : RegimeSettings {
+  int64_t clients = 10;        // K logical clients
+  double fraction = 1.0;       // C: clients asked per round = max(1, round(C K)), at least min_clients
+  int64_t local_epochs = 1;    // E, at the train batch
+  int64_t rounds = 1;
+  workloads::PartitionSpec partition;  // its clients and seed are the arm's
+  std::string strategy = "fedavg";
+  double mu = 0.01;            // fedprox; other strategies: 0
+  double server_momentum = 0.9;  // fedavgm; other strategies: 0 unless given
+  double server_lr = 1.0;      // fedavgm
+  double deadline_s = 600.0;   // a round waits this long for its clients, from dispatch
+  int64_t min_clients = 1;     // fewer updates by the deadline: the round keeps the old weights
+  std::optional<int64_t> processes;  // pool processes hosting the clients; filled: min(cores, clients)
+  std::string compress = "none";     // none, fp16, topk (client -> server updates)
+  double topk_fraction = 0.01;
+  double join_timeout_s = 300.0;  // how long the server waits for every client to connect (not a spec field)
+
+  static const SettingsTable<Settings>& table();
+  StrategyConfig strategy_config() const { return {strategy, mu, server_momentum, server_lr}; }
+  int64_t pools() const { return processes.value_or(1); }
+};
+
+const Regime& regime();
+
+}  // namespace quartet::trainers::federated

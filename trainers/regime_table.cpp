@@ -1,0 +1,24 @@
+// The regime table: one line a regime. Its order is the order `quartet list regimes`,
+// the schema, docs/spec.md and the GUI show them in.
+
+#include "trainers/accumulate/accumulate.h"
+#include "trainers/data_parallel/data_parallel.h"
+#include "trainers/federated/federated.h"
+#include "trainers/regime.h"
+#include "trainers/single/single.h"
+#include "trainers/split/split.h"
+
+namespace quartet::trainers {
+
+const std::vector<const Regime*>& regime_table() {
+  static const std::vector<const Regime*> table{
+      &single::regime(),
+      &accumulate::regime(),
+      &data_parallel::regime(),
+      &federated::regime(),
+      &split::regime(),
+  };
+  return table;
+}
+
+}  // namespace quartet::trainers

@@ -1,0 +1,36 @@
+#include "trainers/train_config.h"
+
+namespace quartet::trainers {
+
+const SettingsTable<TrainConfig>& TrainConfig::table() {
+  static const SettingsTable<TrainConfig> t = [] {
+    using T = TrainConfig;
+    SettingsTable<T> t;
+    t.add(&T::epochs, "epochs", "passes over the training set (epoch-equivalents)").at_least(1);
+    t.add(&T::batch, "batch", "samples behind one optimizer step of the global model").at_least(1).needed();
+    t.add(&T::target, "target",
+          "quality (the test metric: accuracy, or mean Dice for volumes) to reach; time and samples to it are "
+          "reported")
+        .above(0.0)
+        .at_most(1.0);
+    t.add(&T::optimizer, "optimizer", "the optimizer", OptimizerConfig::table());
+    t.add(&T::schedule, "schedule", "learning-rate schedule over optimizer steps", ScheduleConfig::table());
+    t.add(&T::clip_grad_norm, "clip_grad_norm", "clip gradients to this global L2 norm; 0 turns clipping off")
+        .at_least(0.0);
+    t.add(&T::eval_batch, "eval_batch", "batch size for test-set evaluation").at_least(1);
+    t.add(&T::max_steps, "max_steps", "stop each arm after this many optimizer steps; 0: no limit").at_least(0);
+    t.add(&T::checkpoint, "checkpoint",
+          "activation checkpointing: each model stage but the last keeps only its inputs in forward and is "
+          "recomputed in backward (less memory, more compute; every regime)");
+    return t;
+  }();
+  return t;
+}
+
+TrainConfig TrainConfig::parse(nlohmann::json& train, const std::string& path) {
+  TrainConfig c = table().parse(train, path);
+  c.optimizer.check(path + ".optimizer");
+  return c;
+}
+
+}  // namespace quartet::trainers
