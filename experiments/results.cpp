@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "trainers/records.h"
+
 namespace quartet::experiments {
 
 using nlohmann::json;
@@ -83,46 +85,44 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   json by_role = json::object();
   json evals = json::array();
   for (size_t i = 0; i < roles.size(); ++i) {
-    const std::vector<json>& records = roles[i];
     int64_t role_sent = 0, role_received = 0;
-    for (const json& r : records) {
+    for (const json& line : roles[i]) {
+      const trainers::RecordView r = trainers::read_record(line);
       // Memory counts from every record that carries it, whatever its type: federated
       // pools train in client_round records, not step records.
-      if (r.contains("rss_peak") || r.contains("memory")) {
-        json& mine = by_role[r.value("role", "process" + std::to_string(i))];
+      if (r.rss_peak || r.memory) {
+        json& mine = by_role[r.role.empty() ? "process" + std::to_string(i) : r.role];
         if (mine.is_null()) mine = {{"total", 0}, {"rss", 0}};
-        if (r.contains("rss_peak")) {
-          const int64_t rss = r.at("rss_peak").get<int64_t>();
-          rss_peak = std::max(rss_peak, rss);
-          mine["rss"] = std::max(mine["rss"].get<int64_t>(), rss);
+        if (r.rss_peak) {
+          rss_peak = std::max(rss_peak, *r.rss_peak);
+          mine["rss"] = std::max(mine["rss"].get<int64_t>(), *r.rss_peak);
         }
-        if (r.contains("memory"))
-          for (auto& [tag, m] : r.at("memory").items()) {
-            const int64_t p = m.at("peak").get<int64_t>();
+        if (r.memory)
+          for (const auto& [tag, m] : *r.memory) {
             if (tag == "total") {
-              mem_peak = std::max(mem_peak, p);
-              mine["total"] = std::max(mine["total"].get<int64_t>(), p);
+              mem_peak = std::max(mem_peak, m.peak);
+              mine["total"] = std::max(mine["total"].get<int64_t>(), m.peak);
             } else {
-              tag_peaks[tag] = std::max(tag_peaks.value(tag, int64_t{0}), p);
+              tag_peaks[tag] = std::max(tag_peaks.value(tag, int64_t{0}), m.peak);
             }
           }
       }
-      if (r.value("type", "") != "step") continue;
-      samples = std::max(samples, r.at("samples").get<int64_t>());
-      steps = std::max(steps, r.at("step").get<int64_t>());
-      wall = std::max(wall, r.at("wall").get<double>());
-      forward += r.at("compute").at("forward").get<double>();
-      backward += r.at("compute").at("backward").get<double>();
-      optimizer += r.at("compute").at("optimizer").get<double>();
-      data += r.value("data", 0.0);
-      comm += r.value("comm_exposed", 0.0);
-      role_sent = r.value("bytes_sent", int64_t{0});
-      role_received = r.value("bytes_received", int64_t{0});
-      messages = std::max(messages, r.value("messages", int64_t{0}));
-      if (r.contains("eval")) {
-        eval_seconds += r["eval"].at("seconds").get<double>();
-        evals.push_back({{"step", r["step"]}, {"samples", r["samples"]}, {"epoch", r["epoch"]},
-                         {"wall", r["wall"]}, {"value", r["eval"]["value"]}});
+      if (!r.is_step()) continue;
+      samples = std::max(samples, r.samples);
+      steps = std::max(steps, r.step);
+      wall = std::max(wall, r.wall);
+      forward += r.forward;
+      backward += r.backward;
+      optimizer += r.optimizer;
+      data += r.data;
+      comm += r.comm_exposed;
+      role_sent = r.bytes_sent;
+      role_received = r.bytes_received;
+      messages = std::max(messages, r.messages);
+      if (r.eval) {
+        eval_seconds += r.eval->seconds;
+        evals.push_back(
+            {{"step", r.step}, {"samples", r.samples}, {"epoch", r.epoch}, {"wall", r.wall}, {"value", r.eval->value}});
       }
     }
     bytes_sent += role_sent;

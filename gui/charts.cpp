@@ -16,12 +16,15 @@
 #include <functional>
 #include <limits>
 
-#include "gui/json_util.h"
 #include "gui/projection.h"
+#include "trainers/records.h"
 
 namespace quartet::gui {
 
 namespace {
+
+using trainers::member;
+using trainers::number;
 
 using Points = QList<QPointF>;
 

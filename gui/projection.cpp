@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
-#include "gui/json_util.h"
+#include "trainers/records.h"
 #include "transport/link.h"
 
 namespace quartet::gui {
 
 using nlohmann::json;
+using trainers::member;
+using trainers::number;
+using trainers::RoleRecords;
+using trainers::text;
 
 namespace {
 

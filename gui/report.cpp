@@ -9,13 +9,17 @@
 #include "experiments/results.h"
 #include "gui/chart_render.h"
 #include "gui/charts.h"
-#include "gui/json_util.h"
 #include "gui/projection.h"
+#include "trainers/records.h"
 
 namespace quartet::gui {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using trainers::integer;
+using trainers::member;
+using trainers::number;
+using trainers::text;
 
 namespace {
 

@@ -88,7 +88,7 @@ class ChartsTest : public QObject {
     std::vector<ArmResults> early = run.arms;
     for (ArmResults& a : early) {
       a.summary = nullptr;  // as while it runs
-      for (RoleRecords& r : a.roles) r.records.resize(r.records.size() / 2);
+      for (quartet::trainers::RoleRecords& r : a.roles) r.records.resize(r.records.size() / 2);
     }
     std::unique_ptr<QChart> chart(make_chart(ChartKind::cumulative_bytes, early));
     QLineSeries* ddp = nullptr;
