@@ -10,6 +10,8 @@
 #include "transport/link.h"
 
 using namespace quartet::gui;
+using quartet::trainers::PathLeg;
+using quartet::trainers::PathStage;
 
 namespace {
 
@@ -86,6 +88,22 @@ class ProjectionTest : public QObject {
       QVERIFY(p.bytes_per_epoch > 0);
       QVERIFY2(p.path_model.find("everything in turn") == std::string::npos, p.path_model.c_str());
     }
+  }
+
+  void EachRegimeIsReadFromItsRolesRecordsAlone() {
+    const RunResults run = load_run(gui_test::fixture_run());
+    for (const ArmResults& a : run.arms) {
+      const quartet::trainers::CriticalPath path = critical_path(a.regime, a.roles);
+      QVERIFY2(!path.stages.empty(), a.name.c_str());
+      QVERIFY2(path.model.find("everything in turn") == std::string::npos, path.model.c_str());
+    }
+    // A regime without a reading, or records without the regime's detail: everything in turn.
+    const quartet::trainers::CriticalPath unknown = critical_path("pipeline", arm(run, "ddp-2").roles);
+    QCOMPARE(unknown.stages.size(), size_t{1});
+    QVERIFY(unknown.model.find("everything in turn") != std::string::npos);
+    const quartet::trainers::CriticalPath none = critical_path("single", {});
+    QVERIFY(none.stages.empty());
+    QCOMPARE(none.model, std::string("no step records"));
   }
 
   void AnArmWithoutRecordsSaysWhyNothingIsProjected() {
