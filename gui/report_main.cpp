@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "analysis/results_model.h"
 #include "gui/report.h"
-#include "gui/results_model.h"
 
 namespace {
 
@@ -38,11 +38,11 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
-  quartet::gui::ReportFormats f;
-  quartet::gui::RunResults run;
+  quartet::analysis::ReportFormats f;
+  quartet::analysis::RunResults run;
   try {
-    f = quartet::gui::parse_formats(formats);
-    run = quartet::gui::load_run(run_dir);
+    f = quartet::analysis::parse_formats(formats);
+    run = quartet::analysis::load_run(run_dir);
   } catch (const std::exception& e) {
     std::cerr << "quartet report: " << e.what() << "\n";
     return 2;

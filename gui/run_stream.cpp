@@ -6,6 +6,7 @@
 
 namespace quartet::gui {
 
+using analysis::ArmResults;
 using nlohmann::json;
 using trainers::integer;
 using trainers::member;

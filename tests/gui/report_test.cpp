@@ -7,11 +7,13 @@
 #include <QtTest>
 #include <set>
 
+#include "analysis/results_model.h"
 #include "gui/report.h"
-#include "gui/results_model.h"
 #include "tests/gui/gui_test_util.h"
 
 using namespace quartet::gui;
+using quartet::analysis::load_run;
+using quartet::analysis::parse_formats;
 namespace fs = std::filesystem;
 
 namespace {
@@ -33,15 +35,6 @@ class ReportTest : public QObject {
   Q_OBJECT
 
  private slots:
-  void FormatsParseAndImagesComeWithPages() {
-    const ReportFormats all = parse_formats("png,svg,md,html");
-    QVERIFY(all.png && all.svg && all.md && all.html);
-    const ReportFormats html = parse_formats("html");
-    QVERIFY(html.html && html.png && !html.svg);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_formats("png,pdf"));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_formats(""));
-  }
-
   void HtmlReportReferencesChartImagesThatExist() {
     QTemporaryDir tmp;
     const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());

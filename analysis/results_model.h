@@ -1,9 +1,9 @@
 #pragma once
 
-// A run folder (docs/results.md) read into memory for the charts and the report: the
-// spec as run, each arm's summary and its roles' records. The same structures are built
-// live from `quartet run --progress=jsonl` events (gui/run_stream.h), so a chart cannot
-// tell a finished run from a running one.
+// A run folder (docs/results.md) read into memory for the report, the projection and the
+// charts: the spec as run, each arm's summary and its roles' records. The GUI builds the
+// same structures live from `quartet run --progress=jsonl` events (gui/run_stream.h), so a
+// chart cannot tell a finished run from a running one.
 
 #include <cstdint>
 #include <filesystem>
@@ -14,7 +14,7 @@
 
 #include "trainers/records.h"
 
-namespace quartet::gui {
+namespace quartet::analysis {
 
 // A run folder that cannot be read: the message names the file and what is wrong.
 class ResultsError : public std::runtime_error {
@@ -94,4 +94,4 @@ std::vector<std::string> memory_tags();  // parameters, gradients, … in a fixe
 // "pool" for "pool12", "rank" for "rank0": a role's kind.
 std::string role_kind(const std::string& role);
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 #include "trainers/cost_model.h"
 
-namespace quartet::gui {
+namespace quartet::analysis {
 
 struct LinkEstimate {
   std::string link;
@@ -56,4 +56,4 @@ ArmProjection project_arm(const ArmResults& arm);
 // The assumptions, one Markdown bullet per line, for the report.
 std::vector<std::string> projection_assumptions();
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

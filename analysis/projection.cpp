@@ -1,4 +1,4 @@
-#include "gui/projection.h"
+#include "analysis/projection.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 #include "trainers/records.h"
 #include "transport/link.h"
 
-namespace quartet::gui {
+namespace quartet::analysis {
 
 using nlohmann::json;
 using trainers::CriticalPath;
@@ -238,4 +238,4 @@ std::vector<std::string> projection_assumptions() {
   };
 }
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

@@ -1,4 +1,4 @@
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,9 +6,9 @@
 #include <map>
 #include <sstream>
 
-#include "experiments/results.h"
+#include "analysis/summary.h"
 
-namespace quartet::gui {
+namespace quartet::analysis {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -73,7 +73,7 @@ std::vector<RoleRecords> read_roles(const fs::path& roles_dir) {
     RoleRecords rr;
     rr.role = f.stem().string();
     try {
-      rr.records = experiments::read_jsonl(f);
+      rr.records = read_jsonl(f);
     } catch (const std::exception& e) {
       throw ResultsError(e.what());
     }
@@ -328,4 +328,4 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
   return out;
 }
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

@@ -1,0 +1,42 @@
+#pragma once
+
+// The committed run folder tests/data/gui/tiny-run (made by a real run of every regime;
+// tests/data/gui/README.md), and scratch copies of it to corrupt or to report into.
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#ifndef QUARTET_TEST_DATA_DIR
+#error "QUARTET_TEST_DATA_DIR must name tests/data"
+#endif
+
+namespace quartet::test_util {
+
+inline std::filesystem::path fixture_run() {
+  return std::filesystem::path(QUARTET_TEST_DATA_DIR) / "gui" / "tiny-run";
+}
+inline std::filesystem::path fixture_spec() {
+  return std::filesystem::path(QUARTET_TEST_DATA_DIR) / "gui" / "tiny-run.spec.json";
+}
+
+// A copy of the fixture run under `dir`, to corrupt or to report into.
+inline std::filesystem::path copy_fixture(const std::filesystem::path& dir) {
+  const std::filesystem::path to = dir / "tiny-run";
+  std::filesystem::copy(fixture_run(), to, std::filesystem::copy_options::recursive);
+  return to;
+}
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+}  // namespace quartet::test_util
