@@ -105,9 +105,11 @@ ReportFormats parse_formats(const std::string& list) {
     else throw std::invalid_argument("--format: unknown format \"" + item + "\"; known: png, svg, md, html");
   }
   if (!any) throw std::invalid_argument("--format: give one or more of png, svg, md, html");
-  if ((f.md || f.html) && !f.png && !f.svg) f.png = true;
+  if (f.html && !f.png && !f.svg) f.png = true;
   return f;
 }
+
+bool needs_charts(const ReportFormats& f) { return f.png || f.svg || f.html; }
 
 Table arms_table(const std::vector<ArmResults>& arms) {
   Table t{{"arm", "regime", "status", "samples/s", "peak tracked MiB", "peak RSS MiB", "activations MiB",

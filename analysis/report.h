@@ -16,10 +16,14 @@ struct ReportFormats {
   bool png = false, svg = false, md = false, html = false;
 };
 
-// "png,svg,md,html" (any subset, comma-separated). md and html show charts, so they add
-// png when neither png nor svg is asked for. Throws std::invalid_argument naming a format
-// it does not know, or for an empty list.
+// "png,svg,md,html" (any subset, comma-separated). html shows charts, so it adds png when
+// neither png nor svg is asked for; md shows the images written beside it, and alone is
+// the tables without charts. Throws std::invalid_argument naming a format it does not
+// know, or for an empty list.
 ReportFormats parse_formats(const std::string& list);
+
+// Whether `formats` need charts drawn (png, svg, html): the Qt build's quartet-report.
+bool needs_charts(const ReportFormats& formats);
 
 // A chart image beside report.md.
 struct ChartImage {

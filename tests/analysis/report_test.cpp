@@ -18,6 +18,12 @@ TEST(Report, FormatsParseAndImagesComeWithPages) {
   EXPECT_TRUE(all.png && all.svg && all.md && all.html);
   const ReportFormats html = parse_formats("html");
   EXPECT_TRUE(html.html && html.png && !html.svg);
+  // Markdown alone is the tables, no charts: it needs no Qt.
+  const ReportFormats md = parse_formats("md");
+  EXPECT_TRUE(md.md && !md.png && !md.svg && !md.html);
+  EXPECT_FALSE(needs_charts(md));
+  EXPECT_TRUE(needs_charts(parse_formats("md,svg")));
+  EXPECT_TRUE(needs_charts(html));
   EXPECT_THROW(parse_formats("png,pdf"), std::invalid_argument);
   EXPECT_THROW(parse_formats(""), std::invalid_argument);
 }
