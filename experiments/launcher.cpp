@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "analysis/summary.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
 #include "experiments/environment.h"
@@ -382,15 +383,15 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   std::vector<std::vector<json>> records;
   for (const Child& c : children) {
     try {
-      records.push_back(fs::exists(c.records) ? read_jsonl(c.records) : std::vector<json>{});
+      records.push_back(fs::exists(c.records) ? analysis::read_jsonl(c.records) : std::vector<json>{});
     } catch (const std::exception& e) {
       if (failure.empty()) failure = e.what();
       records.emplace_back();
     }
   }
   ArmOutcome out;
-  out.summary = summarize_arm(arm.name, arm.regime, records, cfg.target, train_size);
-  out.status = arm_status(interrupted, failure, out.summary);
+  out.summary = analysis::summarize_arm(arm.name, arm.regime, records, cfg.target, train_size);
+  out.status = analysis::arm_status(interrupted, failure, out.summary);
   out.summary["status"] = out.status;
   out.summary["threads_per_process"] = threads;
   if (!failure.empty()) {
@@ -502,7 +503,7 @@ int run_experiment(const RunOptions& opt) {
   coordinator.close_writers();
   status["status"] = interrupted ? "interrupted" : failed ? "failed" : "finished";
   write_json_atomically(run_dir / "run.json", status);
-  const std::string table = summary_table(spec.name, summaries);
+  const std::string table = analysis::summary_table(spec.name, summaries);
   write_file_atomically(run_dir / "summary.md", table);
   progress->run_finished(status["status"].get<std::string>(), table);
   if (interrupted) {

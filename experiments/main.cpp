@@ -1,12 +1,7 @@
 // quartet: the headless runner. `quartet run spec.json` runs an experiment's arms and
 // prints the side-by-side table; see `quartet --help`.
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "engine/safetensors.h"
@@ -14,6 +9,7 @@
 #include "experiments/launcher.h"
 #include "experiments/phantom_command.h"
 #include "experiments/predict_command.h"
+#include "experiments/report_command.h"
 #include "experiments/spec.h"
 #include "experiments/wiring.h"
 #include "trainers/regime.h"
@@ -77,35 +73,9 @@ int cmd_eval(const std::string& weights, const std::string& workload, const std:
   return 0;
 }
 
-// `quartet report …` runs `quartet-report …` from beside this binary, as `git foo` runs
-// `git-foo`: the report needs Qt, the runner does not.
-int hand_over(const std::string& tool, int argc, char** argv) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) self = fs::absolute(argv[0], ec);
-  const fs::path helper = self.parent_path() / ("quartet-" + tool);
-  if (::access(helper.c_str(), X_OK) != 0) {
-    std::cerr << "quartet " << tool << ": needs " << helper.filename().string() << " beside quartet (in "
-              << self.parent_path().string() << "); it is built with the Qt GUI: install qt6-base-dev "
-              << "qt6-charts-dev qt6-svg-dev libqt6opengl6-dev and configure with -DQUARTET_GUI=ON\n";
-    return 1;
-  }
-  std::vector<std::string> args{helper.string()};
-  for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  ::execv(helper.c_str(), cargs.data());
-  std::cerr << "quartet " << tool << ": cannot run " << helper.string() << ": " << std::strerror(errno) << "\n";
-  return 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "report") return hand_over("report", argc, argv);
-
   CLI::App app{"Quartet: one model, four training regimes, side by side.\n"
                "Runs experiment files and shows what each regime costs and buys."};
   app.require_subcommand(1);
@@ -154,9 +124,8 @@ int main(int argc, char** argv) {
   PredictOptions predict_opts;
   CLI::App* predict_cmd = add_predict_command(app, predict_opts);
 
-  // Listed for --help only: main() hands `quartet report` over before parsing.
-  app.add_subcommand("report", "Charts (PNG/SVG), the summary and the projection over link profiles of a run "
-                               "folder, written into RUN_DIR/report/ (quartet report --help; needs the Qt build)");
+  ReportOptions report_opts;
+  CLI::App* report_cmd = add_report_command(app, report_opts);
 
   RoleOptions role;
   auto* role_cmd = app.add_subcommand(
@@ -197,6 +166,7 @@ int main(int argc, char** argv) {
     if (*bench.bench) return bench_collectives_main(bench_opts);
     if (*phantom_cmd) return phantom_main(phantom_opts);
     if (*predict_cmd) return predict_main(predict_opts);
+    if (*report_cmd) return report_main(report_opts, argc, argv);
     if (*bench.rank) return bench_collectives_rank_main(bench_rank_opts);
     if (*role_cmd) {
       if (role.run_dir.empty() == role.coordinator.empty()) {

@@ -1,12 +1,11 @@
 #pragma once
 
-// Result files of a run (docs/results.md): written atomically, never overwritten.
+// Result files of a run (docs/results.md): written atomically, never overwritten. Reading
+// them is analysis/'s (analysis/results_model.h, analysis/summary.h).
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
-#include <vector>
 
 namespace quartet::experiments {
 
@@ -14,25 +13,5 @@ namespace quartet::experiments {
 // readers see the old file or the new one, never half of it.
 void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 void write_json_atomically(const std::filesystem::path& path, const nlohmann::json& j);
-
-// Reads every complete line of a JSON-lines file; a torn last line (a crash mid-write)
-// is ignored, a corrupt complete line throws std::runtime_error naming file and line.
-std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
-
-// An arm's figures from its roles' step records:
-// samples/s, time, peak memory (per tag and RSS), bytes, final quality, time and
-// samples to the target.
-nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
-                             const std::vector<std::vector<nlohmann::json>>& roles_records,
-                             std::optional<double> target, int64_t train_samples);
-
-// An arm's status from how its roles ended and what they recorded: "interrupted",
-// "failed" (`failure` says why) or "finished". An arm whose roles all exited cleanly but
-// that trained no sample (every split turn or federated round lost) failed too, and
-// `failure` is set to say so.
-std::string arm_status(bool interrupted, std::string& failure, const nlohmann::json& summary);
-
-// The side-by-side table of summary.md, one row per arm summary.
-std::string summary_table(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries);
 
 }  // namespace quartet::experiments

@@ -10,6 +10,8 @@
 
 namespace quartet::gui {
 
+using analysis::ArmResults;
+
 namespace {
 
 QChartView* new_view(ChartKind kind, QWidget* parent) {

@@ -7,8 +7,8 @@
 #include <QWidget>
 #include <vector>
 
+#include "analysis/results_model.h"
 #include "gui/charts.h"
-#include "gui/results_model.h"
 
 class QChartView;
 class QTabWidget;
@@ -22,8 +22,8 @@ class ChartPanel : public QWidget {
   explicit ChartPanel(QWidget* parent = nullptr);
 
   // Refreshes every chart from `arms` (their labels name them).
-  void show_arms(const std::vector<ArmResults>& arms);
-  const std::vector<ArmResults>& arms() const { return arms_; }
+  void show_arms(const std::vector<analysis::ArmResults>& arms);
+  const std::vector<analysis::ArmResults>& arms() const { return arms_; }
   // The single-chart tab's chart of `kind`.
   QChart* chart(ChartKind kind) const;
   QTabWidget* tabs() const { return tabs_; }
@@ -38,7 +38,7 @@ class ChartPanel : public QWidget {
     QChartView* view;
   };
   std::vector<View> views_;
-  std::vector<ArmResults> arms_;
+  std::vector<analysis::ArmResults> arms_;
   QTabWidget* tabs_;
 };
 

@@ -16,12 +16,18 @@
 #include <functional>
 #include <limits>
 
-#include "gui/json_util.h"
-#include "gui/projection.h"
+#include "analysis/projection.h"
+#include "analysis/tables.h"
+#include "trainers/records.h"
 
 namespace quartet::gui {
 
+using namespace analysis;
+
 namespace {
+
+using trainers::member;
+using trainers::number;
 
 using Points = QList<QPointF>;
 
@@ -325,7 +331,7 @@ void communication(QChart* chart, const std::vector<ArmResults>& arms) {
   std::vector<double> values;
   for (const ArmResults& a : arms) {
     const double v = bytes_per_process_per_epoch(a);
-    b.categories << label_of(a) + "<br>" + (v > 0 ? format_bytes(v) : QString("none"));
+    b.categories << label_of(a) + "<br>" + (v > 0 ? QString::fromStdString(analysis::format_bytes(v)) : QString("none"));
     values.push_back(v);
     if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
   }
@@ -465,24 +471,6 @@ QColor arm_color(size_t index) {
                                    QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7), QColor(0x9c, 0x75, 0x5f),
                                    QColor(0xba, 0xb0, 0xac)};
   return kColors[index % (sizeof kColors / sizeof kColors[0])];
-}
-
-QString format_bytes(double bytes) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
-  int u = 0;
-  while (std::abs(bytes) >= 1000.0 && u < 4) bytes /= 1000.0, ++u;
-  return u == 0 ? QString("%1 B").arg(bytes, 0, 'f', 0) : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : 1).arg(units[u]);
-}
-
-QString format_mib(double bytes) { return QString("%1 MiB").arg(bytes / (1024.0 * 1024.0), 0, 'f', 1); }
-
-QString format_seconds(double seconds) {
-  if (!(seconds >= 0)) return "—";
-  if (seconds < 1.0) return QString("%1 ms").arg(seconds * 1000.0, 0, 'f', seconds < 0.01 ? 2 : 0);
-  if (seconds < 60.0) return QString("%1 s").arg(seconds, 0, 'f', 1);
-  const qint64 t = std::llround(seconds);
-  if (t < 3600) return QString("%1:%2").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
-  return QString("%1:%2:%3").arg(t / 3600).arg((t / 60) % 60, 2, 10, QChar('0')).arg(t % 60, 2, 10, QChar('0'));
 }
 
 }  // namespace quartet::gui

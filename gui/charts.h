@@ -10,7 +10,7 @@
 #include <QString>
 #include <vector>
 
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 
 namespace quartet::gui {
 
@@ -35,17 +35,12 @@ const std::vector<ChartInfo>& chart_kinds();
 const ChartInfo& chart_info(ChartKind kind);
 
 // A new chart of `kind` over `arms` (labels name them); the caller owns it.
-QChart* make_chart(ChartKind kind, const std::vector<ArmResults>& arms);
+QChart* make_chart(ChartKind kind, const std::vector<analysis::ArmResults>& arms);
 
 // Refreshes a chart made by make_chart(kind, …) with a newer snapshot.
-void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& arms);
+void fill_chart(QChart* chart, ChartKind kind, const std::vector<analysis::ArmResults>& arms);
 
 // The colour of the i-th arm, the same in every chart.
 QColor arm_color(size_t index);
-
-// Numbers as charts and tables print them: "1.58 GB", "23.4 MiB", "2:05", "12.3 s".
-QString format_bytes(double bytes);
-QString format_mib(double bytes);
-QString format_seconds(double seconds);
 
 }  // namespace quartet::gui

@@ -14,6 +14,10 @@
 
 namespace quartet::gui {
 
+using analysis::ArmResults;
+using analysis::load_run;
+using analysis::RunResults;
+
 // Runs are lettered A, B, … in the list; the charts call their arms "A: single".
 std::string run_letter(size_t index) {
   std::string letter(1, static_cast<char>('A' + index % 26));

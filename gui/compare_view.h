@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 
 class QLabel;
 class QTreeWidget;
@@ -27,14 +27,14 @@ class CompareView : public QWidget {
   // Opens a run folder with every arm picked. Returns the error, shown in the view, when
   // the folder cannot be read; the runs already open stay as they were.
   std::optional<QString> add_run(const QString& dir);
-  void add_run(RunResults run);
+  void add_run(analysis::RunResults run);
   void remove_selected_run();
   // Picks (or drops) one arm of the i-th run.
   void set_arm_checked(size_t run, const std::string& arm, bool checked);
 
   // The picked arms, labelled as the charts show them.
-  std::vector<ArmResults> picked() const;
-  const std::vector<RunResults>& runs() const { return runs_; }
+  std::vector<analysis::ArmResults> picked() const;
+  const std::vector<analysis::RunResults>& runs() const { return runs_; }
   ChartPanel* charts() const { return charts_; }
   QString error_text() const;
 
@@ -45,7 +45,7 @@ class CompareView : public QWidget {
   void update_charts();
   void relabel();
 
-  std::vector<RunResults> runs_;
+  std::vector<analysis::RunResults> runs_;
   QTreeWidget* tree_;
   QLabel* error_;
   ChartPanel* charts_;

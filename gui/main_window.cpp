@@ -26,6 +26,9 @@
 
 namespace quartet::gui {
 
+using analysis::load_run;
+using analysis::RunResults;
+
 namespace {
 
 constexpr int kMaxRecent = 8;
@@ -260,7 +263,7 @@ QString MainWindow::write_report_for_shown_run(QString* index_html) {
   if (shown.dir.empty()) return tr("no run is shown: run an experiment or open a results folder first");
   try {
     const RunResults run = load_run(shown.dir);
-    write_report(run, parse_formats("png,svg,md,html"));
+    write_report(run, analysis::parse_formats("png,svg,md,html"));
     if (index_html) *index_html = QString::fromStdString((run.dir / "report" / "index.html").string());
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());

@@ -1,13 +1,14 @@
 // quartet-report: a run folder's charts, summary and link projection, written into
-// RUN_DIR/report/. Reached as `quartet report …` (the runner hands over to it).
+// RUN_DIR/report/. Reached as `quartet report …` (the runner hands over to it when a
+// format needs charts).
 
 #include <QApplication>
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 
+#include "experiments/report_command.h"
 #include "gui/report.h"
-#include "gui/results_model.h"
 
 namespace {
 
@@ -24,13 +25,8 @@ int main(int argc, char** argv) {
   CLI::App app{"quartet report: charts (PNG/SVG), the summary table and the projection over link profiles of a "
                "run folder, written into RUN_DIR/report/ only."};
   app.name("quartet report");
-  std::string run_dir, formats = "png,svg,md,html";
-  app.add_option("run_dir", run_dir, "the run folder (quartet run made it)")->required();
-  app.add_option("--format", formats, "what to write, comma-separated: png, svg, md, html (md and html add png "
-                                      "when no image format is given)")
-      ->capture_default_str();
-  bool quiet = false;
-  app.add_flag("-q,--quiet", quiet, "print nothing on success");
+  quartet::experiments::ReportOptions options;
+  quartet::experiments::add_report_options(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -38,15 +34,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
-  quartet::gui::ReportFormats f;
-  quartet::gui::RunResults run;
-  try {
-    f = quartet::gui::parse_formats(formats);
-    run = quartet::gui::load_run(run_dir);
-  } catch (const std::exception& e) {
-    std::cerr << "quartet report: " << e.what() << "\n";
-    return 2;
-  }
+  quartet::analysis::ReportFormats f;
+  quartet::analysis::RunResults run;
+  if (!quartet::experiments::read_report_input(options, f, run)) return 2;
   // Charts render offscreen: a report never needs a display.
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   qInstallMessageHandler(qt_messages);
@@ -54,7 +44,7 @@ int main(int argc, char** argv) {
   QApplication qt(qt_argc, argv);
   try {
     const auto written = quartet::gui::write_report(run, f);
-    if (!quiet) {
+    if (!options.quiet) {
       for (const std::string& w : run.warnings) std::cerr << "quartet report: warning: " << w << "\n";
       std::cout << "quartet report: " << written.size() << " files in " << (run.dir / "report").string() << "\n";
     }

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 
-#include "gui/json_util.h"
+#include "trainers/records.h"
 
 namespace quartet::gui {
 
+using analysis::ArmResults;
 using nlohmann::json;
+using trainers::integer;
+using trainers::member;
+using trainers::text;
 
 RunStream::RunStream(const json& spec) {
   run_.status = "starting";

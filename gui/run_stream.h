@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 
 namespace quartet::gui {
 
@@ -21,7 +21,7 @@ class RunStream {
   // an error: a crashing runner may write anything.
   void feed(const std::string& line);
 
-  const RunResults& snapshot() const { return run_; }
+  const analysis::RunResults& snapshot() const { return run_; }
   const std::vector<std::string>& errors() const { return errors_; }  // "arm: message"
   const std::vector<std::string>& log() const { return log_; }
   bool finished() const { return finished_; }
@@ -29,9 +29,9 @@ class RunStream {
   uint64_t version() const { return version_; }
 
  private:
-  ArmResults& arm(const std::string& name);
+  analysis::ArmResults& arm(const std::string& name);
 
-  RunResults run_;
+  analysis::RunResults run_;
   std::vector<std::string> errors_;
   std::vector<std::string> log_;
   bool finished_ = false;
@@ -39,6 +39,6 @@ class RunStream {
 };
 
 // How far an arm is, 0…1: samples done over the planned total (1 once finished).
-double arm_progress(const ArmResults& arm);
+double arm_progress(const analysis::ArmResults& arm);
 
 }  // namespace quartet::gui

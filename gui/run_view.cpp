@@ -15,6 +15,10 @@
 
 namespace quartet::gui {
 
+using analysis::ArmResults;
+using analysis::EvalPoint;
+using analysis::RunResults;
+
 RunView::RunView(RunController* controller, QWidget* parent) : QWidget(parent), controller_(controller) {
   auto* layout = new QVBoxLayout(this);
   title_ = new QLabel(tr("No run yet: edit an experiment and press Run (F5), or open a results folder."), this);

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 
 class QGridLayout;
 class QLabel;
@@ -29,7 +29,7 @@ class RunView : public QWidget {
   explicit RunView(RunController* controller, QWidget* parent = nullptr);
 
   // Shows a finished (or interrupted) run folder, until the next run starts.
-  void show_results(const RunResults& run);
+  void show_results(const analysis::RunResults& run);
   // Redraws from the controller's stream when it changed (the timer calls this).
   void refresh();
 
@@ -37,11 +37,11 @@ class RunView : public QWidget {
   QString error_text() const;
   QString status_text() const;
   QProgressBar* progress(const std::string& arm) const;
-  const RunResults& shown() const { return shown_; }
+  const analysis::RunResults& shown() const { return shown_; }
 
  private:
-  void show_snapshot(const RunResults& run, const QString& errors, const QString& log);
-  void rebuild_arms(const RunResults& run);
+  void show_snapshot(const analysis::RunResults& run, const QString& errors, const QString& log);
+  void rebuild_arms(const analysis::RunResults& run);
 
   RunController* controller_;
   QLabel* title_;
@@ -59,7 +59,7 @@ class RunView : public QWidget {
   };
   std::map<std::string, ArmRow> rows_;
   std::vector<std::string> row_order_;
-  RunResults shown_;
+  analysis::RunResults shown_;
   bool live_ = false;  // showing the controller's run, not a folder
   uint64_t drawn_version_ = ~uint64_t{0};
   qsizetype drawn_log_ = -1;

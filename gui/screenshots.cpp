@@ -15,6 +15,9 @@
 
 namespace quartet::gui {
 
+using analysis::ArmResults;
+using analysis::RunResults;
+
 namespace {
 
 QString grab(MainWindow& w, int tab, const QString& path) {

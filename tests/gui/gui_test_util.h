@@ -1,42 +1,17 @@
 #pragma once
 
-// Shared by the gui tests: the committed run folder (tests/data/gui/tiny-run, made by a
-// real run), scratch copies of it, and real runs of the quartet binary.
+// Shared by the gui tests: the committed run folder (tests/run_fixture.h) and real runs of
+// the quartet binary.
 
 #include <QProcess>
 #include <QString>
 #include <QStringList>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
 
-#ifndef QUARTET_TEST_DATA_DIR
-#error "QUARTET_TEST_DATA_DIR must name tests/data"
-#endif
+#include "tests/run_fixture.h"
 
 namespace gui_test {
 
-namespace fs = std::filesystem;
-
-inline fs::path fixture_run() { return fs::path(QUARTET_TEST_DATA_DIR) / "gui" / "tiny-run"; }
-inline fs::path fixture_spec() { return fs::path(QUARTET_TEST_DATA_DIR) / "gui" / "tiny-run.spec.json"; }
-
-// A copy of the fixture run under `dir`, to corrupt or to report into.
-inline fs::path copy_fixture(const fs::path& dir) {
-  const fs::path to = dir / "tiny-run";
-  fs::copy(fixture_run(), to, fs::copy_options::recursive);
-  return to;
-}
-
-inline std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-inline void write_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+using namespace quartet::test_util;
 
 struct ProcessResult {
   int code = -1;

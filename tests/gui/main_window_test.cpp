@@ -15,6 +15,7 @@
 #include "tests/gui/gui_test_util.h"
 
 using namespace quartet::gui;
+using quartet::analysis::ArmResults;
 namespace fs = std::filesystem;
 
 class MainWindowTest : public QObject {

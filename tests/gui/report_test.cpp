@@ -1,55 +1,33 @@
 // quartet report: writes into RUN_DIR/report/ only; the HTML references its chart images
-// and they exist; `quartet report` reaches quartet-report; bad input exits with code 2.
+// and they exist; `quartet report` reaches quartet-report for charts (tests/cli/report_test.cpp
+// covers Markdown and bad input).
 
 #include <QImage>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
-#include <set>
 
+#include "analysis/results_model.h"
 #include "gui/report.h"
-#include "gui/results_model.h"
 #include "tests/gui/gui_test_util.h"
 
 using namespace quartet::gui;
+using quartet::analysis::load_run;
+using quartet::analysis::parse_formats;
 namespace fs = std::filesystem;
-
-namespace {
-
-// Every file under `dir` except those under report/, with its size.
-std::set<std::pair<std::string, uintmax_t>> files_outside_report(const fs::path& dir) {
-  std::set<std::pair<std::string, uintmax_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    const std::string rel = fs::relative(e.path(), dir).string();
-    if (rel.rfind("report", 0) == 0) continue;
-    out.insert({rel, e.is_regular_file() ? e.file_size() : 0});
-  }
-  return out;
-}
-
-}  // namespace
 
 class ReportTest : public QObject {
   Q_OBJECT
 
  private slots:
-  void FormatsParseAndImagesComeWithPages() {
-    const ReportFormats all = parse_formats("png,svg,md,html");
-    QVERIFY(all.png && all.svg && all.md && all.html);
-    const ReportFormats html = parse_formats("html");
-    QVERIFY(html.html && html.png && !html.svg);
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_formats("png,pdf"));
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, parse_formats(""));
-  }
-
   void HtmlReportReferencesChartImagesThatExist() {
     QTemporaryDir tmp;
     const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
-    const auto before = files_outside_report(dir);
+    const auto before = gui_test::files_outside_report(dir);
     const std::vector<fs::path> written = write_report(load_run(dir), parse_formats("png,svg,md,html"));
     QVERIFY(!written.empty());
     for (const fs::path& f : written) QCOMPARE(f.parent_path(), dir / "report");
-    QCOMPARE(files_outside_report(dir), before);  // nothing outside report/ changed
+    QCOMPARE(gui_test::files_outside_report(dir), before);  // nothing outside report/ changed
 
     const QString html = QString::fromStdString(gui_test::read_text(dir / "report" / "index.html"));
     const QRegularExpression img("<img src=\"([^\"]+)\"");
@@ -79,20 +57,6 @@ class ReportTest : public QObject {
     QVERIFY(fs::exists(dir / "report" / "index.html"));
     QVERIFY(fs::exists(dir / "report" / "throughput.png"));
     QVERIFY(!fs::exists(dir / "report" / "throughput.svg"));
-  }
-
-  void CorruptFolderExitsWithCode2AndAMessage() {
-    QTemporaryDir tmp;
-    const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
-    gui_test::write_text(dir / "split-2" / "summary.json", "{ truncated");
-    const gui_test::ProcessResult r = gui_test::run_process(QUARTET_BINARY, {"report", QString::fromStdString(dir.string())});
-    QCOMPARE(r.code, 2);
-    QVERIFY2(r.output.contains("split-2/summary.json: not valid JSON"), qPrintable(r.output));
-    QVERIFY(!fs::exists(dir / "report"));
-    const gui_test::ProcessResult bad =
-        gui_test::run_process(QUARTET_BINARY, {"report", QString::fromStdString(dir.string()), "--format", "pdf"});
-    QCOMPARE(bad.code, 2);
-    QVERIFY2(bad.output.contains("unknown format \"pdf\""), qPrintable(bad.output));
   }
 };
 

@@ -15,6 +15,7 @@
 #include "tests/gui/gui_test_util.h"
 
 using namespace quartet::gui;
+using quartet::analysis::RunResults;
 using nlohmann::json;
 
 namespace {

@@ -1,9 +1,9 @@
 #pragma once
 
-// A run folder (docs/results.md) read into memory for the charts and the report: the
-// spec as run, each arm's summary and its roles' records. The same structures are built
-// live from `quartet run --progress=jsonl` events (gui/run_stream.h), so a chart cannot
-// tell a finished run from a running one.
+// A run folder (docs/results.md) read into memory for the report, the projection and the
+// charts: the spec as run, each arm's summary and its roles' records. The GUI builds the
+// same structures live from `quartet run --progress=jsonl` events (gui/run_stream.h), so a
+// chart cannot tell a finished run from a running one.
 
 #include <cstdint>
 #include <filesystem>
@@ -12,17 +12,14 @@
 #include <string>
 #include <vector>
 
-namespace quartet::gui {
+#include "trainers/records.h"
+
+namespace quartet::analysis {
 
 // A run folder that cannot be read: the message names the file and what is wrong.
 class ResultsError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-struct RoleRecords {
-  std::string role;                      // trainer, rank0, server, pool1, …
-  std::vector<nlohmann::json> records;   // every record of roles/<role>.jsonl, in order
 };
 
 struct EvalPoint {
@@ -55,15 +52,15 @@ struct ArmResults {
   std::string error;              // why it failed, when it did
   nlohmann::json spec;            // the arm as run (defaults filled), or null
   nlohmann::json summary;         // <arm>/summary.json, or null while it runs
-  std::vector<RoleRecords> roles;
+  std::vector<trainers::RoleRecords> roles;
   int64_t total_samples = 0;      // planned training samples, when known (events)
 
   // Adds one record to its role (a live run's step event).
   void add_record(const nlohmann::json& record);
-  const RoleRecords* role(const std::string& name) const;
-  // The role whose step records carry the arm's clock and evaluations (trainer, rank0 or
-  // server); null before the first record.
-  const RoleRecords* timeline() const;
+  const trainers::RoleRecords* role(const std::string& name) const;
+  // The role whose step records carry the arm's clock and evaluations (trainers::clock_role);
+  // null before the first record.
+  const trainers::RoleRecords* timeline() const;
 };
 
 struct RunResults {
@@ -97,4 +94,4 @@ std::vector<std::string> memory_tags();  // parameters, gradients, … in a fixe
 // "pool" for "pool12", "rank" for "rank0": a role's kind.
 std::string role_kind(const std::string& role);
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

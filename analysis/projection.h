@@ -9,21 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
+#include "trainers/cost_model.h"
 
-namespace quartet::gui {
-
-// One sequential piece of the critical path: compute, then messages of `bytes` in all.
-struct PathLeg {
-  double compute = 0.0;   // seconds
-  double bytes = 0.0;
-  double messages = 0.0;
-};
-
-// Legs that run side by side (ranks, a round's clients): the slowest decides.
-struct PathStage {
-  std::vector<PathLeg> parallel;
-};
+namespace quartet::analysis {
 
 struct LinkEstimate {
   std::string link;
@@ -52,12 +41,14 @@ struct ArmProjection {
 // 1gbe, wan-100mbit, lte (transport/link.h presets; loopback is not a network).
 std::vector<std::string> projection_links();
 
-// The critical path of one arm, stage by stage, from its records (see
-// projection_assumptions() for how each regime is read).
-std::vector<PathStage> critical_path(const ArmResults& arm, std::string* path_model = nullptr);
+// The critical path of one arm of `regime` from its roles' records, stage by stage: the
+// regime's reading (projection_assumptions() says how each regime is read), or, for
+// records without the regime's detail, everything the clock role did in turn; no stages
+// before the first step record.
+trainers::CriticalPath critical_path(const std::string& regime, const std::vector<trainers::RoleRecords>& roles);
 
 // Seconds for `stages` on a link: Σ stages max over legs (compute + bytes·8/bw + messages·latency).
-double path_seconds(const std::vector<PathStage>& stages, double bandwidth_bits_per_s, double latency_s,
+double path_seconds(const std::vector<trainers::PathStage>& stages, double bandwidth_bits_per_s, double latency_s,
                     double* comm_seconds = nullptr);
 
 ArmProjection project_arm(const ArmResults& arm);
@@ -65,4 +56,4 @@ ArmProjection project_arm(const ArmResults& arm);
 // The assumptions, one Markdown bullet per line, for the report.
 std::vector<std::string> projection_assumptions();
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

@@ -1,120 +1,133 @@
-#include "gui/projection.h"
+#include "analysis/projection.h"
 
 #include <algorithm>
+#include <map>
 
-#include "gui/json_util.h"
+#include "trainers/records.h"
 #include "transport/link.h"
 
-namespace quartet::gui {
+namespace quartet::analysis {
 
 using nlohmann::json;
+using trainers::CriticalPath;
+using trainers::member;
+using trainers::number;
+using trainers::PathLeg;
+using trainers::PathStage;
+using trainers::RecordView;
+using trainers::RoleRecords;
+using trainers::text;
 
 namespace {
 
-double compute_of(const json& c) {
-  return number(c, "forward") + number(c, "backward") + number(c, "optimizer") + number(c, "data");
-}
+// Each regime's reading of its critical path, a free function of its roles' records
+// (trainers::CriticalPathReader): it returns no stages when the records lack what it reads.
 
-// A step record's own compute: its compute fields and its batch assembly.
-double step_compute(const json& r) { return compute_of(member(r, "compute")) + number(r, "data"); }
-
-bool is_step(const json& r) { return text(r, "type") == "step"; }
-
-// One process, no network: its compute, step after step.
-std::vector<PathStage> one_process(const RoleRecords& role) {
+// single, accumulate: one process, no network: its compute, step after step.
+CriticalPath one_process_path(const std::vector<RoleRecords>& roles) {
+  const RoleRecords* process = trainers::clock_role(roles);
+  if (!process) return {};
   PathLeg leg;
-  for (const json& r : role.records)
-    if (is_step(r)) leg.compute += step_compute(r);
-  return {PathStage{{leg}}};
+  for (const json& line : process->records)
+    if (const RecordView r = trainers::read_record(line); r.is_step()) leg.compute += r.compute_seconds();
+  return {{PathStage{{leg}}}, "one process: its compute"};
 }
 
-// Ranks side by side; each rank's ring messages are its own bytes and message counts
-// (the algorithm's: 2(N−1) messages of S/N per all-reduce of S bytes).
-std::vector<PathStage> ranks_side_by_side(const ArmResults& arm) {
+// data_parallel: ranks side by side; each rank's ring messages are its own bytes and
+// message counts (the algorithm's: 2(N−1) messages of S/N per all-reduce of S bytes).
+CriticalPath ranks_path(const std::vector<RoleRecords>& roles) {
   PathStage stage;
-  for (const RoleRecords& role : arm.roles) {
+  for (const RoleRecords& role : roles) {
     PathLeg leg;
     bool any = false;
-    for (const json& r : role.records) {
-      if (!is_step(r)) continue;
+    for (const json& line : role.records) {
+      const RecordView r = trainers::read_record(line);
+      if (!r.is_step()) continue;
       any = true;
-      leg.compute += step_compute(r);
-      leg.bytes = number(r, "bytes_sent");
-      leg.messages = number(r, "messages");
+      leg.compute += r.compute_seconds();
+      leg.bytes = static_cast<double>(r.bytes_sent);
+      leg.messages = static_cast<double>(r.messages);
     }
     if (any) stage.parallel.push_back(leg);
   }
   if (stage.parallel.empty()) return {};
-  return {stage};
+  return {{stage}, "ranks side by side: the slowest rank's compute and its ring messages"};
 }
 
-// A federated round: the sampled clients in parallel, each downloading the model,
-// training and uploading; then the server's aggregation.
-std::vector<PathStage> federated_rounds(const RoleRecords& server) {
-  std::vector<PathStage> stages;
-  for (const json& r : server.records) {
+// federated: per round, the sampled clients in parallel, each downloading the model,
+// training and uploading; then the server's aggregation. Read from the server's rounds.
+CriticalPath federated_path(const std::vector<RoleRecords>& roles) {
+  const RoleRecords* server = trainers::clock_role(roles);
+  if (!server) return {};
+  CriticalPath path{{}, "per round: the slowest client's download, training and upload, then aggregation"};
+  for (const json& r : server->records) {
     const json& round = member(r, "round");
-    if (!is_step(r) || !member(round, "clients").is_array()) continue;
+    if (!trainers::read_record(r).is_step() || !member(round, "clients").is_array()) continue;
     const json& clients = round["clients"];
     const double messages = number(member(round, "bytes"), "messages") / std::max<double>(1.0, clients.size());
     PathStage stage;
     for (const json& c : clients)
       stage.parallel.push_back({number(c, "compute"), number(c, "bytes_down") + number(c, "bytes_up"), messages});
     if (stage.parallel.empty()) stage.parallel.push_back({});
-    stages.push_back(std::move(stage));
-    stages.push_back(PathStage{{PathLeg{number(member(round, "time"), "aggregation"), 0.0, 0.0}}});
+    path.stages.push_back(std::move(stage));
+    path.stages.push_back(PathStage{{PathLeg{number(member(round, "time"), "aggregation"), 0.0, 0.0}}});
   }
-  return stages;
+  return path;
 }
 
-PathLeg turn_leg(const json& turn, bool with_server) {
-  PathLeg leg;
-  leg.compute = compute_of(member(turn, "client_compute"));
-  if (with_server) leg.compute += compute_of(member(turn, "server_compute"));
-  const json& traffic = member(turn, "traffic");
-  if (traffic.is_object())
-    for (const auto& [kind, c] : traffic.items()) {
-      leg.bytes += number(c, "sent") + number(c, "received");
-      leg.messages += number(c, "messages");
-    }
-  return leg;
-}
-
-// Split learning: vanilla and U-shaped clients take turns, so every turn is on the path;
-// SplitFed clients run side by side and the server serves them one after another.
-std::vector<PathStage> split_turns(const RoleRecords& server, bool* parallel_out) {
-  std::vector<PathStage> stages;
-  for (const json& r : server.records) {
+// split: vanilla and U-shaped clients take turns, so every turn is on the path; SplitFed
+// clients run side by side and the server serves them one after another. Read from the
+// server's turns.
+CriticalPath split_path(const std::vector<RoleRecords>& roles) {
+  auto compute_of = [](const json& c) {
+    return number(c, "forward") + number(c, "backward") + number(c, "optimizer") + number(c, "data");
+  };
+  auto turn_leg = [&](const json& turn, bool with_server) {
+    PathLeg leg;
+    leg.compute = compute_of(member(turn, "client_compute"));
+    if (with_server) leg.compute += compute_of(member(turn, "server_compute"));
+    const json& traffic = member(turn, "traffic");
+    if (traffic.is_object())
+      for (const auto& [kind, c] : traffic.items()) {
+        leg.bytes += number(c, "sent") + number(c, "received");
+        leg.messages += number(c, "messages");
+      }
+    return leg;
+  };
+  const RoleRecords* server = trainers::clock_role(roles);
+  if (!server) return {};
+  CriticalPath path{{}, "clients in turn: every turn's client and server compute and traffic"};
+  for (const json& r : server->records) {
     const json& split = member(r, "split");
-    if (!is_step(r) || !member(split, "turns").is_array()) continue;
-    const bool parallel = text(split, "variant") == "splitfed";
-    *parallel_out = parallel;
-    if (!parallel) {
-      for (const json& turn : split["turns"]) stages.push_back(PathStage{{turn_leg(turn, true)}});
+    if (!trainers::read_record(r).is_step() || !member(split, "turns").is_array()) continue;
+    if (text(split, "variant") != "splitfed") {
+      for (const json& turn : split["turns"]) path.stages.push_back(PathStage{{turn_leg(turn, true)}});
       continue;
     }
+    path.model = "SplitFed: the slowest client's compute and traffic, then the server's compute";
     PathStage clients;
     double server_compute = 0.0;
     for (const json& turn : split["turns"]) {
       clients.parallel.push_back(turn_leg(turn, false));
       server_compute += compute_of(member(turn, "server_compute"));
     }
-    if (!clients.parallel.empty()) stages.push_back(std::move(clients));
-    stages.push_back(PathStage{{PathLeg{server_compute, 0.0, 0.0}}});
+    if (!clients.parallel.empty()) path.stages.push_back(std::move(clients));
+    path.stages.push_back(PathStage{{PathLeg{server_compute, 0.0, 0.0}}});
   }
-  return stages;
+  return path;
 }
 
 // Records without the regime's detail (older runs): the arm's clock role, everything in turn.
-std::vector<PathStage> generic(const RoleRecords& role) {
+CriticalPath everything_in_turn(const RoleRecords& role) {
   PathLeg leg;
-  for (const json& r : role.records) {
-    if (!is_step(r)) continue;
-    leg.compute += step_compute(r);
-    leg.bytes = number(r, "bytes_sent") + number(r, "bytes_received");
-    leg.messages = number(r, "messages");
+  for (const json& line : role.records) {
+    const RecordView r = trainers::read_record(line);
+    if (!r.is_step()) continue;
+    leg.compute += r.compute_seconds();
+    leg.bytes = static_cast<double>(r.bytes_sent + r.bytes_received);
+    leg.messages = static_cast<double>(r.messages);
   }
-  return {PathStage{{leg}}};
+  return {{PathStage{{leg}}}, "everything in turn (the records lack the regime's detail)"};
 }
 
 }  // namespace
@@ -129,39 +142,16 @@ std::vector<std::string> projection_links() {
   return out;
 }
 
-std::vector<PathStage> critical_path(const ArmResults& arm, std::string* path_model) {
-  auto said = [&](const char* words) {
-    if (path_model) *path_model = words;
+CriticalPath critical_path(const std::string& regime, const std::vector<RoleRecords>& roles) {
+  const RoleRecords* clock = trainers::clock_role(roles);
+  if (!clock) return {{}, "no step records"};
+  static const std::map<std::string, trainers::CriticalPathReader> kReaders = {
+      {"single", one_process_path},   {"accumulate", one_process_path}, {"data_parallel", ranks_path},
+      {"federated", federated_path}, {"split", split_path},
   };
-  const RoleRecords* clock = arm.timeline();
-  if (!clock) {
-    said("no step records");
-    return {};
-  }
-  if (arm.regime == "single" || arm.regime == "accumulate") {
-    said("one process: its compute");
-    return one_process(*clock);
-  }
-  if (arm.regime == "data_parallel") {
-    said("ranks side by side: the slowest rank's compute and its ring messages");
-    return ranks_side_by_side(arm);
-  }
-  if (arm.regime == "federated") {
-    if (auto stages = federated_rounds(*clock); !stages.empty()) {
-      said("per round: the slowest client's download, training and upload, then aggregation");
-      return stages;
-    }
-  }
-  if (arm.regime == "split") {
-    bool parallel = false;
-    if (auto stages = split_turns(*clock, &parallel); !stages.empty()) {
-      said(parallel ? "SplitFed: the slowest client's compute and traffic, then the server's compute"
-                    : "clients in turn: every turn's client and server compute and traffic");
-      return stages;
-    }
-  }
-  said("everything in turn (the records lack the regime's detail)");
-  return generic(*clock);
+  if (auto it = kReaders.find(regime); it != kReaders.end())
+    if (CriticalPath path = it->second(roles); !path.stages.empty()) return path;
+  return everything_in_turn(*clock);
 }
 
 double path_seconds(const std::vector<PathStage>& stages, double bandwidth, double latency, double* comm_seconds) {
@@ -188,7 +178,9 @@ ArmProjection project_arm(const ArmResults& arm) {
   p.regime = arm.regime;
   p.measured_link = arm.link;
   p.epochs = epochs_done(arm);
-  const std::vector<PathStage> stages = critical_path(arm, &p.path_model);
+  const CriticalPath path = critical_path(arm.regime, arm.roles);
+  const std::vector<PathStage>& stages = path.stages;
+  p.path_model = path.model;
   if (stages.empty() || p.epochs <= 0) {
     p.unavailable = stages.empty() ? "no step records yet" : "no training samples recorded";
     return p;
@@ -246,4 +238,4 @@ std::vector<std::string> projection_assumptions() {
   };
 }
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

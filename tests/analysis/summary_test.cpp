@@ -1,11 +1,11 @@
-#include "experiments/results.h"
+#include "analysis/summary.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace quartet::experiments {
+namespace quartet::analysis {
 namespace {
 
 using nlohmann::json;
@@ -125,4 +125,4 @@ TEST(Results, StepArmsReportTheirStepToTargetWithoutRounds) {
 }
 
 }  // namespace
-}  // namespace quartet::experiments
+}  // namespace quartet::analysis

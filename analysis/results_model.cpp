@@ -1,4 +1,4 @@
-#include "gui/results_model.h"
+#include "analysis/results_model.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,13 +6,19 @@
 #include <map>
 #include <sstream>
 
-#include "experiments/results.h"
-#include "gui/json_util.h"
+#include "analysis/summary.h"
 
-namespace quartet::gui {
+namespace quartet::analysis {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using trainers::integer;
+using trainers::member;
+using trainers::number;
+using trainers::read_record;
+using trainers::RecordView;
+using trainers::RoleRecords;
+using trainers::text;
 
 namespace {
 
@@ -28,25 +34,15 @@ json read_json_file(const fs::path& path) {
   }
 }
 
-const char* type_name(const json& j) { return j.type_name(); }
-
 // Throws when `key` is present in `j` with a type other than `want`.
 void expect_type(const json& j, const char* key, json::value_t want, const std::string& where) {
-  const json& v = member(j, key);
-  if (v.is_null()) return;
-  const bool ok = want == json::value_t::number_float ? v.is_number() : v.type() == want;
-  if (!ok) {
-    const char* wanted = want == json::value_t::number_float ? "a number"
-                         : want == json::value_t::object     ? "an object"
-                         : want == json::value_t::array      ? "an array"
-                                                             : "a string";
-    throw ResultsError(where + ": \"" + key + "\" should be " + wanted + ", got " + type_name(v));
-  }
+  if (const std::string problem = trainers::type_problem(j, key, want); !problem.empty())
+    throw ResultsError(where + ": " + problem);
 }
 
 void check_summary(const json& s, const fs::path& path) {
   const std::string where = path.string();
-  if (!s.is_object()) throw ResultsError(where + ": expected a JSON object, got " + type_name(s));
+  if (!s.is_object()) throw ResultsError(where + ": expected a JSON object, got " + s.type_name());
   for (const char* k : {"samples_per_second", "train_seconds", "wall_seconds", "eval_seconds", "epochs", "samples",
                         "steps"})
     expect_type(s, k, json::value_t::number_float, where);
@@ -59,20 +55,6 @@ void check_summary(const json& s, const fs::path& path) {
         throw ResultsError(where + ": an entry of \"evaluations\" has no numeric \"value\"");
 }
 
-void check_record(const json& r, const fs::path& path, size_t index) {
-  const std::string where = path.string() + ": record " + std::to_string(index + 1);
-  if (!r.is_object()) throw ResultsError(where + ": expected a JSON object, got " + type_name(r));
-  if (text(r, "type") != "step") return;
-  for (const char* k : {"wall", "samples", "step"})
-    if (!member(r, k).is_number()) throw ResultsError(where + ": a step record needs a numeric \"" + k + "\"");
-  for (const char* k : {"epoch", "bytes_sent", "bytes_received", "messages", "loss"})
-    expect_type(r, k, json::value_t::number_float, where);
-  expect_type(r, "memory", json::value_t::object, where);
-  expect_type(r, "compute", json::value_t::object, where);
-  const json& e = member(r, "eval");
-  if (!e.is_null() && (!e.is_object() || !member(e, "value").is_number()))
-    throw ResultsError(where + ": \"eval\" needs a numeric \"value\"");
-}
 
 bool plain_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\\') == std::string::npos;
@@ -91,18 +73,24 @@ std::vector<RoleRecords> read_roles(const fs::path& roles_dir) {
     RoleRecords rr;
     rr.role = f.stem().string();
     try {
-      rr.records = experiments::read_jsonl(f);
+      rr.records = read_jsonl(f);
     } catch (const std::exception& e) {
       throw ResultsError(e.what());
     }
-    for (size_t i = 0; i < rr.records.size(); ++i) check_record(rr.records[i], f, i);
+    for (size_t i = 0; i < rr.records.size(); ++i)
+      if (const std::string problem = trainers::record_problem(rr.records[i]); !problem.empty())
+        throw ResultsError(f.string() + ": record " + std::to_string(i + 1) + ": " + problem);
     roles.push_back(std::move(rr));
   }
   return roles;
 }
 
-bool has_steps(const RoleRecords& r) {
-  return std::any_of(r.records.begin(), r.records.end(), [](const json& j) { return text(j, "type") == "step"; });
+// Every step record of `role`, read.
+std::vector<RecordView> steps_of(const RoleRecords& role) {
+  std::vector<RecordView> out;
+  for (const json& line : role.records)
+    if (RecordView r = read_record(line); r.is_step()) out.push_back(std::move(r));
+  return out;
 }
 
 }  // namespace
@@ -114,7 +102,8 @@ std::string role_kind(const std::string& role) {
 }
 
 void ArmResults::add_record(const json& record) {
-  const std::string who = text(record, "role", "process");
+  std::string who = read_record(record).role;
+  if (who.empty()) who = "process";
   for (RoleRecords& r : roles)
     if (r.role == who) {
       r.records.push_back(record);
@@ -129,13 +118,7 @@ const RoleRecords* ArmResults::role(const std::string& name) const {
   return nullptr;
 }
 
-const RoleRecords* ArmResults::timeline() const {
-  for (const char* preferred : {"server", "trainer", "rank0"})
-    if (const RoleRecords* r = role(preferred); r && has_steps(*r)) return r;
-  for (const RoleRecords& r : roles)
-    if (has_steps(r)) return &r;
-  return nullptr;
-}
+const RoleRecords* ArmResults::timeline() const { return trainers::clock_role(roles); }
 
 RunResults load_run(const fs::path& dir) {
   std::error_code ec;
@@ -199,11 +182,8 @@ RunResults load_run(const fs::path& dir) {
 std::vector<EvalPoint> eval_points(const ArmResults& arm) {
   std::vector<EvalPoint> out;
   if (const RoleRecords* t = arm.timeline()) {
-    for (const json& r : t->records) {
-      if (text(r, "type") != "step" || !member(r, "eval").is_object()) continue;
-      out.push_back({integer(r, "step"), integer(r, "samples"), number(r, "epoch"), number(r, "wall"),
-                     number(r["eval"], "value")});
-    }
+    for (const RecordView& r : steps_of(*t))
+      if (r.eval) out.push_back({r.step, r.samples, r.epoch, r.wall, r.eval->value});
     if (!out.empty()) return out;
   }
   const json& evals = member(arm.summary, "evaluations");
@@ -217,10 +197,9 @@ std::vector<BytesPoint> cumulative_bytes(const ArmResults& arm) {
   std::vector<BytesPoint> out{{0.0, 0.0}};
   // A hub (federated, split) sees every message as sent or received; elsewhere each
   // message counts once, at its sender.
-  if (const RoleRecords* server = arm.role("server"); server && has_steps(*server)) {
-    for (const json& r : server->records)
-      if (text(r, "type") == "step")
-        out.push_back({number(r, "wall"), number(r, "bytes_sent") + number(r, "bytes_received")});
+  if (const RoleRecords* server = arm.role("server"); server && trainers::has_steps(*server)) {
+    for (const RecordView& r : steps_of(*server))
+      out.push_back({r.wall, static_cast<double>(r.bytes_sent + r.bytes_received)});
     return out;
   }
   struct Event {
@@ -230,8 +209,8 @@ std::vector<BytesPoint> cumulative_bytes(const ArmResults& arm) {
   };
   std::vector<Event> events;
   for (size_t i = 0; i < arm.roles.size(); ++i)
-    for (const json& r : arm.roles[i].records)
-      if (text(r, "type") == "step") events.push_back({number(r, "wall"), i, number(r, "bytes_sent")});
+    for (const RecordView& r : steps_of(arm.roles[i]))
+      events.push_back({r.wall, i, static_cast<double>(r.bytes_sent)});
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.wall < b.wall; });
   std::vector<double> last(arm.roles.size(), 0.0);
   double total = 0.0;
@@ -248,10 +227,9 @@ double train_seconds(const ArmResults& arm) {
   const RoleRecords* t = arm.timeline();
   if (!t) return 0.0;
   double wall = 0.0, eval = 0.0;
-  for (const json& r : t->records) {
-    if (text(r, "type") != "step") continue;
-    wall = std::max(wall, number(r, "wall"));
-    eval += number(member(r, "eval"), "seconds");
+  for (const RecordView& r : steps_of(*t)) {
+    wall = std::max(wall, r.wall);
+    if (r.eval) eval += r.eval->seconds;
   }
   return std::max(wall - eval, 0.0);
 }
@@ -260,8 +238,7 @@ int64_t samples_done(const ArmResults& arm) {
   if (member(arm.summary, "samples").is_number()) return integer(arm.summary, "samples");
   int64_t samples = 0;
   if (const RoleRecords* t = arm.timeline())
-    for (const json& r : t->records)
-      if (text(r, "type") == "step") samples = std::max(samples, integer(r, "samples"));
+    for (const RecordView& r : steps_of(*t)) samples = std::max(samples, r.samples);
   return samples;
 }
 
@@ -269,8 +246,7 @@ double epochs_done(const ArmResults& arm) {
   if (member(arm.summary, "epochs").is_number()) return number(arm.summary, "epochs");
   double epochs = 0.0;
   if (const RoleRecords* t = arm.timeline())
-    for (const json& r : t->records)
-      if (text(r, "type") == "step") epochs = std::max(epochs, number(r, "epoch"));
+    for (const RecordView& r : steps_of(*t)) epochs = std::max(epochs, r.epoch);
   return epochs;
 }
 
@@ -287,8 +263,7 @@ double bytes_per_process_per_epoch(const ArmResults& arm) {
   int processes = 0;
   for (const RoleRecords& r : arm.roles) {
     double last = 0.0;
-    for (const json& rec : r.records)
-      if (text(rec, "type") == "step") last = number(rec, "bytes_sent") + number(rec, "bytes_received");
+    for (const RecordView& rec : steps_of(r)) last = static_cast<double>(rec.bytes_sent + rec.bytes_received);
     total += last;
     ++processes;
   }
@@ -309,17 +284,17 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
   for (const RoleRecords& r : arm.roles) {
     RolePeak p;
     bool any = false;
-    for (const json& rec : r.records) {
-      const json& mem = member(rec, "memory");
-      if (mem.is_object()) {
+    for (const json& line : r.records) {
+      const RecordView rec = read_record(line);
+      if (rec.memory) {
         any = true;
-        for (const auto& [tag, m] : mem.items()) {
-          const double peak = number(m, "peak");
+        for (const auto& [tag, m] : *rec.memory) {
+          const double peak = static_cast<double>(m.peak);
           if (tag == "total") p.total = std::max(p.total, peak);
           else p.tags[tag] = std::max(p.tags[tag], peak);
         }
       }
-      p.rss = std::max(p.rss, number(rec, "rss_peak"));
+      p.rss = std::max(p.rss, static_cast<double>(rec.rss_peak.value_or(0)));
     }
     if (any) per_role.emplace_back(r.role, std::move(p));
   }
@@ -353,4 +328,4 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
   return out;
 }
 
-}  // namespace quartet::gui
+}  // namespace quartet::analysis

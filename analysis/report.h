@@ -1,0 +1,58 @@
+#pragma once
+
+// What a run's report says, without Qt: the side-by-side table of the arms, the link
+// projection with its assumptions, and the whole Markdown page (RUN_DIR/report/report.md).
+// The Qt report (gui/report.h) adds the charts and the HTML page around the same tables.
+
+#include <string>
+#include <vector>
+
+#include "analysis/results_model.h"
+#include "analysis/tables.h"
+
+namespace quartet::analysis {
+
+struct ReportFormats {
+  bool png = false, svg = false, md = false, html = false;
+};
+
+// "png,svg,md,html" (any subset, comma-separated). html shows charts, so it adds png when
+// neither png nor svg is asked for; md shows the images written beside it, and alone is
+// the tables without charts. Throws std::invalid_argument naming a format it does not
+// know, or for an empty list.
+ReportFormats parse_formats(const std::string& list);
+
+// Whether `formats` need charts drawn (png, svg, html): the Qt build's quartet-report.
+bool needs_charts(const ReportFormats& formats);
+
+// A chart image beside report.md.
+struct ChartImage {
+  std::string file;     // "throughput.png"
+  std::string title;
+  std::string caption;  // what it shows, in words
+};
+
+// One row per arm, from its summary or, while it runs, its records (summary.md and the
+// report show this table), and what its columns mean.
+Table arms_table(const std::vector<ArmResults>& arms);
+std::string arms_table_note();
+
+// One row per arm: its critical path per epoch, measured and projected time per epoch
+// on every link profile (projection_links()).
+Table projection_table(const std::vector<ArmResults>& arms);
+
+// "CPU …, N cores; Release build of <commit> (<compiler>); <os>", from spec.json's environment.
+std::string environment_line(const RunResults& run);
+
+// The run's warnings and its arms' errors, one sentence each.
+std::vector<std::string> problems(const RunResults& run);
+
+// Markdown: the arms' table and its note; the projection's assumptions and table.
+std::string summary_markdown(const RunResults& run);
+std::string projection_markdown(const RunResults& run);
+
+// The whole report.md: the run, its problems, the summary, `charts` (none: no charts
+// section) and the projection.
+std::string report_markdown(const RunResults& run, const std::vector<ChartImage>& charts);
+
+}  // namespace quartet::analysis

@@ -1,0 +1,151 @@
+#include "analysis/summary.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "analysis/report.h"
+#include "trainers/records.h"
+
+namespace quartet::analysis {
+
+using nlohmann::json;
+
+std::vector<json> read_jsonl(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  std::vector<json> out;
+  size_t start = 0;
+  int64_t line_no = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;  // a torn last line: the writer died mid-record
+    ++line_no;
+    if (end > start) {
+      try {
+        out.push_back(json::parse(text.substr(start, end - start)));
+      } catch (const json::parse_error& e) {
+        throw std::runtime_error(path.string() + ":" + std::to_string(line_no) + ": not a JSON record: " + e.what());
+      }
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+json summarize_arm(const std::string& arm, const std::string& regime, const std::vector<std::vector<json>>& roles,
+                   std::optional<double> target, int64_t train_samples) {
+  json s = {{"arm", arm}, {"regime", regime}, {"processes", roles.size()}};
+  int64_t samples = 0, steps = 0;
+  double wall = 0.0, eval_seconds = 0.0, forward = 0.0, backward = 0.0, optimizer = 0.0, data = 0.0, comm = 0.0;
+  int64_t rss_peak = 0, mem_peak = 0, bytes_sent = 0, bytes_received = 0, messages = 0;
+  json tag_peaks = json::object();
+  json by_role = json::object();
+  json evals = json::array();
+  for (size_t i = 0; i < roles.size(); ++i) {
+    int64_t role_sent = 0, role_received = 0;
+    for (const json& line : roles[i]) {
+      const trainers::RecordView r = trainers::read_record(line);
+      // Memory counts from every record that carries it, whatever its type: federated
+      // pools train in client_round records, not step records.
+      if (r.rss_peak || r.memory) {
+        json& mine = by_role[r.role.empty() ? "process" + std::to_string(i) : r.role];
+        if (mine.is_null()) mine = {{"total", 0}, {"rss", 0}};
+        if (r.rss_peak) {
+          rss_peak = std::max(rss_peak, *r.rss_peak);
+          mine["rss"] = std::max(mine["rss"].get<int64_t>(), *r.rss_peak);
+        }
+        if (r.memory)
+          for (const auto& [tag, m] : *r.memory) {
+            if (tag == "total") {
+              mem_peak = std::max(mem_peak, m.peak);
+              mine["total"] = std::max(mine["total"].get<int64_t>(), m.peak);
+            } else {
+              tag_peaks[tag] = std::max(tag_peaks.value(tag, int64_t{0}), m.peak);
+            }
+          }
+      }
+      if (!r.is_step()) continue;
+      samples = std::max(samples, r.samples);
+      steps = std::max(steps, r.step);
+      wall = std::max(wall, r.wall);
+      forward += r.forward;
+      backward += r.backward;
+      optimizer += r.optimizer;
+      data += r.data;
+      comm += r.comm_exposed;
+      role_sent = r.bytes_sent;
+      role_received = r.bytes_received;
+      messages = std::max(messages, r.messages);
+      if (r.eval) {
+        eval_seconds += r.eval->seconds;
+        evals.push_back(
+            {{"step", r.step}, {"samples", r.samples}, {"epoch", r.epoch}, {"wall", r.wall}, {"value", r.eval->value}});
+      }
+    }
+    bytes_sent += role_sent;
+    bytes_received += role_received;
+  }
+  const double train_seconds = std::max(wall - eval_seconds, 1e-9);
+  const double epochs = train_samples > 0 ? static_cast<double>(samples) / static_cast<double>(train_samples) : 0.0;
+  s["steps"] = steps;
+  s["samples"] = samples;
+  s["epochs"] = epochs;
+  s["wall_seconds"] = wall;
+  s["eval_seconds"] = eval_seconds;
+  s["train_seconds"] = train_seconds;
+  s["samples_per_second"] = samples > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
+  s["compute_seconds"] = {{"forward", forward}, {"backward", backward}, {"optimizer", optimizer}, {"data", data}};
+  s["comm_exposed_seconds"] = comm;
+  s["memory_peak_bytes"] = {{"total", mem_peak}, {"by_tag", tag_peaks}, {"rss", rss_peak}, {"by_role", by_role}};
+  s["bytes"] = {{"sent", bytes_sent},
+                {"received", bytes_received},
+                {"messages", messages},
+                {"per_process_per_epoch",
+                 epochs > 0 && !roles.empty()
+                     ? static_cast<double>(bytes_sent + bytes_received) / static_cast<double>(roles.size()) / epochs
+                     : 0.0}};
+  s["evaluations"] = evals;
+  s["final_quality"] = evals.empty() ? json(nullptr) : evals.back()["value"];
+  s["target"] = target ? json(*target) : json(nullptr);
+  json reached = nullptr;
+  if (target) {
+    for (const json& e : evals) {
+      if (e["value"].get<double>() >= *target) {
+        reached = {{"step", e["step"]}, {"samples", e["samples"]}, {"wall_seconds", e["wall"]}, {"epoch", e["epoch"]}};
+        if (regime == "federated") reached["rounds"] = e["step"];  // a federated step is a round
+        break;
+      }
+    }
+  }
+  s["to_target"] = reached;
+  return s;
+}
+
+std::string arm_status(bool interrupted, std::string& failure, const json& summary) {
+  if (interrupted) return "interrupted";
+  if (failure.empty() && summary.value("samples", int64_t{0}) == 0)
+    failure = "the arm trained no sample: every step, turn or round it recorded failed (the roles' logs "
+              "under roles/ say why)";
+  return failure.empty() ? "finished" : "failed";
+}
+
+std::string summary_table(const std::string& run_name, const std::vector<json>& arm_summaries) {
+  RunResults run;
+  run.name = run_name;
+  for (const json& s : arm_summaries) {
+    ArmResults arm;
+    arm.name = arm.label = trainers::text(s, "arm");
+    arm.regime = trainers::text(s, "regime");
+    arm.status = trainers::text(s, "status", "finished");
+    arm.summary = s;
+    run.arms.push_back(std::move(arm));
+  }
+  return "# " + run_name + "\n\n" + summary_markdown(run);
+}
+
+}  // namespace quartet::analysis

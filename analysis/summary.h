@@ -1,0 +1,36 @@
+#pragma once
+
+// An arm's figures from its roles' records (RUN/<arm>/summary.json) and the run's
+// side-by-side table (RUN/summary.md), as `quartet run` writes them (docs/results.md).
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace quartet::analysis {
+
+// Reads every complete line of a JSON-lines file; a torn last line (a crash mid-write)
+// is ignored, a corrupt complete line throws std::runtime_error naming file and line.
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
+
+// An arm's figures from its roles' step records:
+// samples/s, time, peak memory (per tag and RSS), bytes, final quality, time and
+// samples to the target.
+nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
+                             const std::vector<std::vector<nlohmann::json>>& roles_records,
+                             std::optional<double> target, int64_t train_samples);
+
+// An arm's status from how its roles ended and what they recorded: "interrupted",
+// "failed" (`failure` says why) or "finished". An arm whose roles all exited cleanly but
+// that trained no sample (every split turn or federated round lost) failed too, and
+// `failure` is set to say so.
+std::string arm_status(bool interrupted, std::string& failure, const nlohmann::json& summary);
+
+// summary.md: the run's name and the arms' table (analysis/report.h, arms_table), one row
+// per arm summary.
+std::string summary_table(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries);
+
+}  // namespace quartet::analysis

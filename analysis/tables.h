@@ -1,0 +1,29 @@
+#pragma once
+
+// Tables and figures as the summary and the report print them: Markdown here, HTML in
+// the Qt report (gui/report.h), from the same Table.
+
+#include <string>
+#include <vector>
+
+namespace quartet::analysis {
+
+struct Table {
+  std::vector<std::string> headers;
+  std::vector<bool> right;  // right-aligned (numbers), one per header
+  std::vector<std::vector<std::string>> rows;
+};
+
+// A Markdown table; a cell's '|' is escaped and its line breaks become spaces.
+std::string to_markdown(const Table& t);
+
+// `v` with `digits` decimals: fixed(2.268, 2) is "2.27".
+std::string fixed(double v, int digits);
+
+// Numbers as tables and charts print them: "1.58 GB", "512 B"; "24.5 MiB"; "45 ms",
+// "12.3 s", "2:05", "1:02:05" ("—" for a negative or NaN time).
+std::string format_bytes(double bytes);
+std::string format_mib(double bytes);
+std::string format_seconds(double seconds);
+
+}  // namespace quartet::analysis

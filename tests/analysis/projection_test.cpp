@@ -1,0 +1,123 @@
+// The projection of shared/DESIGN.md: time on a link = compute on the critical path +
+// Σ over its messages (bytes / bandwidth + latency), read per regime from real records.
+
+#include "analysis/projection.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tests/run_fixture.h"
+#include "transport/link.h"
+
+namespace quartet::analysis {
+namespace {
+
+using test_util::fixture_run;
+using trainers::CriticalPath;
+using trainers::PathLeg;
+using trainers::PathStage;
+
+const ArmResults& arm(const RunResults& run, const std::string& name) {
+  for (const ArmResults& a : run.arms)
+    if (a.name == name) return a;
+  throw std::runtime_error("no arm " + name);
+}
+
+bool near(double a, double b, double rel = 1e-9) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
+
+TEST(Projection, PathSecondsIsComputePlusBytesOverBandwidthPlusLatencyPerMessage) {
+  // Two stages: one leg; then two legs side by side, the slower one counting.
+  const std::vector<PathStage> stages = {PathStage{{PathLeg{1.0, 1e9 / 8, 10}}},
+                                         PathStage{{PathLeg{2.0, 0, 0}, PathLeg{0.5, 1e9 / 8, 2}}}};
+  double comm = 0.0;
+  // 1 Gbit/s, 1 ms: stage 1 = 1 + 1 + 0.01; stage 2 = max(2, 0.5 + 1 + 0.002) = 2.
+  EXPECT_TRUE(near(path_seconds(stages, 1e9, 1e-3, &comm), 4.01));
+  EXPECT_TRUE(near(comm, 1.01));
+  // At 100 Mbit/s the second stage's networked leg is the slower one: 0.5 + 10 + 0.002.
+  EXPECT_TRUE(near(path_seconds(stages, 1e8, 1e-3), 1.0 + 10.0 + 0.01 + 10.502));
+}
+
+TEST(Projection, LinksAreTheNetworkPresetsFastestFirst) {
+  const std::vector<std::string> links = projection_links();
+  EXPECT_EQ(links.front(), "nvlink");
+  EXPECT_EQ(links.back(), "lte");
+  EXPECT_EQ(std::find(links.begin(), links.end(), "loopback"), links.end());
+  for (size_t i = 1; i < links.size(); ++i)
+    EXPECT_GE(transport::link_profile(links[i - 1]).bandwidth_bits_per_s,
+              transport::link_profile(links[i]).bandwidth_bits_per_s);
+}
+
+TEST(Projection, OneProcessArmsTakeTheSameTimeOnEveryLink) {
+  const RunResults run = load_run(fixture_run());
+  for (const char* name : {"single", "accum-2"}) {
+    const ArmProjection p = project_arm(arm(run, name));
+    EXPECT_TRUE(p.unavailable.empty());
+    EXPECT_EQ(p.bytes_per_epoch, 0.0);
+    for (const LinkEstimate& e : p.links) EXPECT_TRUE(near(e.seconds_per_epoch, p.compute_seconds_per_epoch));
+  }
+}
+
+TEST(Projection, DataParallelPaysItsRanksRingTrafficPerEpoch) {
+  const RunResults run = load_run(fixture_run());
+  const ArmResults& ddp = arm(run, "ddp-2");
+  const ArmProjection p = project_arm(ddp);
+  // Each rank's bytes are the ring's: half the arm's sent bytes per rank, over the epochs.
+  const double sent = ddp.summary["bytes"]["sent"].get<double>();
+  EXPECT_TRUE(near(p.bytes_per_epoch, sent / 2 / p.epochs, 0.01));
+  EXPECT_GT(p.messages_per_epoch, 0);
+  const LinkEstimate& lte = p.links.back();
+  const auto profile = transport::link_profile("lte");
+  EXPECT_TRUE(near(lte.comm_seconds_per_epoch,
+               p.bytes_per_epoch * 8 / profile.bandwidth_bits_per_s + p.messages_per_epoch * profile.latency_s, 0.01));
+  // Slower links never make an arm faster.
+  for (size_t i = 1; i < p.links.size(); ++i) EXPECT_GE(p.links[i].seconds_per_epoch, p.links[i - 1].seconds_per_epoch);
+}
+
+TEST(Projection, FederatedAndSplitAreProjectedOntoTheLinkTheyRanOnToo) {
+  const RunResults run = load_run(fixture_run());
+  for (const char* name : {"fedavg-4", "split-2"}) {
+    const ArmProjection p = project_arm(arm(run, name));
+    ASSERT_TRUE(p.unavailable.empty()) << name;
+    ASSERT_TRUE(p.on_measured_link.has_value());
+    EXPECT_EQ(p.on_measured_link->link, arm(run, name).link);
+    EXPECT_GT(p.measured_seconds_per_epoch, 0);
+    EXPECT_GT(p.bytes_per_epoch, 0);
+    EXPECT_EQ(p.path_model.find("everything in turn"), std::string::npos) << p.path_model;
+  }
+}
+
+TEST(Projection, EachRegimeIsReadFromItsRolesRecordsAlone) {
+  const RunResults run = load_run(fixture_run());
+  for (const ArmResults& a : run.arms) {
+    const CriticalPath path = critical_path(a.regime, a.roles);
+    EXPECT_FALSE(path.stages.empty()) << a.name;
+    EXPECT_EQ(path.model.find("everything in turn"), std::string::npos) << path.model;
+  }
+  // A regime without a reading, or records without the regime's detail: everything in turn.
+  const CriticalPath unknown = critical_path("pipeline", arm(run, "ddp-2").roles);
+  EXPECT_EQ(unknown.stages.size(), size_t{1});
+  EXPECT_NE(unknown.model.find("everything in turn"), std::string::npos);
+  const CriticalPath none = critical_path("single", {});
+  EXPECT_TRUE(none.stages.empty());
+  EXPECT_EQ(none.model, "no step records");
+}
+
+TEST(Projection, AnArmWithoutRecordsSaysWhyNothingIsProjected) {
+  ArmResults a;
+  a.name = "pending";
+  a.regime = "single";
+  const ArmProjection p = project_arm(a);
+  EXPECT_FALSE(p.unavailable.empty());
+  EXPECT_TRUE(p.links.empty());
+}
+
+TEST(Projection, AssumptionsAreStated) {
+  const std::vector<std::string> a = projection_assumptions();
+  EXPECT_GE(a.size(), 5u);
+  EXPECT_NE(a.front().find("bytes × 8 / bandwidth + latency"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quartet::analysis

@@ -1,0 +1,35 @@
+#pragma once
+
+// A regime's cost model for the report's projection (analysis/projection.h): the
+// critical path of one arm, read from its roles' records as stages run one after
+// another, each of legs run side by side. Time on a link = Σ over the stages of the
+// slowest leg's compute + its messages' (bytes × 8 / bandwidth + latency).
+
+#include <string>
+#include <vector>
+
+#include "trainers/records.h"
+
+namespace quartet::trainers {
+
+// One sequential piece of the critical path: compute, then messages of `bytes` in all.
+struct PathLeg {
+  double compute = 0.0;  // seconds
+  double bytes = 0.0;
+  double messages = 0.0;
+};
+
+// Legs that run side by side (ranks, a round's clients): the slowest decides.
+struct PathStage {
+  std::vector<PathLeg> parallel;
+};
+
+struct CriticalPath {
+  std::vector<PathStage> stages;  // empty: the records lack what the reading needs
+  std::string model;              // how the path was read, in words, for the report
+};
+
+// A regime's reading of its critical path from every role's records of one arm.
+using CriticalPathReader = CriticalPath (*)(const std::vector<RoleRecords>& roles);
+
+}  // namespace quartet::trainers
