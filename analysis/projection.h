@@ -1,6 +1,6 @@
 #pragma once
 
-// The report's projection (shared/DESIGN.md, "Results"): each arm's time per epoch on
+// The report's projection (docs/results.md): each arm's time per epoch on
 // link profiles it did not run on, from what it measured: compute seconds, bytes and
 // message counts. Time on a link = compute on the critical path + Σ over the messages on
 // that path (bytes / bandwidth + latency).

@@ -7,8 +7,21 @@
 
 #include "analysis/report.h"
 #include "trainers/records.h"
+#include "trainers/regime.h"
 
 namespace quartet::analysis {
+
+namespace {
+
+// Whether the regime's steps are rounds (federated), by its entry in the regime table; a
+// regime this build does not know counts steps.
+bool regime_counts_rounds(const std::string& regime) {
+  for (const trainers::Regime* r : trainers::regime_table())
+    if (r->name() == regime) return r->step_unit() == "round";
+  return false;
+}
+
+}  // namespace
 
 using nlohmann::json;
 
@@ -117,7 +130,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
     for (const json& e : evals) {
       if (e["value"].get<double>() >= *target) {
         reached = {{"step", e["step"]}, {"samples", e["samples"]}, {"wall_seconds", e["wall"]}, {"epoch", e["epoch"]}};
-        if (regime == "federated") reached["rounds"] = e["step"];  // a federated step is a round
+        if (regime_counts_rounds(regime)) reached["rounds"] = e["step"];  // its step is a round
         break;
       }
     }

@@ -87,7 +87,7 @@ class Bar : public Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
-// One JSON object per line on stdout: the event stream of shared/DESIGN.md.
+// One JSON object per line on stdout: the event stream of docs/results.md.
 class Jsonl : public Progress {
  public:
   void run_started(const std::string& run_dir, int arms) override {

@@ -1,6 +1,7 @@
 #pragma once
 
-// A regime's cost model for the report's projection (analysis/projection.h): the
+// A regime's cost model for the report's projection (analysis/projection.h; each
+// regime reads its own records: Regime::critical_path): the
 // critical path of one arm, read from its roles' records as stages run one after
 // another, each of legs run side by side. Time on a link = Σ over the stages of the
 // slowest leg's compute + its messages' (bytes × 8 / bandwidth + latency).
@@ -29,7 +30,8 @@ struct CriticalPath {
   std::string model;              // how the path was read, in words, for the report
 };
 
-// A regime's reading of its critical path from every role's records of one arm.
-using CriticalPathReader = CriticalPath (*)(const std::vector<RoleRecords>& roles);
+// One process and no network (single, accumulate): the compute of its clock role's
+// steps, one after another.
+CriticalPath one_process_path(const std::vector<RoleRecords>& roles);
 
 }  // namespace quartet::trainers

@@ -1,6 +1,6 @@
 #pragma once
 
-// The step record of shared/DESIGN.md "Results": one JSON object per line in
+// The step record (docs/results.md, "Step record"): one JSON object per line in
 // <arm>/roles/<role>.jsonl, flushed per record so a crash loses nothing written.
 
 #include <chrono>

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "trainers/cost_model.h"
 #include "trainers/settings/table.h"
 #include "trainers/train_config.h"
 #include "workloads/workload.h"
@@ -91,6 +92,11 @@ class Regime {
   // What a training step of this regime's records counts ("step"; federated: "round").
   virtual std::string_view step_unit() const { return "step"; }
   virtual void run_role(const RoleContext& ctx) const = 0;
+  // The cost model of the report's projection: the arm's critical path read from its
+  // roles' records (no stages when they lack what it reads), and what that reading
+  // assumes, a sentence for the report.
+  virtual CriticalPath critical_path(const std::vector<RoleRecords>& roles) const = 0;
+  virtual std::string_view cost_model() const = 0;
 };
 
 // The regime table: every regime of this build, in the order lists and docs show them.

@@ -1,4 +1,4 @@
-// The projection of shared/DESIGN.md: time on a link = compute on the critical path +
+// The report's projection (docs/results.md): time on a link = compute on the critical path +
 // Σ over its messages (bytes / bandwidth + latency), read per regime from real records.
 
 #include "analysis/projection.h"
@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "tests/run_fixture.h"
+#include "trainers/regime.h"
 #include "transport/link.h"
 
 namespace quartet::analysis {
@@ -102,6 +103,15 @@ TEST(Projection, EachRegimeIsReadFromItsRolesRecordsAlone) {
   const CriticalPath none = critical_path("single", {});
   EXPECT_TRUE(none.stages.empty());
   EXPECT_EQ(none.model, "no step records");
+}
+
+// The report states each regime's cost model as the regime table gives it.
+TEST(Projection, AssumptionsStateEachRegimesCostModel) {
+  const std::vector<std::string> said = projection_assumptions();
+  for (const trainers::Regime* r : trainers::regime_table()) {
+    const std::string bullet = std::string(r->name()) + ": " + std::string(r->cost_model());
+    EXPECT_NE(std::find(said.begin(), said.end(), bullet), said.end()) << bullet;
+  }
 }
 
 TEST(Projection, AnArmWithoutRecordsSaysWhyNothingIsProjected) {

@@ -11,6 +11,8 @@ class Accumulate final : public RegimeOf<Settings> {
   std::string_view summary() const override {
     return "one process, k micro-batches of B/k, one optimizer step";
   }
+  CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override { return one_process_path(roles); }
+  std::string_view cost_model() const override { return "one process, no messages: the same on every link."; }
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {

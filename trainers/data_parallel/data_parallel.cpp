@@ -285,6 +285,14 @@ class DataParallel final : public RegimeOf<Settings> {
   std::string_view summary() const override {
     return "N rank processes, B/N each, bucketed gradient all-reduce overlapped with backward";
   }
+  CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
+    return data_parallel::critical_path(roles);
+  }
+  std::string_view cost_model() const override {
+    return "the ranks run side by side; each rank's bytes and messages are the algorithm's (a ring all-reduce of S "
+           "bytes over N ranks is 2(N−1) messages of S/N, one per bucket), so Gloo and NCCL traffic, which no socket "
+           "counts, is projected like the rest.";
+  }
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {

@@ -27,4 +27,7 @@ struct Settings : RegimeSettings {
 
 const Regime& regime();
 
+// The cost model: ranks side by side, each with its compute and its ring messages.
+CriticalPath critical_path(const std::vector<RoleRecords>& roles);
+
 }  // namespace quartet::trainers::data_parallel

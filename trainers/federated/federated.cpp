@@ -15,6 +15,14 @@ class Federated final : public RegimeOf<Settings> {
     return "a server and K virtual clients on a pool of processes; FedAvg, FedProx, FedAvgM";
   }
   std::string_view step_unit() const override { return "round"; }
+  CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
+    return federated::critical_path(roles);
+  }
+  std::string_view cost_model() const override {
+    return "per round, the slowest sampled client (download, local training, upload, each client on its own link to "
+           "the server), then the server's aggregation; clients that shared a pool process here run on their own "
+           "machines in the projection.";
+  }
   // A lost pool only costs its clients' updates (left out of rounds by the deadline).
   bool essential(const std::string& role) const override { return role == "server"; }
 

@@ -40,4 +40,8 @@ struct Settings : RegimeSettings {
 
 const Regime& regime();
 
+// The cost model, from the server's round records: per round the sampled clients side by
+// side (download, training, upload), then the aggregation.
+CriticalPath critical_path(const std::vector<RoleRecords>& roles);
+
 }  // namespace quartet::trainers::federated

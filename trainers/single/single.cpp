@@ -9,6 +9,8 @@ class Single final : public RegimeOf<Settings> {
  public:
   std::string_view name() const override { return "single"; }
   std::string_view summary() const override { return "one process, batch B (the baseline)"; }
+  CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override { return one_process_path(roles); }
+  std::string_view cost_model() const override { return "one process, no messages: the same on every link."; }
 
  protected:
   std::vector<std::string> roles_of(const Settings&) const override { return {"trainer"}; }

@@ -171,6 +171,14 @@ class Split final : public RegimeOf<Settings> {
   }
   // A lost pool costs its clients' turns (the server drops them and goes on).
   bool essential(const std::string& role) const override { return role == "server"; }
+  CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
+    return split::critical_path(roles);
+  }
+  std::string_view cost_model() const override {
+    return "vanilla and U-shaped clients take turns, so every turn's client and server compute and traffic "
+           "(activations, gradients, labels, the client half handed on) is on the path; SplitFed clients run side "
+           "by side and the server serves them one after another.";
+  }
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {

@@ -41,6 +41,10 @@ struct Settings : RegimeSettings {
 
 const Regime& regime();
 
+// The cost model, from the server's turn records: every turn in order (vanilla,
+// U-shaped), or the clients side by side then the server (SplitFed).
+CriticalPath critical_path(const std::vector<RoleRecords>& roles);
+
 std::vector<std::string> variant_names();
 std::vector<std::string> server_halves_names();
 
