@@ -53,6 +53,11 @@ std::vector<Generator*> Module::generators() {
   return out;
 }
 
+void Module::visit(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [name, child] : children_) child->visit(fn);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

@@ -3,6 +3,7 @@
 // Modules: things with parameters. Names follow PyTorch's (dotted paths, children of a
 // Sequential named "0", "1", ...), so state dicts move between the two unchanged.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,6 +40,9 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool training() const { return training_; }
+
+  // Calls fn on this module, then on each child in registration order, recursively.
+  void visit(const std::function<void(Module&)>& fn);
 
  protected:
   // Marks `t` trainable; it should have been made under MemTagScope(parameters).

@@ -227,6 +227,22 @@ TEST(SyncBatchNorm, OneSamplePerRankIsAllowed) {
   EXPECT_NO_THROW(batch_norm(Tensor::zeros({1, 2}), Tensor(), Tensor(), rm, rv, true, {.reducer = &r}));
 }
 
+// data_parallel reaches a model's BatchNorm layers through the public module visitor.
+TEST(SyncBatchNorm, VisitorReachesEveryNestedBatchNorm) {
+  auto inner = std::make_shared<Sequential>();
+  inner->emplace<BatchNorm>(2).emplace<ReLU>();
+  Sequential outer;
+  outer.emplace<BatchNorm>(2).add(inner);
+  std::vector<std::string> seen;
+  int norms = 0;
+  outer.visit([&](Module& m) {
+    seen.push_back(dynamic_cast<Sequential*>(&m) ? "seq" : dynamic_cast<BatchNorm*>(&m) ? "bn" : "other");
+    if (dynamic_cast<BatchNorm*>(&m)) ++norms;
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"seq", "bn", "seq", "bn", "other"}));
+  EXPECT_EQ(norms, 2);
+}
+
 // ---- batch norm: bad input ----
 
 TEST(BatchNorm, RejectsInputOfWrongRank) {

@@ -19,7 +19,7 @@
 #include "trainers/federated/client.h"
 #include "trainers/federated/protocol.h"
 #include "trainers/federated/roles.h"
-#include "trainers/local_loop.h"
+#include "trainers/training_loop.h"
 #include "trainers/regime.h"
 #include "transport/coordinator.h"
 #include "transport/messages.h"

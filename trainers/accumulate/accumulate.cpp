@@ -1,6 +1,6 @@
 #include "trainers/accumulate/accumulate.h"
 
-#include "trainers/local_loop.h"
+#include "trainers/training_loop.h"
 
 namespace quartet::trainers::accumulate {
 namespace {

@@ -1,8 +1,6 @@
 #include "trainers/data_parallel/data_parallel.h"
 
 #include <cmath>
-#include <fstream>
-#include <functional>
 #include <span>
 #include <stdexcept>
 
@@ -11,7 +9,7 @@
 #include "engine/safetensors.h"
 #include "trainers/checkpoint.h"
 #include "trainers/data_parallel/reducer.h"
-#include "trainers/local_loop.h"
+#include "trainers/training_loop.h"
 #include "trainers/metrics.h"
 #include "transport/gloo_collectives.h"
 #include "transport/shm_collectives.h"
@@ -25,15 +23,6 @@ namespace fs = std::filesystem;
 using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
-
-// The engine lists a module's children to its subclasses only; a pointer to that
-// protected member, taken through a subclass, walks any module tree.
-struct ModuleTree : engine::Module {
-  static void visit(engine::Module& m, const std::function<void(engine::Module&)>& fn) {
-    fn(m);
-    for (const auto& [name, child] : (m.*(&ModuleTree::children))()) visit(*child, fn);
-  }
-};
 
 // SyncBatchNorm: batch statistics summed over the ranks. Synchronous (forward and
 // backward need the sums), so its time is all exposed.
@@ -88,19 +77,6 @@ void check_same_step(transport::Collectives& comm, int64_t step) {
                                "; their checkpoints are of different points");
 }
 
-// Size of the record file's lines up to the record of `step` (resume keeps those).
-int64_t records_bytes_through(const fs::path& path, int64_t step) {
-  std::ifstream in(path, std::ios::binary);
-  int64_t bytes = 0;
-  std::string line;
-  while (std::getline(in, line) && !in.eof()) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || j.value("step", step + 1) > step) break;
-    bytes += static_cast<int64_t>(line.size()) + 1;
-  }
-  return bytes;
-}
-
 // zero 0 and rank 0 share the arm's checkpoint; a sharded optimizer's other ranks keep
 // their own shard beside it.
 fs::path own_checkpoint(const RoleContext& ctx, int64_t zero) {
@@ -127,156 +103,119 @@ double clip_sharded(Tensor& grad, double max_norm, transport::Collectives& comm,
   return s;
 }
 
-void train_data_parallel(const RoleContext& ctx, const Settings& set) {
-  const TrainConfig& cfg = ctx.config;
-  const workloads::Workload& wl = *ctx.workload;
-  const int64_t train_size = wl.train_size();
-  const LoopPlan plan = plan_loop(cfg, train_size);
-  const int64_t ranks = set.ranks;
-  const int64_t per_rank = cfg.batch / ranks;
-  const int64_t micro = per_rank / set.micro_batches;
-
-  std::unique_ptr<transport::Collectives> comm = connect(ctx, set);
-  CommCounters counters;
-  std::shared_ptr<engine::Model> model = load_initial_model(ctx);
-  SyncStats sync_stats(*comm, counters);
-  if (set.sync_bn)
-    ModuleTree::visit(*model, [&](engine::Module& m) {
-      if (auto* bn = dynamic_cast<engine::BatchNorm*>(&m)) bn->set_reducer(&sync_stats);
-    });
-
-  std::vector<Tensor> params = model->parameters();
-  GradReducer reducer(params, *comm, counters,
-                      {.bucket_bytes = static_cast<int64_t>(set.bucket_mb * 1024 * 1024),
-                       .zero = static_cast<int>(set.zero),
-                       .fp16 = set.compress == "fp16"});
-  // zero 1, 2: the optimizer sees one flat tensor, this rank's shard of the parameters;
-  // SGD and Adam are element-wise, so stepping shards equals stepping the whole.
-  Tensor shard, shard_grad;
-  std::unique_ptr<engine::Optimizer> optimizer;
-  if (set.zero == 0) {
-    optimizer = make_optimizer(cfg.optimizer, params);
-  } else {
+// data_parallel's hook into the training loop: each rank's gradients bucketed and
+// all-reduced while backward runs (GradReducer), SyncBatchNorm's statistics summed over
+// the ranks, and with ZeRO (zero 1, 2) the optimizer stepping this rank's shard of the
+// parameters, one flat tensor (SGD and Adam are element-wise, so stepping shards equals
+// stepping the whole), before the updated shards are gathered.
+class RankHook final : public Reducer {
+ public:
+  RankHook(const RoleContext& ctx, const Settings& s, engine::Model& model)
+      : s_(s),
+        comm_(connect(ctx, s)),
+        sync_(*comm_, counters_),
+        params_(model.parameters()),
+        grads_(params_, *comm_, counters_,
+               {.bucket_bytes = static_cast<int64_t>(s.bucket_mb * 1024 * 1024),
+                .zero = static_cast<int>(s.zero),
+                .fp16 = s.compress == "fp16"}) {
+    if (s.sync_bn)
+      model.visit([&](engine::Module& m) {
+        if (auto* bn = dynamic_cast<engine::BatchNorm*>(&m)) bn->set_reducer(&sync_);
+      });
+    if (s.zero == 0) return;
     {
       engine::MemTagScope tag(MemTag::parameters);
-      shard = Tensor::zeros({reducer.shard_numel()});
+      shard_ = Tensor::zeros({grads_.shard_numel()});
     }
-    shard.set_requires_grad(true);
-    if (set.zero == 1) {
+    shard_.set_requires_grad(true);
+    if (s.zero == 1) {
       engine::MemTagScope tag(MemTag::gradients);
-      shard_grad = Tensor::zeros({reducer.shard_numel()});
-    }
-    optimizer = make_optimizer(cfg.optimizer, {shard});
-  }
-  const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, plan.total_steps);
-
-  Position pos;
-  const fs::path my_checkpoint = own_checkpoint(ctx, set.zero);
-  if (ctx.resume) {
-    if (auto p = load_checkpoint(my_checkpoint, *model, *optimizer)) pos = *p;
-    check_same_step(*comm, pos.step);
-  }
-  broadcast_state(*comm, *model, counters);
-  if (set.zero > 0) reducer.params_to_shard(shard);
-  const fs::path records_file = records_path(ctx.arm_dir, ctx.role);
-  JsonlWriter records(records_file.string(),
-                      ctx.resume ? std::optional<int64_t>(records_bytes_through(records_file, pos.step))
-                                 : std::nullopt);
-  const double wall0 = pos.wall;
-  Stopwatch clock;
-
-  bool capped = false;
-  for (int64_t epoch = pos.epochs_done; epoch < cfg.epochs && !capped; ++epoch) {
-    const std::vector<int64_t> order = workloads::epoch_permutation(train_size, cfg.seed, epoch);
-    for (int64_t b = 0; b < plan.steps_per_epoch; ++b) {
-      StepRecord r;
-      model->train();
-      for (Tensor& p : params) p.zero_grad();
-      optimizer->zero_grad();
-      const CommCounters before = counters;
-      sync_stats.seconds = 0.0;
-      double loss_sum = 0.0;
-      for (int64_t m = 0; m < set.micro_batches; ++m) {
-        Stopwatch t;
-        // This rank's slice of the global batch, then its m-th micro-batch.
-        const auto first = order.begin() + b * cfg.batch + ctx.rank * per_rank + m * micro;
-        workloads::Batch batch = wl.train_batch(std::vector<int64_t>(first, first + micro), epoch);
-        r.data += t.seconds();
-        reducer.prepare(m + 1 == set.micro_batches);
-        double synced = sync_stats.seconds;
-        t.restart();
-        engine::Tensor loss = wl.loss(model->forward(batch.x), batch.y);
-        r.forward += t.seconds() - (sync_stats.seconds - synced);
-        synced = sync_stats.seconds;
-        t.restart();
-        loss_sum += loss.item();
-        engine::scale(loss, 1.0f / static_cast<float>(set.micro_batches)).backward();
-        r.backward += t.seconds() - (sync_stats.seconds - synced);
-      }
-      double exposed = reducer.finish() + sync_stats.seconds;
-
-      Stopwatch t;
-      double step_comm = 0.0;
-      optimizer->set_lr(schedule->lr_at(pos.step));
-      if (set.zero == 0) {
-        if (cfg.clip_grad_norm > 0.0) engine::clip_grad_norm(params, cfg.clip_grad_norm);
-        optimizer->step();
-      } else {
-        if (set.zero == 1) {
-          if (cfg.clip_grad_norm > 0.0) engine::clip_grad_norm(params, cfg.clip_grad_norm);
-          reducer.grads_to_shard(shard_grad);
-          shard.set_grad(shard_grad);
-        } else {
-          shard.set_grad(reducer.shard_grad());
-          if (cfg.clip_grad_norm > 0.0)
-            step_comm += clip_sharded(reducer.shard_grad(), cfg.clip_grad_norm, *comm, counters);
-        }
-        optimizer->step();
-        step_comm += reducer.all_gather_params(shard);
-      }
-      r.optimizer = t.seconds() - step_comm;
-      exposed += step_comm;
-
-      pos.step += 1;
-      pos.samples += cfg.batch;
-      r.step = pos.step;
-      r.samples = pos.samples;  // the arm's samples: every rank's slices of every step
-      r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train_size);
-      r.loss = loss_sum / static_cast<double>(set.micro_batches);  // this rank's slice
-      r.lr = optimizer->lr();
-      r.comm_exposed = exposed;
-      r.bytes_sent = counters.bytes;
-      r.bytes_received = counters.bytes;  // ring algorithms receive what they send
-      r.messages = counters.messages;
-      const int64_t step_bytes = counters.bytes - before.bytes;
-      const double step_seconds = counters.seconds - before.seconds;
-      const nlohmann::json extra = {
-          {"rank_samples", pos.samples / ranks},
-          {"comm",
-           {{"backend", set.backend},
-            {"algorithmic", true},
-            {"compress", set.compress},
-            {"zero", set.zero},
-            {"buckets", reducer.num_buckets()},
-            {"largest_bucket_bytes", reducer.largest_bucket_bytes()},
-            {"bytes", step_bytes},
-            {"seconds", step_seconds},
-            {"exposed", exposed},
-            {"busbw", step_seconds > 0.0 ? static_cast<double>(step_bytes) / step_seconds : 0.0}}}};
-      capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
-      const bool epoch_end = b + 1 == plan.steps_per_epoch || capped;
-      finish_step(ctx, records, r, wall0, clock, epoch_end && ctx.rank == 0, *model, extra);
-      if (capped) break;
-    }
-    if (!capped && (ctx.rank == 0 || set.zero > 0)) {
-      pos.epochs_done = epoch + 1;
-      pos.wall = wall0 + clock.seconds();
-      pos.records_bytes = records.bytes();
-      pos.extra = {{"ranks", ranks}, {"zero", set.zero}};
-      save_checkpoint(my_checkpoint, *model, *optimizer, pos);
+      shard_grad_ = Tensor::zeros({grads_.shard_numel()});
     }
   }
-  if (ctx.rank == 0) engine::save_safetensors(final_weights_path(ctx.arm_dir).string(), model->state_dict());
+
+  // What the optimizer steps: the parameters, or this rank's shard of them.
+  std::vector<Tensor> stepped() const { return s_.zero == 0 ? params_ : std::vector<Tensor>{shard_}; }
+
+  // Before the first step: ranks that resumed agree on the step, then every rank starts
+  // from rank 0's parameters and buffers (DDP's constructor does this).
+  void start(const RoleContext& ctx, const engine::Model& model, const Position& pos) {
+    if (ctx.resume) check_same_step(*comm_, pos.step);
+    broadcast_state(*comm_, model, counters_);
+    if (s_.zero > 0) grads_.params_to_shard(shard_);
+  }
+
+  void begin_step() override {
+    before_ = counters_;
+    sync_.seconds = 0.0;
+  }
+  void prepare(bool last_micro_batch) override { grads_.prepare(last_micro_batch); }
+  double inline_seconds() const override { return sync_.seconds; }
+  double finish() override { return grads_.finish(); }
+
+  double step(engine::Optimizer& optimizer, double clip_grad_norm) override {
+    if (s_.zero == 0) return Reducer::step(optimizer, clip_grad_norm);
+    double comm = 0.0;
+    if (s_.zero == 1) {
+      if (clip_grad_norm > 0.0) engine::clip_grad_norm(params_, clip_grad_norm);
+      grads_.grads_to_shard(shard_grad_);
+      shard_.set_grad(shard_grad_);
+    } else {
+      shard_.set_grad(grads_.shard_grad());
+      if (clip_grad_norm > 0.0) comm += clip_sharded(grads_.shard_grad(), clip_grad_norm, *comm_, counters_);
+    }
+    optimizer.step();
+    return comm + grads_.all_gather_params(shard_);
+  }
+
+  // The step's communication, for its record; the ring algorithms receive what they send.
+  nlohmann::json record(StepRecord& r, const Position& pos) const {
+    r.bytes_sent = counters_.bytes;
+    r.bytes_received = counters_.bytes;
+    r.messages = counters_.messages;
+    const int64_t step_bytes = counters_.bytes - before_.bytes;
+    const double step_seconds = counters_.seconds - before_.seconds;
+    return {{"rank_samples", pos.samples / s_.ranks},
+            {"comm",
+             {{"backend", s_.backend},
+              {"algorithmic", true},
+              {"compress", s_.compress},
+              {"zero", s_.zero},
+              {"buckets", grads_.num_buckets()},
+              {"largest_bucket_bytes", grads_.largest_bucket_bytes()},
+              {"bytes", step_bytes},
+              {"seconds", step_seconds},
+              {"exposed", r.comm_exposed},
+              {"busbw", step_seconds > 0.0 ? static_cast<double>(step_bytes) / step_seconds : 0.0}}}};
+  }
+
+ private:
+  const Settings& s_;
+  std::unique_ptr<transport::Collectives> comm_;
+  CommCounters counters_, before_;
+  SyncStats sync_;
+  std::vector<Tensor> params_;
+  GradReducer grads_;
+  Tensor shard_, shard_grad_;
+};
+
+void train_data_parallel(const RoleContext& ctx, const Settings& s) {
+  std::shared_ptr<engine::Model> model = load_initial_model(ctx);
+  RankHook hook(ctx, s, *model);
+  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, hook.stepped());
+  LoopOptions o;
+  o.micro_batches = s.micro_batches;
+  o.rank = ctx.rank;
+  o.ranks = static_cast<int>(s.ranks);
+  o.lead = ctx.rank == 0;
+  // zero 0: rank 0 keeps the arm's checkpoint; sharded state: every rank its own shard.
+  o.checkpoints = ctx.rank == 0 || s.zero > 0;
+  o.checkpoint = own_checkpoint(ctx, s.zero);
+  o.checkpoint_extra = {{"ranks", s.ranks}, {"zero", s.zero}};
+  o.on_start = [&](const Position& pos) { hook.start(ctx, *model, pos); };
+  o.record_step = [&](StepRecord& r, const Position& pos) { return hook.record(r, pos); };
+  train_loop(ctx, *model, *optimizer, hook, o);
 }
 
 class DataParallel final : public RegimeOf<Settings> {

@@ -6,6 +6,7 @@
 
 #include "engine/autograd.h"
 #include "trainers/metrics.h"
+#include "trainers/training_loop.h"
 #include "workloads/sampler.h"
 
 namespace quartet::trainers::federated {
@@ -50,36 +51,33 @@ LocalResult train_client(engine::Model& model, const workloads::Workload& wl, co
   const int64_t steps_per_epoch = workloads::batches_per_epoch(static_cast<int64_t>(indices.size()), batch);
   const uint64_t client_seed = workloads::mix_seed(cfg.seed ^ workloads::mix_seed(0xc11e47ULL + static_cast<uint64_t>(client)));
 
+  Reducer alone;
+  WholeModelStep micro(model, wl, alone);
+  StepOptions step{.micro_batches = 1, .lr = std::nullopt, .clip_grad_norm = cfg.clip_grad_norm,
+                   .before_step = nullptr};
+  if (cfg.mu > 0.0)
+    step.before_step = [&] {  // FedProx: grad += mu (w - w_global)
+      for (size_t i = 0; i < params.size(); ++i) {
+        engine::Tensor g = params[i].grad();
+        if (!g.defined()) continue;
+        add_proximal_gradient({g.data(), static_cast<size_t>(g.numel())},
+                              {params[i].data(), static_cast<size_t>(params[i].numel())}, global[i],
+                              static_cast<float>(cfg.mu));
+      }
+    };
   LocalResult r;
   double loss_sum = 0.0;
   for (int64_t e = 0; e < cfg.local_epochs; ++e) {
     const int64_t epoch = (round - 1) * cfg.local_epochs + e;  // the client's own count
     const std::vector<int64_t> order = workloads::shuffled(indices, client_seed, epoch);
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
-      Stopwatch t;
-      workloads::Batch data = wl.train_batch(workloads::batch_at(order, batch, b), epoch);
-      r.data += t.seconds();
-      t.restart();
-      optimizer->zero_grad();
-      engine::Tensor loss = wl.loss(model.forward(data.x), data.y);
-      r.forward += t.seconds();
-      t.restart();
-      loss_sum += loss.item();
-      loss.backward();
-      r.backward += t.seconds();
-      t.restart();
-      if (cfg.mu > 0.0) {
-        for (size_t i = 0; i < params.size(); ++i) {
-          engine::Tensor g = params[i].grad();
-          if (!g.defined()) continue;
-          add_proximal_gradient({g.data(), static_cast<size_t>(g.numel())},
-                                {params[i].data(), static_cast<size_t>(params[i].numel())}, global[i],
-                                static_cast<float>(cfg.mu));
-        }
-      }
-      if (cfg.clip_grad_norm > 0.0) engine::clip_grad_norm(params, cfg.clip_grad_norm);
-      optimizer->step();
-      r.optimizer += t.seconds();
+      const StepTimes t = train_step(wl, workloads::batch_at(order, batch, b), epoch, params, *optimizer, alone,
+                                     micro, step);
+      r.data += t.data;
+      r.forward += t.forward;
+      r.backward += t.backward;
+      r.optimizer += t.optimizer;
+      loss_sum += t.loss;
       r.steps += 1;
       r.samples_processed += batch;
     }

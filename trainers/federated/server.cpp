@@ -469,7 +469,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     const double aggregation = agg.seconds();
 
     // Memory is taken before the evaluation and its peaks reset for it (as finish_step in
-    // local_loop.cpp does), so the record shows the round's own memory like every regime's,
+    // training_loop.cpp does), so the record shows the round's own memory like every regime's,
     // and the evaluation's batch is reported apart.
     const engine::MemStats round_mem = engine::memory_stats();
     engine::reset_memory_peaks();

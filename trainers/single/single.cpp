@@ -1,6 +1,6 @@
 #include "trainers/single/single.h"
 
-#include "trainers/local_loop.h"
+#include "trainers/training_loop.h"
 
 namespace quartet::trainers::single {
 namespace {

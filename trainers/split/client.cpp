@@ -14,6 +14,7 @@
 #include "trainers/metrics.h"
 #include "trainers/split/split.h"
 #include "trainers/split/protocol.h"
+#include "trainers/training_loop.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
 #include "workloads/sampler.h"
@@ -61,6 +62,67 @@ void backward_from_cut(const engine::TensorList& outs, const engine::TensorList&
   if (!roots.empty()) engine::run_backward(roots, seeds);
 }
 
+// A client's micro-step: forward to the cut, the activations (and labels) out; U-shaped,
+// the server's activations in and the tail and loss here; then backward from the
+// gradients that come back. The pool's compute lock is let go while it waits.
+class CutStep final : public MicroStep {
+ public:
+  CutStep(engine::Model& model, const Cut& cut, transport::Connection& conn, Traffic& traffic,
+          transport::Deadline timeout, const workloads::Workload& wl)
+      : model_(model), cut_(cut), conn_(conn), traffic_(traffic), timeout_(timeout), wl_(wl) {}
+
+  // Whole batches only: the gradient that comes back is the server's, unscaled.
+  double run(const workloads::Batch& batch, float /*scale*/, StepTimes& t) override {
+    Stopwatch clock;
+    const engine::TensorList outs = model_.forward_stages({batch.x}, 0, cut_.lower);
+    t.forward += clock.seconds();
+    compute->unlock();
+    traffic_.count(conn_, "activations", [&] { send_engine_tensors(conn_, outs, "cut", timeout_); });
+    double loss_value = 0.0;
+    if (!cut_.ushaped) {
+      traffic_.count(conn_, "labels",
+                     [&] { transport::send_message(conn_, MessageType::control, Labels{batch.y}, timeout_); });
+    } else {
+      // The tail: activations at the second cut in, loss here, their gradients out.
+      engine::TensorList mids = traffic_.count(
+          conn_, "activations", [&] { return receive_engine_tensors(conn_, timeout_, kMaxCutTensors); });
+      compute->lock();
+      clock.restart();
+      for (engine::Tensor& m : mids) m.set_requires_grad(true);
+      const engine::TensorList tail = model_.forward_stages(mids, cut_.upper, cut_.stages);
+      if (tail.size() != 1) throw std::runtime_error("split: the model's last stage gives more than one tensor");
+      const engine::Tensor loss = wl_.loss(tail[0], batch.y);
+      t.forward += clock.seconds();
+      clock.restart();
+      loss.backward();
+      loss_value = loss.item();
+      engine::TensorList mid_grads;
+      for (const engine::Tensor& m : mids)
+        mid_grads.push_back(m.grad().defined() ? m.grad() : engine::Tensor::zeros(m.shape()));
+      t.backward += clock.seconds();
+      compute->unlock();
+      traffic_.count(conn_, "gradients", [&] { send_engine_tensors(conn_, mid_grads, "grad", timeout_); });
+    }
+    const engine::TensorList grads = traffic_.count(
+        conn_, "gradients", [&] { return receive_engine_tensors(conn_, timeout_, kMaxCutTensors, outs); });
+    compute->lock();
+    clock.restart();
+    backward_from_cut(outs, grads);
+    t.backward += clock.seconds();
+    return loss_value;
+  }
+
+  std::unique_lock<std::mutex>* compute = nullptr;  // held on entry and on return
+
+ private:
+  engine::Model& model_;
+  const Cut& cut_;
+  transport::Connection& conn_;
+  Traffic& traffic_;
+  transport::Deadline timeout_;
+  const workloads::Workload& wl_;
+};
+
 void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t client, const Turn& turn) {
   const workloads::Workload& wl = *pool.ctx.workload;
   const std::vector<int64_t>& mine = pool.partition.clients[static_cast<size_t>(client)];
@@ -87,56 +149,26 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
   // The client's own shuffle: client 0 shuffles with the run's seed, as single does.
   const uint64_t seed = pool.ctx.config.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(client);
   const std::vector<int64_t> order = workloads::shuffled(mine, seed, turn.epoch);
-  const Cut& cut = pool.cut;
   TurnDone done;
   done.epoch = turn.epoch;
   done.client = client;
   done.samples = static_cast<int64_t>(mine.size());
   engine::reset_memory_peaks();
+  CutStep micro(model, pool.cut, conn, traffic, timeout, wl);
+  const std::vector<engine::Tensor> params = stages_parameters(model, client_stages);
+  Reducer alone;
   for (int64_t i = 0; i < turn.steps; ++i) {
-    Stopwatch t;
     std::unique_lock compute(pool.compute_mutex);
-    workloads::Batch batch = wl.train_batch(workloads::batch_at(order, turn.batch, i), turn.epoch);
-    done.data += t.seconds();
-    t.restart();
-    opt.zero_grad();
-    const engine::TensorList outs = model.forward_stages({batch.x}, 0, cut.lower);
-    done.forward += t.seconds();
-    compute.unlock();
-    traffic.count(conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
-    if (!cut.ushaped) {
-      traffic.count(conn, "labels",
-              [&] { transport::send_message(conn, MessageType::control, Labels{batch.y}, timeout); });
-    } else {
-      // The tail: activations at the second cut in, loss here, their gradients out.
-      engine::TensorList mids = traffic.count(conn, "activations",
-                                        [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors); });
-      compute.lock();
-      t.restart();
-      for (engine::Tensor& m : mids) m.set_requires_grad(true);
-      const engine::TensorList tail = model.forward_stages(mids, cut.upper, cut.stages);
-      if (tail.size() != 1) throw std::runtime_error("split: the model's last stage gives more than one tensor");
-      const engine::Tensor loss = wl.loss(tail[0], batch.y);
-      done.forward += t.seconds();
-      t.restart();
-      loss.backward();
-      done.loss_sum += loss.item();
-      engine::TensorList mid_grads;
-      for (const engine::Tensor& m : mids) mid_grads.push_back(m.grad().defined() ? m.grad() : engine::Tensor::zeros(m.shape()));
-      done.backward += t.seconds();
-      compute.unlock();
-      traffic.count(conn, "gradients", [&] { send_engine_tensors(conn, mid_grads, "grad", timeout); });
-    }
-    const engine::TensorList grads =
-        traffic.count(conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
-    compute.lock();
-    t.restart();
-    backward_from_cut(outs, grads);
-    done.backward += t.seconds();
-    t.restart();
-    opt.set_lr(static_cast<float>(turn.lrs[static_cast<size_t>(i)]));
-    opt.step();
-    done.optimizer += t.seconds();
+    micro.compute = &compute;
+    StepOptions step{.micro_batches = 1, .lr = static_cast<float>(turn.lrs[static_cast<size_t>(i)]),
+                     .clip_grad_norm = 0.0, .before_step = nullptr};
+    const StepTimes t = train_step(wl, workloads::batch_at(order, turn.batch, i), turn.epoch, params, opt, alone,
+                                   micro, step);
+    done.data += t.data;
+    done.forward += t.forward;
+    done.backward += t.backward;
+    done.optimizer += t.optimizer;
+    done.loss_sum += t.loss;
     done.steps += 1;
   }
   if (done.steps > 0) cs.optimizer_state = opt.state();

@@ -26,7 +26,7 @@
 #include "engine/safetensors.h"
 #include "trainers/federated/client.h"
 #include "trainers/federated/strategy.h"
-#include "trainers/local_loop.h"
+#include "trainers/training_loop.h"
 #include "trainers/metrics.h"
 #include "trainers/split/split.h"
 #include "trainers/split/protocol.h"

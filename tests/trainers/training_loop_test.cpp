@@ -7,7 +7,7 @@
 #include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "engine/safetensors.h"
-#include "trainers/local_loop.h"
+#include "trainers/training_loop.h"
 #include "trainers/regime.h"
 #include "workloads/workload.h"
 
