@@ -11,6 +11,8 @@
                      : ::quartet::engine::cuda::fn(__VA_ARGS__))
 #else
 #define QUARTET_DISPATCH(device, fn, ...)                       \
-  ((device).is_cpu() ? ::quartet::engine::cpu::fn(__VA_ARGS__) \
-                     : ::quartet::engine::throw_no_backend((device), #fn))
+  ([&]() -> decltype(auto) {                                    \
+    if ((device).is_cpu()) return ::quartet::engine::cpu::fn(__VA_ARGS__); \
+    ::quartet::engine::throw_no_backend((device), #fn);          \
+  }())
 #endif

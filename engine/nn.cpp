@@ -58,6 +58,15 @@ void Module::visit(const std::function<void(Module&)>& fn) {
   for (auto& [name, child] : children_) child->visit(fn);
 }
 
+void Module::to(const Device& device) {
+  for (auto& [name, t] : state_dict()) t.move_to(device);
+}
+
+Device Module::device() const {
+  const NamedTensors state = state_dict();
+  return state.empty() ? Device::cpu() : state.front().second.device();
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

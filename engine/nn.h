@@ -43,6 +43,10 @@ class Module {
 
   // Calls fn on this module, then on each child in registration order, recursively.
   void visit(const std::function<void(Module&)>& fn);
+  // Moves every parameter and buffer to `device`, in place (Tensor::move_to).
+  void to(const Device& device);
+  // Where its parameters and buffers live: the cpu for a module without any.
+  Device device() const;
 
  protected:
   // Marks `t` trainable; it should have been made under MemTagScope(parameters).

@@ -140,4 +140,18 @@ Tensor mse_loss(const Tensor& input, const Tensor& target);
 Tensor soft_dice_loss(const Tensor& logits, const std::vector<int32_t>& targets,
                       bool include_background = false, float smooth = 1e-5f, bool per_sample = false);
 
+// ---- flat buffers: ranges of a tensor's storage, no autograd ----
+// Communication buffers (gradient buckets, shards) are flat: these run on the tensors'
+// device. Ranges must lie inside the tensors; copies need both on one device.
+// dst[dst_offset, +count) = src[src_offset, +count).
+void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count);
+// t[offset, +count) = value.
+void fill_range(Tensor& t, int64_t offset, int64_t count, float value);
+// t[offset, +count) rounded to the nearest IEEE half and back: what an fp16 wire keeps.
+void round_to_half_(Tensor& t, int64_t offset, int64_t count);
+// The sum of t's squares in double, in index order (clipping by a global norm).
+double sum_squares(const Tensor& t);
+// t *= s, in place.
+void scale_(Tensor& t, float s);
+
 }  // namespace quartet::engine

@@ -178,15 +178,14 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (!g.device().is_cpu()) throw_no_backend(g.device(), "clip_grad_norm");
-    sq += cpu::sum_squares(g);
+    sq += sum_squares(g);
   }
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     for (const Tensor& p : params) {
       Tensor g = p.grad();
-      if (g.defined()) QUARTET_DISPATCH(g.device(), scale, g, static_cast<float>(coef), g);
+      if (g.defined()) scale_(g, static_cast<float>(coef));
     }
   }
   return norm;

@@ -117,9 +117,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     std::memcpy(size_le, &n, 8);
     write_all(fd.get(), size_le, 8, tmp);
     write_all(fd.get(), header.data(), header.size(), tmp);
-    for (const auto& [name, t] : tensors)
-      write_all(fd.get(), reinterpret_cast<const char*>(t.data()),
+    for (const auto& [name, t] : tensors) {
+      const HostValues values(t);  // a tensor on a GPU is copied to the host to be written
+      write_all(fd.get(), reinterpret_cast<const char*>(values.span().data()),
                 static_cast<size_t>(t.numel()) * sizeof(float), tmp);
+    }
     if (::fsync(fd.get()) != 0) throw_system("cannot fsync", tmp);
     if (::close(fd.release()) != 0) throw_system("cannot close", tmp);
     if (::rename(tmp.c_str(), path.c_str()) != 0) throw_system("cannot rename " + tmp + " to", path);
@@ -316,9 +318,6 @@ void load_state_dict(Module& m, const NamedTensors& tensors, const std::string& 
     } else if (it->second->shape() != dst.shape()) {
       problems.push_back(name + ": file has shape " + shape_str(it->second->shape()) + ", model expects " +
                          shape_str(dst.shape()));
-    } else if (!(it->second->device() == dst.device())) {
-      problems.push_back(name + ": file tensor is on " + it->second->device().str() + ", model's on " +
-                         dst.device().str());
     }
   }
   for (const auto& [name, t] : tensors)

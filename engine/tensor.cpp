@@ -1,5 +1,6 @@
 #include "engine/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -206,15 +207,69 @@ float* Tensor::data() {
 
 const float* Tensor::data() const { return const_cast<Tensor*>(this)->data(); }
 
+float* Tensor::device_data() { return checked().storage->data(); }
+
+const float* Tensor::device_data() const { return checked().storage->data(); }
+
 std::vector<float> Tensor::to_vector() const {
+  if (!device().is_cpu()) return to(Device::cpu()).to_vector();
   const float* p = data();
   return std::vector<float>(p, p + numel());
+}
+
+void Tensor::copy_from_host(std::span<const float> values) {
+  if (static_cast<int64_t>(values.size()) != numel())
+    throw std::invalid_argument("copy_from_host: " + std::to_string(values.size()) + " values for a tensor of shape " +
+                                shape_str(shape()));
+  if (device().is_cpu()) {
+    std::copy(values.begin(), values.end(), data());
+    return;
+  }
+  Tensor host = empty(shape(), Device::cpu(), mem_tag());
+  std::copy(values.begin(), values.end(), host.data());
+  copy_from(host);
 }
 
 float Tensor::item() const {
   if (numel() != 1)
     throw std::invalid_argument("item(): tensor of shape " + shape_str(shape()) + " is not a scalar");
+  if (!device().is_cpu()) return to_vector()[0];
   return data()[0];
+}
+
+Tensor Tensor::to(const Device& target) const {
+  if (device() == target) return *this;
+  Tensor out = empty(shape(), target, mem_tag());
+  out.copy_from(*this);
+  return out;
+}
+
+void Tensor::move_to(const Device& target) {
+  TensorImpl& impl = checked();
+  if (impl.storage->device() == target) return;
+  if (impl.grad_fn) throw std::logic_error("move_to: only tensors outside the graph (parameters, buffers) move");
+  impl.storage = to(target).impl()->storage;
+  impl.grad.reset();
+}
+
+HostValues::HostValues(const Tensor& t) {
+  if (t.device().is_cpu()) {
+    keep_ = t;
+    span_ = {t.data(), static_cast<size_t>(t.numel())};
+  } else {
+    copy_ = t.to_vector();
+    span_ = copy_;
+  }
+}
+
+void update_on_host(Tensor& t, const std::function<void(std::span<float>)>& fn) {
+  if (t.device().is_cpu()) {
+    fn({t.data(), static_cast<size_t>(t.numel())});
+    return;
+  }
+  std::vector<float> host = t.to_vector();
+  fn(host);
+  t.copy_from_host(host);
 }
 
 bool Tensor::requires_grad() const { return checked().requires_grad; }
@@ -264,10 +319,9 @@ Tensor Tensor::clone() const {
 
 void Tensor::copy_from(const Tensor& src) {
   check_same_shape(*this, src, "copy_from");
-  if (!(src.device() == device()))
-    throw std::invalid_argument("copy_from: source on " + src.device().str() + ", destination on " +
-                                device().str());
-  QUARTET_DISPATCH(device(), copy, src, *this);
+  // Between devices the device backend copies (to, from or within its device).
+  const Device backend = device().is_cpu() ? src.device() : device();
+  QUARTET_DISPATCH(backend, copy, src, *this);
 }
 
 void Tensor::fill_(float value) { QUARTET_DISPATCH(device(), fill, *this, value); }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,8 +82,22 @@ class Tensor {
   // Host pointer; requires a cpu tensor.
   float* data();
   const float* data() const;
+  // The storage's pointer on its own device (device memory for cuda): for collectives and
+  // kernels, never read on the host unless the tensor is on the cpu.
+  float* device_data();
+  const float* device_data() const;
+
+  // The values copied to host memory, from any device; and replaced by host values
+  // (requires values.size() == numel()). The explicit host copies of code above the engine.
   std::vector<float> to_vector() const;
-  float item() const;  // requires numel() == 1
+  void copy_from_host(std::span<const float> values);
+  float item() const;  // requires numel() == 1; any device
+  // The same values on `device`: this tensor itself when it is there already (storage
+  // shared, as PyTorch's to()), else a copy charged to this tensor's memory tag.
+  Tensor to(const Device& device) const;
+  // Moves this leaf's storage to `device` in place: every copy of this tensor sees it
+  // there; its gradient is dropped. Nothing happens when it is there already.
+  void move_to(const Device& device);
 
   bool requires_grad() const;
   // Marks a leaf as a trainable parameter; throws on a tensor with a grad_fn.
@@ -100,7 +115,7 @@ class Tensor {
 
   Tensor detach() const;  // same storage, outside the graph
   Tensor clone() const;   // new storage, outside the graph, current tag
-  void copy_from(const Tensor& src);  // same shape; values only, no graph
+  void copy_from(const Tensor& src);  // same shape, any devices; values only, no graph
   void fill_(float value);
 
   TensorImpl* impl() const { return impl_.get(); }
@@ -113,6 +128,24 @@ class Tensor {
 };
 
 using TensorList = std::vector<Tensor>;
+
+// A tensor's values readable on the host: the storage itself for a cpu tensor (kept
+// alive while this lives), else a copy made once. For code above the engine that sends or
+// reads values (messages, checksums): host access is explicit, and free on the cpu.
+class HostValues {
+ public:
+  explicit HostValues(const Tensor& t);
+  std::span<const float> span() const { return span_; }
+
+ private:
+  Tensor keep_;
+  std::vector<float> copy_;
+  std::span<const float> span_;
+};
+
+// Runs fn on a tensor's values in host memory and keeps what it wrote: the storage itself
+// for a cpu tensor, else a host copy written back afterwards.
+void update_on_host(Tensor& t, const std::function<void(std::span<float>)>& fn);
 
 // Throws std::invalid_argument with `what` and the shapes when a and b differ.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* what);

@@ -60,7 +60,7 @@ std::vector<engine::Tensor> sliding_window_logits(engine::Model& model, const st
       const Volume patch = crop(*images[windows[k].image], windows[k].box, o.fill);
       std::copy(patch.voxels.begin(), patch.voxels.end(), x.data() + static_cast<int64_t>(k - first) * window_voxels);
     }
-    const engine::Tensor y = model.forward(x);
+    const engine::Tensor y = model.forward(x.to(model.device())).to(engine::Device::cpu());
     if (y.dim() != 5 || y.size(0) != b || y.size(2) != w[2] || y.size(3) != w[1] || y.size(4) != w[0] ||
         (classes != 0 && y.size(1) != classes))
       throw std::invalid_argument("sliding window: the model maps " + engine::shape_str(x.shape()) + " to " +

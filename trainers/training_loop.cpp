@@ -21,7 +21,7 @@ double WholeModelStep::run(const workloads::Batch& batch, float scale, StepTimes
   // SyncBatchNorm communicates inside forward and backward: that time is not compute.
   double inline0 = reducer_.inline_seconds();
   Stopwatch clock;
-  engine::Tensor loss = workload_.loss(model_.forward(batch.x), batch.y);
+  engine::Tensor loss = workload_.loss(model_.forward(batch.x.to(device_)), batch.y);
   t.forward += clock.seconds() - (reducer_.inline_seconds() - inline0);
   inline0 = reducer_.inline_seconds();
   clock.restart();
@@ -76,10 +76,16 @@ LoopPlan plan_loop(const TrainConfig& cfg, int64_t train_size) {
   return p;
 }
 
-std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx) {
+std::shared_ptr<engine::Model> make_model(const RoleContext& ctx) {
   std::shared_ptr<engine::Model> model = ctx.workload->make_model(ctx.model_name, ctx.config.seed);
-  engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
+  model->to(ctx.device);
   model->set_checkpointing(ctx.config.checkpoint);
+  return model;
+}
+
+std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx) {
+  std::shared_ptr<engine::Model> model = make_model(ctx);
+  engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
   return model;
 }
 

@@ -68,11 +68,12 @@ class MicroStep {
 class WholeModelStep final : public MicroStep {
  public:
   WholeModelStep(engine::Model& model, const workloads::Workload& workload, const Reducer& reducer)
-      : model_(model), workload_(workload), reducer_(reducer) {}
+      : model_(model), device_(model.device()), workload_(workload), reducer_(reducer) {}
   double run(const workloads::Batch& batch, float scale, StepTimes& t) override;
 
  private:
   engine::Model& model_;
+  engine::Device device_;  // the batch goes where the model is
   const workloads::Workload& workload_;
   const Reducer& reducer_;
 };
@@ -129,7 +130,10 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
 // in `micro_batches` slices, checkpoints in the arm's checkpoint file.
 void train_locally(const RoleContext& ctx, int64_t micro_batches);
 
-// The arm's model with the run's initial weights, activation checkpointing as the arm says.
+// The arm's model on the role's device, as its seed initialises it (weights are usually
+// loaded next), activation checkpointing as the arm says.
+std::shared_ptr<engine::Model> make_model(const RoleContext& ctx);
+// make_model() with the run's initial weights.
 std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx);
 
 // Ends a step: takes this step's training memory, evaluates `model` when `evaluate`

@@ -85,7 +85,7 @@ double ImageClassificationWorkload::evaluate(engine::Model& model, const ImageDa
   try {
     for (int64_t begin = 0; begin < data.size(); begin += batch) {
       const Batch b = gather_range(data, begin, std::min(data.size(), begin + batch));
-      correct += count_correct(model.forward(b.x), b.y);
+      correct += count_correct(model.forward(b.x.to(model.device())).to(engine::Device::cpu()), b.y);
     }
   } catch (...) {
     model.train(was_training);

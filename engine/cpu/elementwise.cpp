@@ -89,6 +89,17 @@ float sum(const Tensor& x) {
   return static_cast<float>(s);
 }
 
+void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count) {
+  std::memcpy(dst.data() + dst_offset, src.data() + src_offset, sizeof(float) * static_cast<size_t>(count));
+}
+
+void fill_range(Tensor& t, int64_t offset, int64_t count, float value) { std::fill_n(t.data() + offset, count, value); }
+
+void round_to_half(Tensor& t, int64_t offset, int64_t count) {
+  float* p = t.data() + offset;
+  for (int64_t i = 0; i < count; ++i) p[i] = static_cast<float>(static_cast<_Float16>(p[i]));
+}
+
 double sum_squares(const Tensor& x) {
   const float* p = x.data();
   double s = 0.0;

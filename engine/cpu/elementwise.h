@@ -15,6 +15,9 @@ void relu(const Tensor& x, Tensor& out);
 void relu_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in);
 float sum(const Tensor& x);
 double sum_squares(const Tensor& x);
+void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count);
+void fill_range(Tensor& t, int64_t offset, int64_t count, float value);
+void round_to_half(Tensor& t, int64_t offset, int64_t count);
 
 }  // namespace quartet::engine::cpu
 

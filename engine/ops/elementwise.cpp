@@ -99,3 +99,38 @@ Tensor mean(const Tensor& x) {
 }
 
 }  // namespace quartet::engine
+
+namespace quartet::engine {
+namespace {
+
+void check_range(const Tensor& t, int64_t offset, int64_t count, const char* op) {
+  if (offset < 0 || count < 0 || offset > t.numel() || count > t.numel() - offset)
+    throw std::invalid_argument(std::string(op) + ": range [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + count) + ") outside a tensor of " +
+                                std::to_string(t.numel()) + " values");
+}
+
+}  // namespace
+
+void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count) {
+  check_same_device(dst, src, "copy_range");
+  check_range(dst, dst_offset, count, "copy_range");
+  check_range(src, src_offset, count, "copy_range");
+  QUARTET_DISPATCH(dst.device(), copy_range, dst, dst_offset, src, src_offset, count);
+}
+
+void fill_range(Tensor& t, int64_t offset, int64_t count, float value) {
+  check_range(t, offset, count, "fill_range");
+  QUARTET_DISPATCH(t.device(), fill_range, t, offset, count, value);
+}
+
+void round_to_half_(Tensor& t, int64_t offset, int64_t count) {
+  check_range(t, offset, count, "round_to_half_");
+  QUARTET_DISPATCH(t.device(), round_to_half, t, offset, count);
+}
+
+double sum_squares(const Tensor& t) { return QUARTET_DISPATCH(t.device(), sum_squares, t); }
+
+void scale_(Tensor& t, float s) { QUARTET_DISPATCH(t.device(), scale, t, s, t); }
+
+}  // namespace quartet::engine

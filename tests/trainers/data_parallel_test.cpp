@@ -335,6 +335,21 @@ TEST_F(DataParallel, NcclIsRefusedOnThisBuild) {
   EXPECT_THROW(testing::regime_settings("data_parallel", c, {{"ranks", 2}, {"backend", "nccl"}}), SettingsError);
 }
 
+// Gloo and shm reduce host memory: an arm on a GPU needs nccl.
+TEST_F(DataParallel, HostBackendsAreRefusedForAGpuArm) {
+  use_workload("mlp");
+  RoleContext c = context("gpu", 2, 1);
+  c.device = engine::Device::cuda(0);
+  for (const char* backend : {"gloo", "shm"}) {
+    try {
+      testing::regime_settings("data_parallel", c, {{"ranks", 2}, {"backend", backend}});
+      FAIL() << backend << ": expected a refusal";
+    } catch (const SettingsError& e) {
+      EXPECT_NE(std::string(e.what()).find("an arm on cuda:0 needs \"nccl\""), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(DataParallel, RolesAreOneRankEach) {
   data_parallel::Settings s;
   s.ranks = 3;

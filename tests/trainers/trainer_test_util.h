@@ -20,7 +20,6 @@
 
 #include "engine/nn.h"
 #include "trainers/regime.h"
-#include "workloads/models.h"
 #include "transport/coordinator.h"
 
 namespace quartet::trainers::testing {
@@ -51,13 +50,7 @@ inline std::vector<nlohmann::json> read_records(const std::filesystem::path& arm
 // checked against c's training settings and model, as the spec parser does.
 inline std::shared_ptr<const RegimeSettings> regime_settings(const std::string& regime, const RoleContext& c,
                                                              nlohmann::json fields = nlohmann::json::object()) {
-  ArmFacts facts;
-  facts.path = c.arm;
-  facts.train = c.config;
-  facts.model = c.model_name;
-  facts.stages = workloads::model_info(c.model_name).stages;
-  facts.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  return find_regime(regime).parse(std::move(fields), facts);
+  return find_regime(regime).parse(std::move(fields), facts_of(c));
 }
 
 // Runs role c.role of `regime` with its settings from `fields`.

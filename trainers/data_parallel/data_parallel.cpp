@@ -24,6 +24,10 @@ using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
 
+// A collective's view of a tensor: its storage on its own device (the backend matches
+// the arm's device: gloo and shm the cpu's, nccl a GPU's).
+std::span<float> device_span(Tensor& t) { return {t.device_data(), static_cast<size_t>(t.numel())}; }
+
 // SyncBatchNorm: batch statistics summed over the ranks. Synchronous (forward and
 // backward need the sums), so its time is all exposed.
 class SyncStats final : public engine::StatsReducer {
@@ -31,7 +35,7 @@ class SyncStats final : public engine::StatsReducer {
   SyncStats(transport::Collectives& comm, CommCounters& counters) : comm_(comm), counters_(counters) {}
   void all_reduce_sum(Tensor& t) override {
     Stopwatch clock;
-    comm_.all_reduce(std::span<float>(t.data(), static_cast<size_t>(t.numel())));
+    comm_.all_reduce(device_span(t));
     const double s = clock.seconds();
     counters_.add(CollectiveKind::all_reduce, t.numel() * 4, comm_.size(), s);
     seconds += s;
@@ -59,16 +63,18 @@ void broadcast_state(transport::Collectives& comm, const engine::Model& model, C
   for (auto& [name, t] : model.state_dict()) {
     Tensor v = t;
     Stopwatch clock;
-    comm.broadcast(std::span<float>(v.data(), static_cast<size_t>(v.numel())), 0);
+    comm.broadcast(device_span(v), 0);
     counters.add(CollectiveKind::broadcast, v.numel() * 4, comm.size(), clock.seconds());
   }
 }
 
 // Refuses ranks that resumed from different steps (a crash between their checkpoints).
-void check_same_step(transport::Collectives& comm, int64_t step) {
-  std::vector<float> steps(static_cast<size_t>(comm.size()));
+void check_same_step(transport::Collectives& comm, int64_t step, const engine::Device& device) {
   const float mine = static_cast<float>(step);
-  comm.all_gather(std::span<const float>(&mine, 1), steps);
+  Tensor all = Tensor::full({comm.size()}, mine, device);
+  const std::span<float> gathered = device_span(all);
+  comm.all_gather(gathered.subspan(static_cast<size_t>(comm.rank()), 1), gathered);
+  const std::vector<float> steps = all.to_vector();
   for (int r = 0; r < comm.size(); ++r)
     if (steps[r] != mine)
       throw std::runtime_error("data_parallel: rank " + std::to_string(comm.rank()) + " resumes at step " +
@@ -87,19 +93,13 @@ fs::path own_checkpoint(const RoleContext& ctx, int64_t zero) {
 // Clips a sharded gradient by the global norm (engine::clip_grad_norm's rule); returns
 // the seconds spent communicating.
 double clip_sharded(Tensor& grad, double max_norm, transport::Collectives& comm, CommCounters& counters) {
-  double sq = 0.0;
-  const float* g = grad.data();
-  for (int64_t i = 0; i < grad.numel(); ++i) sq += static_cast<double>(g[i]) * g[i];
-  float total = static_cast<float>(sq);
+  Tensor total = Tensor::full({1}, static_cast<float>(engine::sum_squares(grad)), grad.device());
   Stopwatch clock;
-  comm.all_reduce(std::span<float>(&total, 1));
+  comm.all_reduce(device_span(total));
   const double s = clock.seconds();
   counters.add(CollectiveKind::all_reduce, 4, comm.size(), s);
-  const double coef = max_norm / (std::sqrt(static_cast<double>(total)) + 1e-6);
-  if (coef < 1.0) {
-    float* p = grad.data();
-    for (int64_t i = 0; i < grad.numel(); ++i) p[i] *= static_cast<float>(coef);
-  }
+  const double coef = max_norm / (std::sqrt(static_cast<double>(total.item())) + 1e-6);
+  if (coef < 1.0) engine::scale_(grad, static_cast<float>(coef));
   return s;
 }
 
@@ -126,12 +126,12 @@ class RankHook final : public Reducer {
     if (s.zero == 0) return;
     {
       engine::MemTagScope tag(MemTag::parameters);
-      shard_ = Tensor::zeros({grads_.shard_numel()});
+      shard_ = Tensor::zeros({grads_.shard_numel()}, ctx.device);
     }
     shard_.set_requires_grad(true);
     if (s.zero == 1) {
       engine::MemTagScope tag(MemTag::gradients);
-      shard_grad_ = Tensor::zeros({grads_.shard_numel()});
+      shard_grad_ = Tensor::zeros({grads_.shard_numel()}, ctx.device);
     }
   }
 
@@ -141,7 +141,7 @@ class RankHook final : public Reducer {
   // Before the first step: ranks that resumed agree on the step, then every rank starts
   // from rank 0's parameters and buffers (DDP's constructor does this).
   void start(const RoleContext& ctx, const engine::Model& model, const Position& pos) {
-    if (ctx.resume) check_same_step(*comm_, pos.step);
+    if (ctx.resume) check_same_step(*comm_, pos.step, ctx.device);
     broadcast_state(*comm_, model, counters_);
     if (s_.zero > 0) grads_.params_to_shard(shard_);
   }
@@ -238,6 +238,9 @@ class DataParallel final : public RegimeOf<Settings> {
     if (s.backend == "nccl")
       throw SettingsError(f.path + ".backend: \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; "
                           "use \"gloo\" or \"shm\" (CPU)");
+    if (!f.device.is_cpu())
+      throw SettingsError(f.path + ".backend: \"" + s.backend + "\" reduces host memory; an arm on " + f.device.str() +
+                          " needs \"nccl\"");
     const int64_t parts = s.ranks * s.micro_batches;
     if (f.train.batch % parts != 0)
       throw SettingsError(f.path + ".ranks: the batch " + std::to_string(f.train.batch) +

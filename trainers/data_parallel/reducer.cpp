@@ -1,10 +1,10 @@
 #include "trainers/data_parallel/reducer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <span>
 #include <stdexcept>
 
+#include "engine/ops.h"
 #include "trainers/metrics.h"
 
 namespace quartet::trainers {
@@ -12,8 +12,6 @@ namespace quartet::trainers {
 using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
-
-float round_to_half(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
 void CommCounters::add(CollectiveKind kind, int64_t buffer_bytes, int ranks, double op_seconds) {
   bytes += transport::algorithmic_bytes(kind, buffer_bytes, ranks);
@@ -30,9 +28,8 @@ namespace {
 
 constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
 
-void round_span_to_half(float* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) p[i] = round_to_half(p[i]);
-}
+// A collective's view of a buffer: its storage on its own device.
+std::span<float> device_span(Tensor& t) { return {t.device_data(), static_cast<size_t>(t.numel())}; }
 
 }  // namespace
 
@@ -44,7 +41,8 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
       counters_(counters),
       options_(options),
       ranks_(comm.size()),
-      rank_(comm.rank()) {
+      rank_(comm.rank()),
+      device_(params_.empty() ? engine::Device::cpu() : params_.front().device()) {
   if (options_.zero < 0 || options_.zero > 2)
     throw std::invalid_argument("zero: expected 0, 1 or 2, got " + std::to_string(options_.zero));
   // Reverse registration order: the last layers' gradients are final first. As DDP
@@ -73,7 +71,7 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
     b.shard_offset = shard_numel_;
     shard_numel_ += b.chunk;
     // Kept for the whole run and charged as communication buffers, as DDP's buckets are.
-    if (options_.zero < 2) b.buffer = Tensor::empty({b.numel}, engine::Device::cpu(), MemTag::communication);
+    if (options_.zero < 2) b.buffer = Tensor::empty({b.numel}, device_, MemTag::communication);
   }
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].add_grad_ready_hook([this, i](const Tensor&) { on_grad_ready(static_cast<int>(i)); });
@@ -124,21 +122,19 @@ void GradReducer::for_each_piece(const Bucket& b, int64_t lo, int64_t hi, Fn fn)
 
 void GradReducer::launch(Bucket& b) {
   const bool scatter = options_.zero == 2;
-  if (scatter) b.buffer = Tensor::empty({b.chunk * ranks_}, engine::Device::cpu(), MemTag::communication);
-  float* buf = b.buffer.data();
-  std::fill(buf + b.numel, buf + b.buffer.numel(), 0.0f);  // zero 2's padding
+  if (scatter) b.buffer = Tensor::empty({b.chunk * ranks_}, device_, MemTag::communication);
+  engine::fill_range(b.buffer, b.numel, b.buffer.numel() - b.numel, 0.0f);  // zero 2's padding
   for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t to, int64_t n) {
     const Tensor g = params_[p].grad();
-    if (g.defined()) std::memcpy(buf + to, g.data() + at, n * sizeof(float));
-    else std::memset(buf + to, 0, n * sizeof(float));
+    if (g.defined()) engine::copy_range(b.buffer, to, g, at, n);
+    else engine::fill_range(b.buffer, to, n, 0.0f);
   });
   if (scatter)  // the full-size copy lives in the bucket now; free the parameters' grads
     for (int p : b.params) params_[p].zero_grad();
   const int64_t numel = b.buffer.numel();
-  if (options_.fp16) round_span_to_half(buf, numel);
-  const std::span<float> data(buf, static_cast<size_t>(numel));
-  b.work = scatter ? comm_.reduce_scatter_async(data, transport::ReduceOp::average)
-                   : comm_.all_reduce_async(data, transport::ReduceOp::average);
+  if (options_.fp16) engine::round_to_half_(b.buffer, 0, numel);
+  b.work = scatter ? comm_.reduce_scatter_async(device_span(b.buffer), transport::ReduceOp::average)
+                   : comm_.all_reduce_async(device_span(b.buffer), transport::ReduceOp::average);
   b.launched = true;
 }
 
@@ -149,7 +145,7 @@ double GradReducer::finish() {
   const bool scatter = options_.zero == 2;
   if (scatter && !shard_grad_.defined()) {
     engine::MemTagScope tag(MemTag::gradients);
-    shard_grad_ = Tensor::zeros({shard_numel_}, engine::Device::cpu());
+    shard_grad_ = Tensor::zeros({shard_numel_}, device_);
   }
   for (Bucket& b : buckets_) {
     b.work.wait();
@@ -158,60 +154,58 @@ double GradReducer::finish() {
     counters_.add(scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, numel * elem, ranks_,
                   b.work.seconds());
     b.work = transport::Work();
-    float* buf = b.buffer.data();
     if (scatter) {
-      float* mine = buf + rank_ * b.chunk;
-      if (options_.fp16) round_span_to_half(mine, b.chunk);
-      std::memcpy(shard_grad_.data() + b.shard_offset, mine, b.chunk * sizeof(float));
+      const int64_t mine = rank_ * b.chunk;
+      if (options_.fp16) engine::round_to_half_(b.buffer, mine, b.chunk);
+      engine::copy_range(shard_grad_, b.shard_offset, b.buffer, mine, b.chunk);
       b.buffer = Tensor();
       continue;
     }
-    if (options_.fp16) round_span_to_half(buf, numel);
+    if (options_.fp16) engine::round_to_half_(b.buffer, 0, numel);
     for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
       Tensor g = params_[p].grad();
       if (!g.defined()) {  // an unused parameter: its mean gradient still arrives
         engine::MemTagScope tag(MemTag::gradients);
-        g = Tensor::zeros(params_[p].shape(), engine::Device::cpu());
+        g = Tensor::zeros(params_[p].shape(), device_);
         params_[p].set_grad(g);
       }
-      std::memcpy(g.data() + at, buf + from, n * sizeof(float));
+      engine::copy_range(g, at, b.buffer, from, n);
     });
   }
   communicate_ = false;
   return waited.seconds();
 }
 
-void GradReducer::copy_chunk_to_shard(const Bucket& b, bool grads, float* shard) const {
+void GradReducer::copy_chunk_to_shard(const Bucket& b, bool grads, Tensor& shard) const {
   const int64_t lo = rank_ * b.chunk, hi = lo + b.chunk;
-  float* out = shard + b.shard_offset;
-  std::memset(out, 0, b.chunk * sizeof(float));  // padding past the bucket's end
+  engine::fill_range(shard, b.shard_offset, b.chunk, 0.0f);  // padding past the bucket's end
   for_each_piece(b, lo, hi, [&](int p, int64_t at, int64_t from, int64_t n) {
     const Tensor src = grads ? params_[p].grad() : params_[p];
-    if (src.defined()) std::memcpy(out + (from - lo), src.data() + at, n * sizeof(float));
+    if (src.defined()) engine::copy_range(shard, b.shard_offset + (from - lo), src, at, n);
   });
 }
 
 void GradReducer::params_to_shard(Tensor& shard) const {
-  for (const Bucket& b : buckets_) copy_chunk_to_shard(b, false, shard.data());
+  for (const Bucket& b : buckets_) copy_chunk_to_shard(b, false, shard);
 }
 
 void GradReducer::grads_to_shard(Tensor& shard) const {
-  for (const Bucket& b : buckets_) copy_chunk_to_shard(b, true, shard.data());
+  for (const Bucket& b : buckets_) copy_chunk_to_shard(b, true, shard);
 }
 
 double GradReducer::all_gather_params(const Tensor& shard) {
   Stopwatch clock;
   for (const Bucket& b : buckets_) {
-    Tensor buffer = Tensor::empty({b.chunk * ranks_}, engine::Device::cpu(), MemTag::communication);
-    float* buf = buffer.data();
-    float* mine = buf + rank_ * b.chunk;
-    std::memcpy(mine, shard.data() + b.shard_offset, b.chunk * sizeof(float));
+    Tensor buffer = Tensor::empty({b.chunk * ranks_}, device_, MemTag::communication);
+    const int64_t mine = rank_ * b.chunk;
+    engine::copy_range(buffer, mine, shard, b.shard_offset, b.chunk);
+    const std::span<float> all = device_span(buffer);
     Stopwatch op;
-    comm_.all_gather(std::span<const float>(mine, static_cast<size_t>(b.chunk)),
-                     std::span<float>(buf, static_cast<size_t>(buffer.numel())));
+    comm_.all_gather(all.subspan(static_cast<size_t>(mine), static_cast<size_t>(b.chunk)), all);
     counters_.add(CollectiveKind::all_gather, buffer.numel() * 4, ranks_, op.seconds());
     for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
-      std::memcpy(params_[p].data() + at, buf + from, n * sizeof(float));
+      Tensor param = params_[p];
+      engine::copy_range(param, at, buffer, from, n);
     });
   }
   return clock.seconds();

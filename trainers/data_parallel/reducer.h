@@ -95,7 +95,7 @@ class GradReducer {
   // bucket's parameters inside [lo, hi) of the bucket.
   template <class Fn>
   void for_each_piece(const Bucket& b, int64_t lo, int64_t hi, Fn fn) const;
-  void copy_chunk_to_shard(const Bucket& b, bool grads, float* shard) const;
+  void copy_chunk_to_shard(const Bucket& b, bool grads, engine::Tensor& shard) const;
 
   std::vector<engine::Tensor> params_;
   std::vector<int> bucket_of_;  // per parameter
@@ -104,13 +104,11 @@ class GradReducer {
   CommCounters& counters_;
   ReducerOptions options_;
   int ranks_, rank_;
+  engine::Device device_;  // the parameters': buckets and shards live there too
   int64_t shard_numel_ = 0;
   bool communicate_ = false;
   size_t next_launch_ = 0;
   engine::Tensor shard_grad_;
 };
-
-// x rounded to the nearest IEEE half (what fp16 compression keeps of it).
-float round_to_half(float x);
 
 }  // namespace quartet::trainers

@@ -1,7 +1,6 @@
 #include "trainers/federated/client.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 #include "engine/autograd.h"
@@ -13,10 +12,7 @@ namespace quartet::trainers::federated {
 
 Params params_of(const engine::Module& m) {
   Params p;
-  for (const auto& [name, t] : m.state_dict()) {
-    const float* d = t.data();
-    p.emplace_back(d, d + t.numel());
-  }
+  for (const auto& [name, t] : m.state_dict()) p.push_back(t.to_vector());
   return p;
 }
 
@@ -30,7 +26,7 @@ void load_params(engine::Module& m, const Params& p) {
     if (static_cast<int64_t>(p[i].size()) != t.numel())
       throw std::invalid_argument("federated weights: " + sd[i].first + " has " + std::to_string(p[i].size()) +
                                   " values, the model " + std::to_string(t.numel()));
-    std::memcpy(t.data(), p[i].data(), p[i].size() * sizeof(float));
+    t.copy_from_host(p[i]);
   }
 }
 
@@ -56,13 +52,14 @@ LocalResult train_client(engine::Model& model, const workloads::Workload& wl, co
   StepOptions step{.micro_batches = 1, .lr = std::nullopt, .clip_grad_norm = cfg.clip_grad_norm,
                    .before_step = nullptr};
   if (cfg.mu > 0.0)
-    step.before_step = [&] {  // FedProx: grad += mu (w - w_global)
+    step.before_step = [&] {  // FedProx: grad += mu (w - w_global), on the host
       for (size_t i = 0; i < params.size(); ++i) {
         engine::Tensor g = params[i].grad();
         if (!g.defined()) continue;
-        add_proximal_gradient({g.data(), static_cast<size_t>(g.numel())},
-                              {params[i].data(), static_cast<size_t>(params[i].numel())}, global[i],
-                              static_cast<float>(cfg.mu));
+        const engine::HostValues w(params[i]);
+        engine::update_on_host(g, [&](std::span<float> grad) {
+          add_proximal_gradient(grad, w.span(), global[i], static_cast<float>(cfg.mu));
+        });
       }
     };
   LocalResult r;

@@ -15,6 +15,7 @@
 #include "trainers/federated/compress.h"
 #include "trainers/federated/protocol.h"
 #include "trainers/federated/roles.h"
+#include "trainers/training_loop.h"
 #include "trainers/metrics.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
@@ -105,7 +106,7 @@ void serve_round(Pool& pool, transport::Connection& conn, int64_t client, const 
     // Only the training client allocates tensors, so the peaks from here are its own.
     engine::reset_memory_peaks();
     // A model only while training: built, trained, freed.
-    std::shared_ptr<engine::Model> model = wl.make_model(pool.ctx.model_name, pool.ctx.config.seed);
+    std::shared_ptr<engine::Model> model = make_model(pool.ctx);
     model->set_checkpointing(pool.ctx.config.checkpoint);
     result = train_client(*model, wl, pool.partition.clients[static_cast<size_t>(client)], global, lc, client,
                           start.round);

@@ -22,6 +22,7 @@
 #include "trainers/federated/compress.h"
 #include "trainers/federated/protocol.h"
 #include "trainers/federated/roles.h"
+#include "trainers/training_loop.h"
 #include "trainers/metrics.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
@@ -253,8 +254,7 @@ bool load_server_checkpoint(const std::filesystem::path& path, const engine::Nam
       }
       if (it->second.numel() != like.numel())
         throw std::runtime_error(path.string() + ": " + prefix + name + " does not fit this arm's model");
-      const float* d = it->second.data();
-      out.emplace_back(d, d + it->second.numel());
+      out.push_back(it->second.to_vector());
     }
   };
   take("model/", global, true);
@@ -280,8 +280,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   const workloads::Partition partition = client_partition(s.partition, s.clients, cfg.seed, wl);
   std::unique_ptr<Strategy> strategy = make_strategy(s.strategy_config());
 
-  std::shared_ptr<engine::Model> model = wl.make_model(ctx.model_name, cfg.seed);
-  engine::load_state_dict(*model, engine::read_safetensors(ctx.init_weights.string()).tensors);
+  std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   const engine::NamedTensors state = model->state_dict();
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;

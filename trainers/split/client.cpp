@@ -68,13 +68,13 @@ void backward_from_cut(const engine::TensorList& outs, const engine::TensorList&
 class CutStep final : public MicroStep {
  public:
   CutStep(engine::Model& model, const Cut& cut, transport::Connection& conn, Traffic& traffic,
-          transport::Deadline timeout, const workloads::Workload& wl)
-      : model_(model), cut_(cut), conn_(conn), traffic_(traffic), timeout_(timeout), wl_(wl) {}
+          transport::Deadline timeout, const workloads::Workload& wl, const engine::Device& device)
+      : model_(model), cut_(cut), conn_(conn), traffic_(traffic), timeout_(timeout), wl_(wl), device_(device) {}
 
   // Whole batches only: the gradient that comes back is the server's, unscaled.
   double run(const workloads::Batch& batch, float /*scale*/, StepTimes& t) override {
     Stopwatch clock;
-    const engine::TensorList outs = model_.forward_stages({batch.x}, 0, cut_.lower);
+    const engine::TensorList outs = model_.forward_stages({batch.x.to(device_)}, 0, cut_.lower);
     t.forward += clock.seconds();
     compute->unlock();
     traffic_.count(conn_, "activations", [&] { send_engine_tensors(conn_, outs, "cut", timeout_); });
@@ -85,7 +85,7 @@ class CutStep final : public MicroStep {
     } else {
       // The tail: activations at the second cut in, loss here, their gradients out.
       engine::TensorList mids = traffic_.count(
-          conn_, "activations", [&] { return receive_engine_tensors(conn_, timeout_, kMaxCutTensors); });
+          conn_, "activations", [&] { return receive_engine_tensors(conn_, timeout_, kMaxCutTensors, device_); });
       compute->lock();
       clock.restart();
       for (engine::Tensor& m : mids) m.set_requires_grad(true);
@@ -98,13 +98,13 @@ class CutStep final : public MicroStep {
       loss_value = loss.item();
       engine::TensorList mid_grads;
       for (const engine::Tensor& m : mids)
-        mid_grads.push_back(m.grad().defined() ? m.grad() : engine::Tensor::zeros(m.shape()));
+        mid_grads.push_back(m.grad().defined() ? m.grad() : engine::Tensor::zeros(m.shape(), m.device()));
       t.backward += clock.seconds();
       compute->unlock();
       traffic_.count(conn_, "gradients", [&] { send_engine_tensors(conn_, mid_grads, "grad", timeout_); });
     }
     const engine::TensorList grads = traffic_.count(
-        conn_, "gradients", [&] { return receive_engine_tensors(conn_, timeout_, kMaxCutTensors, outs); });
+        conn_, "gradients", [&] { return receive_engine_tensors(conn_, timeout_, kMaxCutTensors, device_, outs); });
     compute->lock();
     clock.restart();
     backward_from_cut(outs, grads);
@@ -121,6 +121,7 @@ class CutStep final : public MicroStep {
   Traffic& traffic_;
   transport::Deadline timeout_;
   const workloads::Workload& wl_;
+  engine::Device device_;
 };
 
 void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t client, const Turn& turn) {
@@ -136,7 +137,7 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
                              " samples");
   Traffic traffic;
   const std::vector<int> client_stages = pool.cut.client_stages();
-  std::shared_ptr<engine::Model> held = pool.ctx.workload->make_model(pool.ctx.model_name, pool.ctx.config.seed);
+  std::shared_ptr<engine::Model> held = make_model(pool.ctx);
   engine::Model& model = *held;
   engine::NamedTensors half = stages_state(model, client_stages);
   traffic.count(conn, "weights", [&] { receive_state(conn, half, timeout); });
@@ -154,7 +155,7 @@ void run_turn(Pool& pool, ClientState& cs, transport::Connection& conn, int64_t 
   done.client = client;
   done.samples = static_cast<int64_t>(mine.size());
   engine::reset_memory_peaks();
-  CutStep micro(model, pool.cut, conn, traffic, timeout, wl);
+  CutStep micro(model, pool.cut, conn, traffic, timeout, wl, pool.ctx.device);
   const std::vector<engine::Tensor> params = stages_parameters(model, client_stages);
   Reducer alone;
   for (int64_t i = 0; i < turn.steps; ++i) {

@@ -1,6 +1,5 @@
 #include "trainers/split/protocol.h"
 
-#include <cstring>
 
 namespace quartet::trainers::split {
 
@@ -12,14 +11,18 @@ void send_engine_tensors(transport::Connection& conn, const engine::TensorList& 
   std::vector<std::string> names;
   names.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) names.push_back(name + std::to_string(i));
+  std::vector<engine::HostValues> host;
+  host.reserve(tensors.size());
   std::vector<transport::TensorRef> refs;
-  for (size_t i = 0; i < tensors.size(); ++i)
-    refs.push_back({names[i], tensors[i].shape(), {tensors[i].data(), static_cast<size_t>(tensors[i].numel())}});
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    host.emplace_back(tensors[i]);
+    refs.push_back({names[i], tensors[i].shape(), host.back().span()});
+  }
   transport::send_tensors(conn, refs, timeout);
 }
 
 engine::TensorList receive_engine_tensors(transport::Connection& conn, transport::Deadline timeout, size_t max_tensors,
-                                          const engine::TensorList& like) {
+                                          const engine::Device& device, const engine::TensorList& like) {
   transport::Frame frame = conn.receive(timeout);
   transport::expect_type(frame, MessageType::tensors, conn.peer());
   transport::TensorsMessage m = transport::decode_tensors(frame.payload);
@@ -40,15 +43,20 @@ engine::TensorList receive_engine_tensors(transport::Connection& conn, transport
     if (!like.empty() && like[i].shape() != m.shapes[i])
       throw MessageError("split: tensor " + m.names[i] + " from " + conn.peer() + " is " +
                          engine::shape_str(m.shapes[i]) + ", expected " + engine::shape_str(like[i].shape()));
-    out.push_back(engine::Tensor::from_vector(m.shapes[i], m.data[i]));
+    out.push_back(engine::Tensor::from_vector(m.shapes[i], m.data[i]).to(device));
     m.data[i] = {};
   }
   return out;
 }
 
 void send_state(transport::Connection& conn, const engine::NamedTensors& state, transport::Deadline timeout) {
+  std::vector<engine::HostValues> host;
+  host.reserve(state.size());
   std::vector<transport::TensorRef> refs;
-  for (const auto& [name, t] : state) refs.push_back({name, t.shape(), {t.data(), static_cast<size_t>(t.numel())}});
+  for (const auto& [name, t] : state) {
+    host.emplace_back(t);
+    refs.push_back({name, t.shape(), host.back().span()});
+  }
   transport::send_tensors(conn, refs, timeout);
 }
 
@@ -65,8 +73,7 @@ void receive_state(transport::Connection& conn, engine::NamedTensors& into, tran
       throw MessageError("split: client half tensor " + m.names[i] + " " + engine::shape_str(m.shapes[i]) + " from " +
                          conn.peer() + ", expected " + into[i].first + " " + engine::shape_str(t.shape()));
   }
-  for (size_t i = 0; i < into.size(); ++i)
-    std::memcpy(into[i].second.data(), m.data[i].data(), m.data[i].size() * sizeof(float));
+  for (size_t i = 0; i < into.size(); ++i) into[i].second.copy_from_host(m.data[i]);
 }
 
 }  // namespace quartet::trainers::split

@@ -73,16 +73,17 @@ struct TurnDone {
   }
 };
 
-// Sends `tensors` (contiguous host tensors) as one tensors frame named name0, name1, ...
+// Sends `tensors` (on any device: copied to the host to travel) as one tensors frame
+// named name0, name1, ...
 void send_engine_tensors(transport::Connection& conn, const engine::TensorList& tensors, const std::string& name,
                          transport::Deadline timeout);
 
-// Receives one tensors frame as engine tensors (copies, tagged as the current scope says).
-// Throws transport::MessageError for an empty message, more than `max_tensors` tensors, a
-// shape with more than engine::kMaxDims dims, or, when `like` is not empty, tensors that
-// differ from `like` in number or shape.
+// Receives one tensors frame as engine tensors on `device` (copies, tagged as the current
+// scope says). Throws transport::MessageError for an empty message, more than
+// `max_tensors` tensors, a shape with more than engine::kMaxDims dims, or, when `like` is
+// not empty, tensors that differ from `like` in number or shape.
 engine::TensorList receive_engine_tensors(transport::Connection& conn, transport::Deadline timeout, size_t max_tensors,
-                                          const engine::TensorList& like = {});
+                                          const engine::Device& device, const engine::TensorList& like = {});
 
 // Sends the state tensors by name; receives them into `into`, checking names and sizes.
 void send_state(transport::Connection& conn, const engine::NamedTensors& state, transport::Deadline timeout);

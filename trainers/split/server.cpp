@@ -124,12 +124,12 @@ struct TurnOutcome {
 
 federated::Params flatten(const engine::NamedTensors& state) {
   federated::Params p;
-  for (const auto& [name, t] : state) p.emplace_back(t.data(), t.data() + t.numel());
+  for (const auto& [name, t] : state) p.push_back(t.to_vector());
   return p;
 }
 
 void assign(engine::NamedTensors& state, const federated::Params& p) {
-  for (size_t i = 0; i < state.size(); ++i) std::copy(p[i].begin(), p[i].end(), state[i].second.data());
+  for (size_t i = 0; i < state.size(); ++i) state[i].second.copy_from_host(p[i]);
 }
 
 engine::NamedTensors cloned(const engine::NamedTensors& state) {
@@ -140,7 +140,8 @@ engine::NamedTensors cloned(const engine::NamedTensors& state) {
 
 engine::TensorList grads_of(const engine::TensorList& leaves) {
   engine::TensorList out;
-  for (const engine::Tensor& l : leaves) out.push_back(l.grad().defined() ? l.grad() : engine::Tensor::zeros(l.shape()));
+  for (const engine::Tensor& l : leaves)
+    out.push_back(l.grad().defined() ? l.grad() : engine::Tensor::zeros(l.shape(), l.device()));
   return out;
 }
 
@@ -178,7 +179,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
   const auto timeout = std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(s_.step_timeout_s));
   Traffic& traffic = *out.traffic;
   engine::TensorList acts = traffic.count(conn, "activations",
-                                    [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors); });
+                                    [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, ctx_.device); });
   for (const engine::Tensor& a : acts)
     if (a.size(0) != turn.batch)
       throw transport::MessageError("split: activations " + engine::shape_str(a.shape()) + " for a batch of " +
@@ -238,7 +239,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
         }
       traffic.count(conn, "activations", [&] { send_engine_tensors(conn, outs, "cut", timeout); });
       const engine::TensorList back = traffic.count(
-          conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, outs); });
+          conn, "gradients", [&] { return receive_engine_tensors(conn, timeout, kMaxCutTensors, ctx_.device, outs); });
       compute.lock();
       t.restart();
       engine::TensorList roots, seeds;
@@ -438,8 +439,7 @@ void SplitServer::run() {
         for (int64_t i = 0; i < turn.steps; ++i) turn.lrs.push_back(schedule->lr_at(pos.step + i));
         Half half{model_.get(), server_opt.get(), true};
         if (!shared) {
-          copies[c] = ctx_.workload->make_model(ctx_.model_name, cfg.seed);
-          copies[c]->set_checkpointing(cfg.checkpoint);
+          copies[c] = make_model(ctx_);
           engine::NamedTensors dst = copies[c]->state_dict();
           assign(dst, flatten(model_->state_dict()));
           copy_opts[c] = make_optimizer(cfg.optimizer, stages_parameters(*copies[c], server_stages_));
