@@ -23,6 +23,7 @@
 #include "gui/run_view.h"
 #include "gui/spec_editor.h"
 #include "gui/volume_viewer.h"
+#include "trainers/regime.h"
 
 namespace quartet::gui {
 
@@ -180,11 +181,13 @@ void MainWindow::build_menus() {
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   add(help, "about", tr("&About Quartet"), {}, [this] {
+    QStringList regimes;
+    for (const std::string& r : trainers::regime_names()) regimes << QString::fromStdString(r);
     QMessageBox::about(this, tr("About Quartet"),
-                       tr("<b>Quartet</b> trains one model under several regimes (single, accumulate, "
-                          "data_parallel, federated, split) and shows what each costs in throughput, memory and "
-                          "communication, and what accuracy it buys.<p>The runner is <code>%1</code>.")
-                           .arg(controller_->quartet().toHtmlEscaped()));
+                       tr("<b>Quartet</b> trains one model under several regimes (%1) and shows what each costs in "
+                          "throughput, memory and communication, and what accuracy it buys.<p>The runner is "
+                          "<code>%2</code>.")
+                           .arg(regimes.join(", "), controller_->quartet().toHtmlEscaped()));
   });
 }
 

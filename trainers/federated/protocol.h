@@ -29,7 +29,7 @@ struct RoundStart {
   double lr = 0.0;
   double mu = 0.0;
   std::string codec = "none";
-  double topk_fraction = 0.01;
+  double topk_fraction = 0.0;  // the arm's, with codec topk
 
   template <class Archive>
   void serialize(Archive& ar) {
