@@ -497,7 +497,9 @@ TEST_F(Cli, SplitWithOneClientEqualsSingleAndItsBytesMatchTheAnalyticCost) {
       EXPECT_LT(double(measured - analytic), 0.01 * analytic) << arm << ": " << turn["traffic"].dump();
       const bool labels_cross = turn["traffic"].contains("labels");
       EXPECT_EQ(labels_cross, std::string(arm) == "vanilla-1") << turn["traffic"].dump();
-      if (labels_cross) EXPECT_GE(turn["traffic"]["labels"]["received"].get<int64_t>(), 8 * 32 * 4);
+      if (labels_cross) {
+        EXPECT_GE(turn["traffic"]["labels"]["received"].get<int64_t>(), 8 * 32 * 4);
+      }
     }
     const std::vector<json> client = records_of(dir_ / "r" / arm / "roles" / "pool0.jsonl", "client_turn");
     ASSERT_EQ(client.size(), 2u);

@@ -131,7 +131,9 @@ TEST_P(NiftiRoundTrip, WritesTheRequestedVersionAndCompression) {
   ASSERT_GT(bytes.size(), 4u);
   const bool gz = std::string(GetParam().ext) == ".nii.gz";
   EXPECT_EQ(static_cast<uint8_t>(bytes[0]) == 0x1f && static_cast<uint8_t>(bytes[1]) == 0x8b, gz);
-  if (!gz) EXPECT_EQ(header_of<nifti_1_header>(bytes).sizeof_hdr, GetParam().nifti2 ? 540 : 348);
+  if (!gz) {
+    EXPECT_EQ(header_of<nifti_1_header>(bytes).sizeof_hdr, GetParam().nifti2 ? 540 : 348);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, NiftiRoundTrip,
