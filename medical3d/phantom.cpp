@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <stdexcept>
 #include <vector>
 
@@ -171,6 +172,8 @@ PhantomKind parse_phantom_kind(const std::string& name) {
 }
 
 const char* to_string(PhantomKind kind) { return kind == PhantomKind::ct ? "ct" : "mri"; }
+
+std::ostream& operator<<(std::ostream& out, PhantomKind kind) { return out << to_string(kind); }
 
 Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed) {
   if (size < kMinPhantomSize || size > kMaxPhantomSize)

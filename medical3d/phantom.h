@@ -25,6 +25,7 @@
 // 10 voxels, a lesion 4 to 5).
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 #include "medical3d/volume.h"
@@ -44,6 +45,8 @@ inline constexpr double kPhantomFieldOfViewMm = 320;
 // "ct" or "mri"; throws std::invalid_argument naming the choices otherwise.
 PhantomKind parse_phantom_kind(const std::string& name);
 const char* to_string(PhantomKind kind);
+// Writes to_string(kind), so a kind prints as its name (in gtest's test names too).
+std::ostream& operator<<(std::ostream& out, PhantomKind kind);
 
 // A size^3 phantom and its labels.
 // requires kMinPhantomSize <= size <= kMaxPhantomSize (else std::invalid_argument)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <ostream>
 
 #include "engine/random.h"
 #include "tests/medical3d/test_dir.h"
@@ -112,6 +113,9 @@ struct Format {
   const char* ext;
   bool nifti2;
 };
+
+// gtest prints the parameter into the test's name: the format, not the pointer's bytes.
+void PrintTo(const Format& f, std::ostream* out) { *out << (f.nifti2 ? "NIfTI-2 " : "NIfTI-1 ") << f.ext; }
 
 class NiftiRoundTrip : public testing::TestDir, public ::testing::WithParamInterface<Format> {};
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct Case {
   // ReLU's, inside the first stage, which the recompute needs all the same.
   bool peak_falls = true;
 };
+
+// gtest prints the parameter into the test's name: the model and its input, not its bytes.
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.model << " on ";
+  for (size_t i = 0; i < c.input.size(); ++i) *out << (i ? "x" : "") << c.input[i];
+}
 
 engine::Tensor input_for(const Case& c) {
   engine::Tensor x = engine::Tensor::empty(c.input);
