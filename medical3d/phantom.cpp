@@ -223,4 +223,11 @@ Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed) {
   return out;
 }
 
+uint64_t phantom_case_seed(uint64_t seed, int64_t index) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace quartet::medical3d

@@ -54,4 +54,9 @@ std::ostream& operator<<(std::ostream& out, PhantomKind kind);
 // the labels hold voxels of all three classes.
 Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed);
 
+// The seed of phantom `index` in a set of phantoms made with `seed` (a phantom workload's
+// volumes, a Decathlon folder msd.h writes): a SplitMix64 hash, so the cases of seed s do
+// not overlap those of seed s + 1, and case i does not depend on how many there are.
+uint64_t phantom_case_seed(uint64_t seed, int64_t index);
+
 }  // namespace quartet::medical3d
