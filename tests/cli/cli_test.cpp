@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using cli_util::expect_exit2_with;
 using cli_util::file_bytes;
 using cli_util::find_role_process;
 using cli_util::quartet;
@@ -60,11 +61,6 @@ class Cli : public cli_util::FolderTest {
   }
 
 };
-
-void expect_exit2_with(const Result& r, const std::string& fragment) {
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find(fragment), std::string::npos) << "output: " << r.out << "\nexpected: " << fragment;
-}
 
 TEST_F(Cli, ValidateAcceptsAGoodSpec) {
   const Result r = quartet({"validate", write_spec(small_spec()).string()}, dir_);
