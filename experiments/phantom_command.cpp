@@ -5,8 +5,12 @@
 #include <stdexcept>
 
 #include "experiments/wiring.h"
-#include "medical3d/msd.h"
+#include "medical3d/io_support.h"
 #include "medical3d/phantom.h"
+
+#if QUARTET_WITH_MEDICAL_IO
+#include "medical3d/msd.h"
+#endif
 
 namespace quartet::experiments {
 
@@ -21,7 +25,10 @@ CLI::App* add_phantom_command(CLI::App& app, PhantomOptions& o) {
   return cmd;
 }
 
-int phantom_main(const PhantomOptions& o) {
+int phantom_main([[maybe_unused]] const PhantomOptions& o) {
+#if !QUARTET_WITH_MEDICAL_IO
+  throw InputError(medical3d::no_medical_io_message("phantom"));
+#else
   medical3d::PhantomKind kind;
   try {
     kind = medical3d::parse_phantom_kind(o.kind);
@@ -41,6 +48,7 @@ int phantom_main(const PhantomOptions& o) {
   std::cout << "wrote " << o.count << " " << medical3d::to_string(kind) << " phantom" << (o.count == 1 ? "" : "s")
             << " of " << o.size << "^3 voxels (seed " << o.seed << ") to " << o.out << "\n";
   return 0;
+#endif
 }
 
 }  // namespace quartet::experiments

@@ -26,7 +26,8 @@ CLI::App* add_phantom_command(CLI::App& app, PhantomOptions& options);
 
 // Writes the folder and prints one line saying what it wrote. Returns 0; throws
 // InputError (exit code 2) for a bad kind, count or size, or an existing non-empty
-// folder, and std::runtime_error when a file cannot be written.
+// folder, and std::runtime_error when a file cannot be written; in a build without NIfTI
+// support, InputError saying what is missing.
 int phantom_main(const PhantomOptions& options);
 
 }  // namespace quartet::experiments

@@ -9,14 +9,19 @@
 
 #include "engine/safetensors.h"
 #include "experiments/wiring.h"
-#include "medical3d/nifti.h"
+#include "medical3d/io_support.h"
 #include "medical3d/phantom.h"
 #include "workloads/models.h"
 #include "workloads/segmentation.h"
 
+#if QUARTET_WITH_MEDICAL_IO
+#include "medical3d/nifti.h"
+#endif
+
 namespace quartet::experiments {
 namespace {
 
+#if QUARTET_WITH_MEDICAL_IO
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -34,6 +39,7 @@ std::string first_problem(const std::string& message) {
   if (lines.size() > 2) out += " (and " + std::to_string(lines.size() - 2) + " more)";
   return out;
 }
+#endif
 
 }  // namespace
 
@@ -51,7 +57,10 @@ CLI::App* add_predict_command(CLI::App& app, PredictOptions& o) {
   return cmd;
 }
 
-int predict_main(const PredictOptions& o) {
+int predict_main([[maybe_unused]] const PredictOptions& o) {
+#if !QUARTET_WITH_MEDICAL_IO
+  throw InputError(medical3d::no_medical_io_message("predict"));
+#else
   // Every argument is checked before the image is read or the model built.
   try {
     workloads::check_model_name(o.model);
@@ -114,6 +123,7 @@ int predict_main(const PredictOptions& o) {
     if (counts[static_cast<size_t>(c)] > 0) std::cout << " class " << c << ": " << counts[static_cast<size_t>(c)];
   std::cout << "\n";
   return 0;
+#endif
 }
 
 }  // namespace quartet::experiments

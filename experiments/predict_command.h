@@ -32,7 +32,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictOptions& options);
 // throws InputError (exit code 2) naming the argument for a model that does not segment
 // volumes, a bad kind, patch, batch or overlap, weights that do not load into the model,
 // an image that does not read, or an output name that is not .nii/.nii.gz or cannot be
-// written.
+// written; in a build without NIfTI support, InputError saying what is missing.
 int predict_main(const PredictOptions& options);
 
 }  // namespace quartet::experiments

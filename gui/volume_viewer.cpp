@@ -10,8 +10,13 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QVBoxLayout>
+#include <stdexcept>
 
+#include "medical3d/io_support.h"
+
+#if QUARTET_WITH_MEDICAL_IO
 #include "medical3d/nifti.h"
+#endif
 
 namespace quartet::gui {
 
@@ -19,6 +24,23 @@ namespace {
 
 constexpr std::array<Plane, 3> kPlanes = {Plane::axial, Plane::coronal, Plane::sagittal};
 constexpr std::array<const char*, 3> kPlaneNames = {"Axial", "Coronal", "Sagittal"};
+
+// The viewer's files are NIfTI, which Quartet reads when it is built with libnifti2.
+medical3d::Volume read_image([[maybe_unused]] const QString& path) {
+#if QUARTET_WITH_MEDICAL_IO
+  return medical3d::read_nifti(path.toStdString());
+#else
+  throw std::runtime_error(medical3d::no_medical_io_message("The volume viewer"));
+#endif
+}
+
+medical3d::LabelVolume read_mask([[maybe_unused]] const QString& path) {
+#if QUARTET_WITH_MEDICAL_IO
+  return medical3d::read_nifti_labels(path.toStdString());
+#else
+  throw std::runtime_error(medical3d::no_medical_io_message("The volume viewer"));
+#endif
+}
 
 }  // namespace
 
@@ -107,7 +129,7 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
 QString VolumeViewer::open_image(const QString& path) {
   medical3d::Volume image;
   try {
-    image = medical3d::read_nifti(path.toStdString());
+    image = read_image(path);
   } catch (const std::exception& e) {
     show_error(QString::fromStdString(e.what()));
     return error_text();
@@ -125,7 +147,7 @@ QString VolumeViewer::open_mask(const QString& path) {
     return error_text();
   }
   try {
-    medical3d::LabelVolume mask = medical3d::read_nifti_labels(path.toStdString());
+    medical3d::LabelVolume mask = read_mask(path);
     if (mask.grid.dims != image_->grid.dims)
       throw std::invalid_argument(path.toStdString() + ": the mask's grid (" + std::to_string(mask.nx()) + "×" +
                                   std::to_string(mask.ny()) + "×" + std::to_string(mask.nz()) +

@@ -51,13 +51,6 @@ void check_listed(const std::string& json_path, const std::string& what, const s
 
 }  // namespace
 
-uint64_t phantom_case_seed(uint64_t seed, int64_t index) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 void write_msd_dataset(const std::string& dir, PhantomKind kind, int64_t count, int64_t size, uint64_t seed) {
   if (count < 1) throw std::invalid_argument("write_msd_dataset: count " + std::to_string(count) + ", expected >= 1");
   if (size < kMinPhantomSize || size > kMaxPhantomSize)

@@ -32,10 +32,6 @@ struct MsdDataset {
   std::vector<std::string> test;  // image paths
 };
 
-// The seed of phantom `index` in a dataset written with `seed`: a SplitMix64 hash, so the
-// cases of seed s do not overlap those of seed s + 1, and case i does not depend on count.
-uint64_t phantom_case_seed(uint64_t seed, int64_t index);
-
 // Writes `count` phantoms of `kind` and `size` to `dir` in the layout above: case i is
 // make_phantom(kind, size, phantom_case_seed(seed, i)), named phantom_<kind>_<i> (three
 // digits at least), the image float32 and the labels uint8, both gzipped; dataset.json

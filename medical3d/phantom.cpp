@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <stdexcept>
 #include <vector>
 
@@ -172,6 +173,8 @@ PhantomKind parse_phantom_kind(const std::string& name) {
 
 const char* to_string(PhantomKind kind) { return kind == PhantomKind::ct ? "ct" : "mri"; }
 
+std::ostream& operator<<(std::ostream& out, PhantomKind kind) { return out << to_string(kind); }
+
 Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed) {
   if (size < kMinPhantomSize || size > kMaxPhantomSize)
     throw std::invalid_argument("phantom size " + std::to_string(size) + ": expected " +
@@ -218,6 +221,13 @@ Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed) {
                                                       : kBackgroundClass;
       }
   return out;
+}
+
+uint64_t phantom_case_seed(uint64_t seed, int64_t index) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 }  // namespace quartet::medical3d

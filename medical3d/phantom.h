@@ -25,6 +25,7 @@
 // 10 voxels, a lesion 4 to 5).
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 #include "medical3d/volume.h"
@@ -44,11 +45,18 @@ inline constexpr double kPhantomFieldOfViewMm = 320;
 // "ct" or "mri"; throws std::invalid_argument naming the choices otherwise.
 PhantomKind parse_phantom_kind(const std::string& name);
 const char* to_string(PhantomKind kind);
+// Writes to_string(kind), so a kind prints as its name (in gtest's test names too).
+std::ostream& operator<<(std::ostream& out, PhantomKind kind);
 
 // A size^3 phantom and its labels.
 // requires kMinPhantomSize <= size <= kMaxPhantomSize (else std::invalid_argument)
 // ensures the same (kind, size, seed) gives the same voxels (engine::Generator's stream);
 // the labels hold voxels of all three classes.
 Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed);
+
+// The seed of phantom `index` in a set of phantoms made with `seed` (a phantom workload's
+// volumes, a Decathlon folder msd.h writes): a SplitMix64 hash, so the cases of seed s do
+// not overlap those of seed s + 1, and case i does not depend on how many there are.
+uint64_t phantom_case_seed(uint64_t seed, int64_t index);
 
 }  // namespace quartet::medical3d

@@ -7,11 +7,15 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "medical3d/inference.h"
-#include "medical3d/msd.h"
-#include "medical3d/nifti.h"
+#include "medical3d/io_support.h"
 #include "medical3d/transforms.h"
 #include "workloads/models.h"
 #include "workloads/sampler.h"
+
+#if QUARTET_WITH_MEDICAL_IO
+#include "medical3d/msd.h"
+#include "medical3d/nifti.h"
+#endif
 
 namespace quartet::workloads {
 namespace {
@@ -197,6 +201,9 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
 
 std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
   if (c.name != "msd-folder") throw std::invalid_argument("make_msd_workload: \"" + c.name + "\" is not msd-folder");
+#if !QUARTET_WITH_MEDICAL_IO
+  throw std::runtime_error(medical3d::no_medical_io_message("msd-folder"));
+#else
   const std::string model = c.model.empty() ? "unet3d" : c.model;
   check_workload_model(c.name, model);
   if (c.data_dir.empty())
@@ -256,6 +263,7 @@ std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
   o.classes = classes;
   o.seed = c.seed;
   return std::make_unique<SegmentationWorkload>(c.name, std::move(train), std::move(test), o, model);
+#endif
 }
 
 }  // namespace quartet::workloads

@@ -27,7 +27,7 @@ struct WorkloadConfig {
   int64_t train_limit = 0;
   int64_t test_limit = 0;
   // Phantom segmentation (workloads/segmentation.h): phantoms 0..volumes-1 of the seed
-  // (medical3d/msd.h's phantom_case_seed), the last test_volumes held out; cubic volumes
+  // (medical3d/phantom.h's phantom_case_seed), the last test_volumes held out; cubic volumes
   // of volume_size voxels, trained on patches of patch voxels. msd-folder: the first
   // `volumes` cases of data_dir (0: all), the last test_volumes held out; volume_size
   // unused.

@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using cli_util::expect_exit2_with;
 using cli_util::file_bytes;
 using cli_util::find_role_process;
 using cli_util::quartet;
@@ -60,11 +61,6 @@ class Cli : public cli_util::FolderTest {
   }
 
 };
-
-void expect_exit2_with(const Result& r, const std::string& fragment) {
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find(fragment), std::string::npos) << "output: " << r.out << "\nexpected: " << fragment;
-}
 
 TEST_F(Cli, ValidateAcceptsAGoodSpec) {
   const Result r = quartet({"validate", write_spec(small_spec()).string()}, dir_);
@@ -497,7 +493,9 @@ TEST_F(Cli, SplitWithOneClientEqualsSingleAndItsBytesMatchTheAnalyticCost) {
       EXPECT_LT(double(measured - analytic), 0.01 * analytic) << arm << ": " << turn["traffic"].dump();
       const bool labels_cross = turn["traffic"].contains("labels");
       EXPECT_EQ(labels_cross, std::string(arm) == "vanilla-1") << turn["traffic"].dump();
-      if (labels_cross) EXPECT_GE(turn["traffic"]["labels"]["received"].get<int64_t>(), 8 * 32 * 4);
+      if (labels_cross) {
+        EXPECT_GE(turn["traffic"]["labels"]["received"].get<int64_t>(), 8 * 32 * 4);
+      }
     }
     const std::vector<json> client = records_of(dir_ / "r" / arm / "roles" / "pool0.jsonl", "client_turn");
     ASSERT_EQ(client.size(), 2u);

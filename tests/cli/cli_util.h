@@ -61,6 +61,12 @@ inline Result quartet(const std::vector<std::string>& args, const fs::path& dir)
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), s.str()};
 }
 
+// Bad input: exit code 2, and the output says `fragment`.
+inline void expect_exit2_with(const Result& r, const std::string& fragment) {
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(fragment), std::string::npos) << "output: " << r.out << "\nexpected: " << fragment;
+}
+
 inline std::string file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream s;

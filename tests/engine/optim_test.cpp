@@ -167,8 +167,12 @@ TEST(Adam, StepCountsArePerParameterAsInPyTorch) {
   b.set_grad(Tensor::from_vector({1}, {1}));
   opt.step();
   for (const auto& [name, t] : opt.state()) {
-    if (name == "0.step") EXPECT_EQ(t.item(), 2.0f);
-    if (name == "1.step") EXPECT_EQ(t.item(), 1.0f);
+    if (name == "0.step") {
+      EXPECT_EQ(t.item(), 2.0f);
+    }
+    if (name == "1.step") {
+      EXPECT_EQ(t.item(), 1.0f);
+    }
   }
   EXPECT_EQ(opt.state().size(), 6u);
   // b's first step has bias correction 1 again: it moves by lr, as a fresh Adam would.

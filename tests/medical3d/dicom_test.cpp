@@ -55,15 +55,21 @@ void write_slice(const std::string& path, const SliceSpec& s) {
   ASSERT_TRUE(ds->putAndInsertString(DCM_PixelSpacing, s.pixel_spacing.c_str()).good());
   ASSERT_TRUE(ds->putAndInsertString(DCM_ImageOrientationPatient, s.orientation.c_str()).good());
   ASSERT_TRUE(ds->putAndInsertString(DCM_ImagePositionPatient, ds_triplet(s.position).c_str()).good());
-  if (s.thickness) ASSERT_TRUE(ds->putAndInsertString(DCM_SliceThickness, s.thickness->c_str()).good());
+  if (s.thickness) {
+    ASSERT_TRUE(ds->putAndInsertString(DCM_SliceThickness, s.thickness->c_str()).good());
+  }
   ASSERT_TRUE(ds->putAndInsertUint16(DCM_SamplesPerPixel, 1).good());
   ASSERT_TRUE(ds->putAndInsertString(DCM_PhotometricInterpretation, "MONOCHROME2").good());
   ASSERT_TRUE(ds->putAndInsertUint16(DCM_BitsAllocated, 16).good());
   ASSERT_TRUE(ds->putAndInsertUint16(DCM_BitsStored, s.bits_stored).good());
   ASSERT_TRUE(ds->putAndInsertUint16(DCM_HighBit, s.bits_stored - 1).good());
   ASSERT_TRUE(ds->putAndInsertUint16(DCM_PixelRepresentation, s.pixel_representation).good());
-  if (s.slope) ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleSlope, s.slope->c_str()).good());
-  if (s.intercept) ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleIntercept, s.intercept->c_str()).good());
+  if (s.slope) {
+    ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleSlope, s.slope->c_str()).good());
+  }
+  if (s.intercept) {
+    ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleIntercept, s.intercept->c_str()).good());
+  }
   ASSERT_EQ(s.pixels.size(), size_t{s.rows} * s.cols);
   ASSERT_TRUE(ds->putAndInsertUint16Array(DCM_PixelData, s.pixels.data(), s.pixels.size()).good());
   ASSERT_TRUE(file.saveFile(path.c_str(), EXS_LittleEndianExplicit).good());

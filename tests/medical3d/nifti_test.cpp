@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <ostream>
 
 #include "engine/random.h"
 #include "tests/medical3d/test_dir.h"
@@ -113,6 +114,9 @@ struct Format {
   bool nifti2;
 };
 
+// gtest prints the parameter into the test's name: the format, not the pointer's bytes.
+void PrintTo(const Format& f, std::ostream* out) { *out << (f.nifti2 ? "NIfTI-2 " : "NIfTI-1 ") << f.ext; }
+
 class NiftiRoundTrip : public testing::TestDir, public ::testing::WithParamInterface<Format> {};
 
 TEST_P(NiftiRoundTrip, KeepsDataSpacingAndOrientation) {
@@ -131,7 +135,9 @@ TEST_P(NiftiRoundTrip, WritesTheRequestedVersionAndCompression) {
   ASSERT_GT(bytes.size(), 4u);
   const bool gz = std::string(GetParam().ext) == ".nii.gz";
   EXPECT_EQ(static_cast<uint8_t>(bytes[0]) == 0x1f && static_cast<uint8_t>(bytes[1]) == 0x8b, gz);
-  if (!gz) EXPECT_EQ(header_of<nifti_1_header>(bytes).sizeof_hdr, GetParam().nifti2 ? 540 : 348);
+  if (!gz) {
+    EXPECT_EQ(header_of<nifti_1_header>(bytes).sizeof_hdr, GetParam().nifti2 ? 540 : 348);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, NiftiRoundTrip,

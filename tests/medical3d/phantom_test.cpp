@@ -72,6 +72,12 @@ TEST_P(PhantomKinds, LesionsLieInsideTheOrgan) {
 INSTANTIATE_TEST_SUITE_P(Kinds, PhantomKinds, ::testing::Values(PhantomKind::ct, PhantomKind::mri),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+TEST(Phantom, CaseSeedsDoNotDependOnCountAndDifferAcrossSeeds) {
+  EXPECT_NE(phantom_case_seed(1, 0), phantom_case_seed(1, 1));
+  EXPECT_NE(phantom_case_seed(1, 0), phantom_case_seed(2, 0));
+  EXPECT_NE(phantom_case_seed(1, 1), phantom_case_seed(2, 0));
+}
+
 TEST(Phantom, SameSeedSameAnatomyInCtAndMri) {
   EXPECT_EQ(make_phantom(PhantomKind::ct, 32, 7).labels.voxels, make_phantom(PhantomKind::mri, 32, 7).labels.voxels);
 }

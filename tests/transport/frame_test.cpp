@@ -144,7 +144,9 @@ TEST(FrameHeader, PayloadOfTheWrongSizeIsRefused) {
 
 TEST(MessageTypes, EveryKnownTypeHasAName) {
   for (uint16_t t = 0; t < 100; ++t)
-    if (is_known_message_type(t)) EXPECT_STRNE(message_type_name(static_cast<MessageType>(t)), "unknown");
+    if (is_known_message_type(t)) {
+      EXPECT_STRNE(message_type_name(static_cast<MessageType>(t)), "unknown");
+    }
   EXPECT_FALSE(is_known_message_type(0));
   EXPECT_TRUE(is_known_message_type(30));
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <ostream>
 #include <random>
 #include <thread>
 
@@ -135,6 +136,9 @@ struct BadOpening {
   bool close_after = false;  // false: stay silent with the socket open
   std::string logged;        // what the log line must say
 };
+
+// gtest prints the parameter into the test's name: the opening's name, not its bytes.
+void PrintTo(const BadOpening& b, std::ostream* out) { *out << b.name; }
 
 std::vector<std::byte> hello_frame(const Hello& hello) {
   const auto payload = encode_message(hello);

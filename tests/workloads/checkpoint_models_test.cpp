@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct Case {
   bool peak_falls = true;
 };
 
+// gtest prints the parameter into the test's name: the model and its input, not its bytes.
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.model << " on ";
+  for (size_t i = 0; i < c.input.size(); ++i) *out << (i ? "x" : "") << c.input[i];
+}
+
 engine::Tensor input_for(const Case& c) {
   engine::Tensor x = engine::Tensor::empty(c.input);
   engine::Generator gen(21);
@@ -35,7 +42,7 @@ engine::Tensor input_for(const Case& c) {
 
 // Segmentation: Dice + cross-entropy over the voxels, as the volume workloads train;
 // classification: cross-entropy.
-engine::Tensor loss_of(const Case& c, const engine::Tensor& logits) {
+engine::Tensor loss_of(const engine::Tensor& logits) {
   std::vector<int32_t> labels;
   const int64_t classes = logits.size(1);
   const int64_t n = logits.dim() == 2 ? logits.size(0) : logits.numel() / classes;
@@ -59,7 +66,7 @@ Pass train_pass(const Case& c, bool checkpointing) {
   constexpr int kActivations = static_cast<int>(engine::MemTag::activations);
   engine::reset_memory_peaks();
   const int64_t base = engine::memory_stats().current[kActivations];
-  engine::Tensor loss = loss_of(c, model->forward(x));
+  engine::Tensor loss = loss_of(model->forward(x));
   loss.backward();
   Pass p;
   p.activation_peak = engine::memory_stats().peak[kActivations] - base;

@@ -53,7 +53,9 @@ void write_plain(const fs::path& p, const std::vector<uint8_t>& bytes) {
 void write_gz(const fs::path& p, const std::vector<uint8_t>& bytes) {
   gzFile f = gzopen(p.c_str(), "wb");
   ASSERT_NE(f, nullptr);
-  if (!bytes.empty()) ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  if (!bytes.empty()) {
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  }
   ASSERT_EQ(gzclose(f), Z_OK);
 }
 

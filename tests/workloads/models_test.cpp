@@ -265,9 +265,10 @@ TEST(Models, CatalogListsEveryModelWithItsStagesAndInputShape) {
 TEST(Models, InitialisationFollowsPyTorchsUniformBound) {
   // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): fan_in of conv2 in cnn is 32*3*3 = 288.
   const auto model = make_model("cnn", 1);
-  for (const auto& [name, t] : model->named_parameters())
-    if (name == "conv2.0.weight")
-      for (float v : t.to_vector()) EXPECT_LE(std::abs(v), 1.0f / std::sqrt(288.0f));
+  for (const auto& [name, t] : model->named_parameters()) {
+    if (name != "conv2.0.weight") continue;
+    for (float v : t.to_vector()) EXPECT_LE(std::abs(v), 1.0f / std::sqrt(288.0f));
+  }
 }
 
 // PyTorch's BatchNorm2d init: weight 1, bias 0, running_mean 0, running_var 1.

@@ -10,7 +10,7 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/optim.h"
-#include "medical3d/msd.h"
+#include "medical3d/phantom.h"
 #include "workloads/models.h"
 #include "workloads/partition.h"
 

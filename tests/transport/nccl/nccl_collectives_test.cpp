@@ -18,7 +18,9 @@ namespace {
 
 TEST(NcclCollectives, ReasonIsEmptyOrSaysWhatIsMissing) {
   const std::string why = nccl_unavailable_reason();
-  if (!why.empty()) EXPECT_NE(why.find("cuda"), std::string::npos) << why;
+  if (!why.empty()) {
+    EXPECT_NE(why.find("cuda"), std::string::npos) << why;
+  }
 }
 
 TEST(NcclCollectives, MakingACommunicatorWithoutAGpuFailsSayingWhy) {
