@@ -119,6 +119,9 @@ struct Corruption {
   const char* expected;
 };
 
+// ctest's name for the case (gtest prints the parameter after the test's name).
+void PrintTo(const Corruption& c, std::ostream* out) { *out << c.name; }
+
 class CorruptFiles : public test_util::TempFolderTest, public testing::WithParamInterface<Corruption> {
  protected:
   CorruptFiles() : TempFolderTest("corrupt_files") {}
