@@ -3,7 +3,6 @@
 
 #include <QAction>
 #include <QSettings>
-#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -21,9 +20,15 @@ namespace fs = std::filesystem;
 class MainWindowTest : public QObject {
   Q_OBJECT
 
+  QTemporaryDir settings_dir_;
+
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);  // settings go to a test location
+    // Settings (the recent files) go to this run's own folder: another run of these tests
+    // at the same time must not see them.
+    QVERIFY(settings_dir_.isValid());
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings_dir_.path());
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settings_dir_.path());
     QCoreApplication::setOrganizationName("QuartetTest");
     QCoreApplication::setApplicationName("quartet-gui-test");
     qputenv("QUARTET_GUI_NO_DIALOGS", "1");
