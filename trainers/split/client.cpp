@@ -17,6 +17,7 @@
 #include "trainers/training_loop.h"
 #include "trainers/virtual_clients.h"
 #include "transport/coordinator.h"
+#include "workloads/models.h"
 #include "workloads/sampler.h"
 
 namespace quartet::trainers::split {
@@ -206,7 +207,7 @@ void run_pool(const RoleContext& ctx, const Settings& settings, int64_t index) {
   if (!ctx.coordinator) throw std::invalid_argument("split pool: needs the run's coordinator to find the server");
   Pool pool{ctx, settings, {}, {}, {}, {}, {}};
   pool.partition = client_partition(settings.partition, settings.clients, ctx.config.seed, *ctx.workload);
-  pool.cut = resolve_cut(*ctx.workload->make_model(ctx.model_name, ctx.config.seed), settings);
+  pool.cut = resolve_cut(workloads::model_info(ctx.model_name).stages, settings);
   pool.records = std::make_unique<JsonlWriter>(records_path(ctx.arm_dir, ctx.role).string(), int64_t{0});
 
   std::vector<std::thread> threads;

@@ -329,7 +329,7 @@ void SplitServer::run() {
     throw std::invalid_argument("split: clip_grad_norm is not supported (the norm would span both sides of the cut)");
   const workloads::Partition partition = client_partition(s_.partition, s_.clients, cfg.seed, wl);
   model_ = load_initial_model(ctx_);
-  cut_ = resolve_cut(*model_, s_);
+  cut_ = resolve_cut(model_->stage_names(), s_);
   client_stages_ = cut_.client_stages();
   server_stages_ = cut_.server_stages();
   engine::NamedTensors client_half = stages_state(*model_, client_stages_);

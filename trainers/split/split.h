@@ -60,10 +60,10 @@ struct Cut {
   std::vector<int> server_stages() const;
 };
 
-// Throws std::invalid_argument naming the stage and listing the model's stages when a cut
-// is not a stage name, is the last stage (nothing would run on the server), or the two
-// cuts are not in order with a server stage between them and a client stage after.
-Cut resolve_cut(const engine::Model& model, const Settings& s);
+// Where the cuts of `s` fall among a model's stage names. requires settings the split
+// regime has completed (Regime::parse, or a role's start), which checks the cut names
+// against the model's stages with messages for the user.
+Cut resolve_cut(const std::vector<std::string>& stages, const Settings& s);
 
 // The state (parameters, then buffers) of the given stages, named as in the model's
 // state_dict; the tensors are the model's own.
