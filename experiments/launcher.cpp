@@ -93,18 +93,22 @@ struct Child {
   bool done = false;
   bool remote = false;  // started by someone on another host; seen through the coordinator
   std::string vanished;  // why the coordinator lost it, once it has
+  std::unique_ptr<OutputTee> output;  // a local role's stdout and stderr, on their way to `log`
 };
 
-pid_t spawn_role(const fs::path& exe, const fs::path& run_dir, const std::string& arm, const std::string& role,
-                 bool resume, const fs::path& log, int threads, const transport::Coordinator& coordinator) {
+// Starts a role with its output kept by c.output on its way to c.log.
+void spawn_role(Child& c, const fs::path& exe, const fs::path& run_dir, const std::string& arm, bool resume,
+                int threads, const transport::Coordinator& coordinator) {
   SpawnOptions o;
-  o.args = {"role", "--run-dir", run_dir.string(), "--arm", arm, "--role", role};
+  o.args = {"role", "--run-dir", run_dir.string(), "--arm", arm, "--role", c.role};
   if (resume) o.args.push_back("--resume");
   o.env = {{"QUARTET_THREADS", std::to_string(threads)},
            {"QUARTET_TOKEN", coordinator.token()},
            {"QUARTET_COORDINATOR", coordinator.address()}};
-  o.log = log;
-  return spawn_process(exe, o);
+  int output = -1;
+  o.output = &output;
+  c.pid = spawn_process(exe, o);
+  c.output = std::make_unique<OutputTee>(output, c.log);
 }
 
 // New complete lines of a child's record file.
@@ -128,12 +132,13 @@ std::vector<json> read_new_records(Child& c) {
   return out;
 }
 
-std::string last_error_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last.empty() ? "no message (see " + log.string() + ")" : last;
+// The role's last line of output: its error when it failed. Kept in memory, so a role that
+// could not write its log (a full disk) still says why.
+std::string last_error_line(Child& c) {
+  if (!c.output) return "no message";
+  c.output->wait();
+  const std::string last = c.output->last_line();
+  return last.empty() ? "no message (see " + c.log.string() + ")" : last;
 }
 
 struct ArmOutcome {
@@ -287,7 +292,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
                 << rc.coordinator().address() << " --arm " << arm.name << " --role " << c.role << "\n";
       continue;
     }
-    c.pid = spawn_role(exe, run_dir, arm.name, c.role, resume, c.log, threads, rc.coordinator());
+    spawn_role(c, exe, run_dir, arm.name, resume, threads, rc.coordinator());
   }
 
   std::string failure;
@@ -342,7 +347,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
         if (!c.vanished.empty())
           lost(c, "role " + c.role + " vanished: " + c.vanished);
         else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-          lost(c, "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c.log),
+          lost(c, "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c),
                WIFSIGNALED(status));
       } else {
         all_done = false;

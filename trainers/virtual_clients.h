@@ -39,6 +39,20 @@ std::vector<std::string> server_and_pools(int64_t processes);
 // Throws SettingsError naming `path`.processes when a pool would host no client.
 void check_processes(int64_t processes, int64_t clients, const std::string& path);
 
+// Runs `release` when it goes out of scope, however the scope ends: a server role declares
+// one after its transport::Server, so that the client handlers it parks are woken before
+// the server's destructor joins them.
+class ReleaseOnExit {
+ public:
+  explicit ReleaseOnExit(std::function<void()> release) : release_(std::move(release)) {}
+  ~ReleaseOnExit() { release_(); }
+  ReleaseOnExit(const ReleaseOnExit&) = delete;
+  ReleaseOnExit& operator=(const ReleaseOnExit&) = delete;
+
+ private:
+  std::function<void()> release_;
+};
+
 struct ServerKeys {
   std::string address;  // coordinator key holding HOST:PORT
   std::string token;    // coordinator key holding the server's token

@@ -102,6 +102,23 @@ inline int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// wait_exit(), but a process still running after `limit` is killed (with its process
+// group when it leads one) and -1 is returned: a hang fails the test instead of the run.
+inline int wait_exit_within(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 // Waits for `pattern` in the file and returns the rest of that line after it.
 inline std::string wait_for_line(const fs::path& file, const std::string& pattern, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -327,6 +327,9 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   so.max_connections = static_cast<size_t>(s.clients) + 16;
   so.log = [](const std::string& line) { std::fprintf(stderr, "federated server: %s\n", line.c_str()); };
   transport::Server server(so, [&fl](transport::Connection& c, const transport::Hello& h) { fl.handle(c, h); });
+  // However the rounds end (a checkpoint on a full disk throws), the handlers parked on
+  // the clients' connections are released before the server joins them.
+  const ReleaseOnExit release([&fl] { fl.stop_clients(); });
   ctx.coordinator->kv_set(server_token_key(ctx.arm), so.token);
   ctx.coordinator->kv_set(server_address_key(ctx.arm), so.address + ":" + std::to_string(server.port()));
 

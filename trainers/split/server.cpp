@@ -363,6 +363,9 @@ void SplitServer::run() {
   transport::Server server(so, [this](transport::Connection& c, const transport::Hello& h) {
     slots_.handle(c, h, ctx_.link);
   });
+  // However the epochs end, the handlers parked on the clients' connections are released
+  // before the server joins them.
+  const ReleaseOnExit release([this] { slots_.stop(); });
   ctx_.coordinator->kv_set(server_token_key(ctx_.arm), so.token);
   ctx_.coordinator->kv_set(server_address_key(ctx_.arm), so.address + ":" + std::to_string(server.port()));
   {
