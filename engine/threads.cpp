@@ -33,7 +33,9 @@ int& threads() {
 }  // namespace
 
 void set_compute_threads(int n) {
-  if (n < 1) throw std::invalid_argument("compute threads: expected >= 1, got " + std::to_string(n));
+  if (n < 1 || n > kMaxComputeThreads)
+    throw std::invalid_argument("compute threads: expected 1 to " + std::to_string(kMaxComputeThreads) + ", got " +
+                                std::to_string(n));
   threads() = n;
   omp_set_num_threads(n);
   Eigen::setNbThreads(n);

@@ -551,7 +551,7 @@ int run_role(const RoleOptions& opt) {
   } else {
     spec_json = read_json(run_dir / "spec.json").at("spec");
   }
-  const ExperimentSpec spec = parse_spec(spec_json);
+  const ExperimentSpec spec = parse_spec(spec_json, /*machine_limits=*/false);
   const ArmSpec& arm = spec.arm(opt.arm);
   std::unique_ptr<workloads::Workload> wl = load_workload(spec, arm);
   const fs::path init = initial_weights_path(run_dir, spec, arm);

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/threads.h"
 #include "transport/link.h"
 #include "workloads/models.h"
 #include "workloads/workload.h"
@@ -27,10 +28,17 @@ Field threads_field() {
   return field("threads", FieldType::integer,
                "compute threads per process; 0: cores / processes of the arm, fewer when other work keeps cores busy "
                "as the arm starts")
-      .at_least(0);
+      .at_least(0)
+      .at_most(engine::kMaxComputeThreads);
 }
 
 Field device_field() { return field("device", FieldType::string, "\"cpu\" or \"cuda:N\""); }
+
+Field override_limits_field() {
+  return field("override_limits", FieldType::boolean,
+               "start more role processes, compute threads or virtual clients than this machine's limits allow "
+               "(derived from its cores and ulimit -u; a refused spec names them)");
+}
 
 Field train_field(const std::string& description) {
   return field("train", FieldType::object, description).with_fields(trainers::TrainConfig::table().fields());
@@ -93,6 +101,7 @@ Field arm_field() {
                       device_field(),
                       remote,
                       link_field(),
+                      override_limits_field(),
                   });
   arm.open = true;
   return arm;
@@ -109,6 +118,7 @@ Field make_schema() {
       threads_field().defaults_to(0),
       device_field().defaults_to("cpu"),
       link_field().defaults_to("loopback"),
+      override_limits_field().defaults_to(false),
       train,
       arms,
   };
@@ -244,7 +254,8 @@ engine::Device arm_device(const std::string& text, const std::string& path) {
 
 // One arm: its common fields, its train settings (the experiment's patched by its own),
 // then its regime's fields parsed by the regime; `a` is rewritten as run.
-ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const std::string& path) {
+ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const std::string& path,
+                  bool machine_limits) {
   ArmSpec arm;
   arm.name = a.at("name").get<std::string>();
   if (!safe_folder_name(arm.name))
@@ -273,7 +284,14 @@ ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const
   arm.train.seed = spec.at("seed").get<uint64_t>();
   a["train"] = train;
 
-  arm.threads = static_cast<int>(a.value("threads", spec.at("threads").get<int64_t>()));
+  std::optional<trainers::MachineLimits> limits;
+  if (machine_limits && !a.value("override_limits", spec.at("override_limits").get<bool>()))
+    limits = trainers::MachineLimits::of_this_machine();
+  const int64_t threads = a.value("threads", spec.at("threads").get<int64_t>());
+  if (limits)  // named where it was written: the arm's field or the experiment's
+    trainers::check_limit(a.contains("threads") ? path + ".threads" : "spec.threads", threads, limits->threads,
+                          "compute threads per process", limits->basis);
+  arm.threads = static_cast<int>(threads);
   arm.device = arm_device(a.value("device", spec.at("device").get<std::string>()), path + ".device");
   arm.link = a.value("link", spec.at("link").get<std::string>());
   a["link"] = arm.link;
@@ -288,6 +306,7 @@ ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const
   facts.device = arm.device;
   facts.remote = arm.remote;
   facts.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  facts.limits = limits;
   arm.settings = regime.parse(std::move(own), facts);
   const json as_run = regime.to_json(*arm.settings);
   for (const auto& [key, value] : as_run.items()) a[key] = value;
@@ -353,7 +372,7 @@ const ArmSpec& ExperimentSpec::arm(const std::string& arm_name) const {
   throw SpecError("no arm named \"" + arm_name + "\" in experiment " + name);
 }
 
-ExperimentSpec parse_spec(json j) {
+ExperimentSpec parse_spec(json j, bool machine_limits) {
   trainers::validate_and_fill(j, spec_schema(), "spec");
   ExperimentSpec spec;
   spec.name = j.at("name").get<std::string>();
@@ -383,7 +402,7 @@ ExperimentSpec parse_spec(json j) {
   json& arms = j.at("arms");
   for (size_t i = 0; i < arms.size(); ++i) {
     const std::string path = "spec.arms[" + std::to_string(i) + "]";
-    ArmSpec arm = parse_arm(arms[i], j, spec.workload, path);
+    ArmSpec arm = parse_arm(arms[i], j, spec.workload, path, machine_limits);
     if (!seen.insert(arm.name).second) throw SpecError(path + ".name: \"" + arm.name + "\" is used by another arm");
     spec.arms.push_back(std::move(arm));
   }

@@ -76,8 +76,11 @@ nlohmann::json spec_json_schema();
 // (`quartet schema --markdown`, docs/spec.md).
 std::string spec_markdown();
 
-// Validates (SpecError naming the field) and fills defaults.
-ExperimentSpec parse_spec(nlohmann::json j);
+// Validates (SpecError naming the field) and fills defaults. With `machine_limits`, an arm
+// that would start more processes, threads or clients than this machine's limits is
+// refused unless it overrides them; a role, started by a launcher that checked them,
+// parses without.
+ExperimentSpec parse_spec(nlohmann::json j, bool machine_limits = true);
 // An experiment file's JSON (// and /* */ comments allowed), not yet validated;
 // SpecError naming the file when it cannot be read or is not JSON.
 nlohmann::json read_spec_json(const std::string& path);

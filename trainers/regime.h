@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,7 @@
 
 #include "engine/device.h"
 #include "trainers/cost_model.h"
+#include "trainers/limits.h"
 #include "trainers/settings/table.h"
 #include "trainers/train_config.h"
 #include "workloads/workload.h"
@@ -46,6 +48,9 @@ struct ArmFacts {
   engine::Device device;            // where it trains
   std::vector<std::string> remote;  // roles that join from other hosts
   int64_t cores = 1;                // this machine's, for defaults sized by them
+  // What the arm may start on this machine; none: not checked (the arm overrides the
+  // limits, or a role starts what its launcher already checked).
+  std::optional<MachineLimits> limits;
 };
 
 struct RoleContext {

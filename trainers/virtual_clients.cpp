@@ -58,10 +58,16 @@ std::vector<std::string> server_and_pools(int64_t processes) {
   return out;
 }
 
-void check_processes(int64_t processes, int64_t clients, const std::string& path) {
+void check_processes(int64_t processes, int64_t clients, const ArmFacts& facts) {
+  const std::string& path = facts.path;
   if (processes > clients)
     throw SettingsError(path + ".processes: expected at most clients (" + std::to_string(clients) + "), got " +
                         std::to_string(processes) + "; a pool process without clients idles");
+  if (!facts.limits) return;
+  check_limit(path + ".clients", clients, facts.limits->clients, "virtual clients", facts.limits->basis);
+  const int64_t remote = static_cast<int64_t>(facts.remote.size());
+  check_limit(path + ".processes", processes + 1 - remote, facts.limits->processes,
+              "role processes (the server and the pools) on this host", facts.limits->basis);
 }
 
 namespace {

@@ -36,8 +36,10 @@ workloads::Partition client_partition(const workloads::PartitionSpec& spec, int6
 // The roles of a regime with a server and pool processes: "server", "pool0".."pool<P-1>".
 std::vector<std::string> server_and_pools(int64_t processes);
 
-// Throws SettingsError naming `path`.processes when a pool would host no client.
-void check_processes(int64_t processes, int64_t clients, const std::string& path);
+// Throws SettingsError naming facts.path's processes when a pool would host no client,
+// and its processes or clients when they exceed the machine's limits (a server and the
+// pools are the arm's processes; every client is a thread in a pool and in the server).
+void check_processes(int64_t processes, int64_t clients, const ArmFacts& facts);
 
 // Runs `release` when it goes out of scope, however the scope ends: a server role declares
 // one after its transport::Server, so that the client handlers it parks are woken before

@@ -7,6 +7,7 @@
 #include "experiments/spec.h"
 #include "trainers/accumulate/accumulate.h"
 #include "trainers/data_parallel/data_parallel.h"
+#include "trainers/limits.h"
 #include "trainers/regime.h"
 
 namespace quartet::experiments {
@@ -351,6 +352,41 @@ TEST(Schema, SpecDocumentationListsEveryFieldAsGenerated) {
   text << in.rdbuf();
   EXPECT_NE(text.str().find(spec_markdown()), std::string::npos)
       << "docs/spec.md's field tables are stale; regenerate them with: build/quartet schema --markdown";
+}
+
+// What an arm may start is held to this machine's limits, named in the refusal, unless the
+// arm overrides them; roles parse without (their launcher checked).
+TEST(Spec, ArmsAreHeldToTheMachinesLimitsUnlessTheyOverrideThem) {
+  const trainers::MachineLimits limits = trainers::MachineLimits::of_this_machine();
+  json j = valid();
+  j["arms"] = json::array({{{"name", "fed"}, {"regime", "federated"}, {"clients", limits.clients + 1}}});
+  expect_error(j, "spec.arms[0].clients: " + std::to_string(limits.clients + 1) +
+                      " virtual clients exceed this machine's limit of " + std::to_string(limits.clients));
+  j["arms"][0]["clients"] = limits.processes + 8;
+  j["arms"][0]["processes"] = limits.processes + 8;
+  expect_error(j, "spec.arms[0].processes: " + std::to_string(limits.processes + 9) + " role processes");
+  j["arms"][0]["override_limits"] = true;
+  EXPECT_EQ(error_of(j), "");
+  j["arms"][0]["override_limits"] = false;
+  EXPECT_NO_THROW(parse_spec(j, /*machine_limits=*/false));
+
+  j = valid();
+  j["arms"][0] = {{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 1024}};
+  j["train"]["batch"] = 1024;
+  expect_error(j, "spec.arms[0].ranks: 1024 rank processes on this host exceed this machine's limit of " +
+                      std::to_string(limits.processes));
+  j["arms"][0]["remote"] = json::array();
+  for (int r = 1; r < 1024; ++r) j["arms"][0]["remote"].push_back("rank" + std::to_string(r));
+  EXPECT_EQ(error_of(j), "");  // one rank here, the others elsewhere
+
+  j = valid();
+  j["threads"] = limits.threads + 1;
+  expect_error(j, "spec.threads: " + std::to_string(limits.threads + 1) + " compute threads per process exceed");
+  j["threads"] = 0;
+  j["arms"][0]["threads"] = limits.threads + 1;
+  expect_error(j, "spec.arms[0].threads: ");
+  j["arms"][0]["threads"] = 100000;
+  expect_error(j, "spec.arms[0].threads: expected an integer ≥ 0 and ≤ 1024");  // even overridden: not startable
 }
 
 // Roles parse the spec as run again: parsing it once more changes nothing, for every arm

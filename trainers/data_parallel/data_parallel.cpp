@@ -248,6 +248,9 @@ class DataParallel final : public RegimeOf<Settings> {
                           std::to_string(s.micro_batches) +
                           " micro_batches; it must be a multiple of ranks x micro_batches (" + std::to_string(parts) +
                           ")");
+    if (f.limits)
+      check_limit(f.path + ".ranks", s.ranks - static_cast<int64_t>(f.remote.size()), f.limits->processes,
+                  "rank processes on this host", f.limits->basis);
     if (s.backend == "shm" && !f.remote.empty())
       throw SettingsError(f.path + ".remote: backend \"shm\" needs every rank on this host; ranks on other hosts "
                           "need \"gloo\"");

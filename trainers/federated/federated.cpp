@@ -39,7 +39,7 @@ class Federated final : public RegimeOf<Settings> {
       throw SettingsError(f.path + ".min_clients: expected at most clients (" + std::to_string(s.clients) + "), got " +
                           std::to_string(s.min_clients));
     if (!s.processes) s.processes = std::min(f.cores, s.clients);
-    check_processes(*s.processes, s.clients, f.path);
+    check_processes(*s.processes, s.clients, f);
   }
   std::vector<std::string> roles_of(const Settings& s) const override { return server_and_pools(s.pools()); }
   void run(const RoleContext& ctx, const Settings& s) const override {

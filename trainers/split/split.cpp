@@ -204,7 +204,7 @@ class Split final : public RegimeOf<Settings> {
     // Vanilla and U-shaped clients take turns, so one pool serves them all; SplitFed's run
     // at once, one pool per core.
     if (!s.processes) s.processes = s.variant == "splitfed" ? std::min(f.cores, s.clients) : int64_t{1};
-    check_processes(*s.processes, s.clients, f.path);
+    check_processes(*s.processes, s.clients, f);
     if (f.train.clip_grad_norm > 0.0)
       throw SettingsError(f.path + ".train.clip_grad_norm: the split regime does not clip (the norm spans both "
                           "sides of the cut); use 0");
