@@ -1,6 +1,7 @@
 #include "analysis/summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -59,10 +60,20 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   json tag_peaks = json::object();
   json by_role = json::object();
   json evals = json::array();
+  int64_t nonfinite = 0, degraded = 0;
+  json first_nonfinite = nullptr, first_degraded = nullptr;
   for (size_t i = 0; i < roles.size(); ++i) {
     int64_t role_sent = 0, role_received = 0;
     for (const json& line : roles[i]) {
       const trainers::RecordView r = trainers::read_record(line);
+      if (r.is_step()) {
+        // JSON has no NaN: a non-finite loss is written as null.
+        const json& loss = trainers::member(line, "loss");
+        if (line.contains("loss") && (!loss.is_number() || !std::isfinite(loss.get<double>())) && nonfinite++ == 0)
+          first_nonfinite = r.step;
+        if (const json& why = trainers::member(line, "degraded"); why.is_string() && degraded++ == 0)
+          first_degraded = why;
+      }
       // Memory counts from every record that carries it, whatever its type: federated
       // pools train in client_round records, not step records.
       if (r.rss_peak || r.memory) {
@@ -136,15 +147,38 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
     }
   }
   s["to_target"] = reached;
+  s["nonfinite_loss_steps"] = nonfinite;
+  s["first_nonfinite_step"] = first_nonfinite;
+  s["degraded_steps"] = degraded;
+  s["first_degraded"] = first_degraded;
   return s;
 }
 
-std::string arm_status(bool interrupted, std::string& failure, const json& summary) {
+std::string arm_status(bool interrupted, std::string& why, const json& summary,
+                       const std::vector<std::string>& lost_roles) {
   if (interrupted) return "interrupted";
-  if (failure.empty() && summary.value("samples", int64_t{0}) == 0)
-    failure = "the arm trained no sample: every step, turn or round it recorded failed (the roles' logs "
-              "under roles/ say why)";
-  return failure.empty() ? "finished" : "failed";
+  if (!why.empty()) return "failed";
+  if (summary.value("samples", int64_t{0}) == 0) {
+    why = "the arm trained no sample: every step, turn or round it recorded failed (the roles' logs under roles/ say "
+          "why)";
+    return "failed";
+  }
+  if (const int64_t n = summary.value("nonfinite_loss_steps", int64_t{0}); n > 0) {
+    why = std::to_string(n) + " step" + (n == 1 ? "" : "s") + " with a non-finite loss, the first at step " +
+          summary.at("first_nonfinite_step").dump() + ": the weights are not numbers any more";
+    return "diverged";
+  }
+  const int64_t short_steps = summary.value("degraded_steps", int64_t{0});
+  if (short_steps > 0 || !lost_roles.empty()) {
+    std::string parts;
+    if (!lost_roles.empty()) parts = "lost " + lost_roles.front() + (lost_roles.size() > 1 ? " (and others)" : "");
+    if (short_steps > 0)
+      parts += (parts.empty() ? "" : "; ") + std::to_string(short_steps) + " step" + (short_steps == 1 ? "" : "s") +
+               " short of clients or turns, the first " + summary.at("first_degraded").get<std::string>();
+    why = parts;
+    return "degraded";
+  }
+  return "finished";
 }
 
 std::string summary_table(const std::string& run_name, const std::vector<json>& arm_summaries) {

@@ -23,11 +23,13 @@ nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
                              const std::vector<std::vector<nlohmann::json>>& roles_records,
                              std::optional<double> target, int64_t train_samples);
 
-// An arm's status from how its roles ended and what they recorded: "interrupted",
-// "failed" (`failure` says why) or "finished". An arm whose roles all exited cleanly but
-// that trained no sample (every split turn or federated round lost) failed too, and
-// `failure` is set to say so.
-std::string arm_status(bool interrupted, std::string& failure, const nlohmann::json& summary);
+// An arm's status from how its roles ended and what they recorded, worst first:
+// "interrupted"; "failed" (`why` given: a role failed; or no sample trained, every step,
+// turn or round lost); "diverged" (a step's loss was not finite); "degraded" (steps short
+// of clients or turns, or `lost_roles`, roles the arm went on without); "finished". `why`
+// says why for failed, diverged and degraded.
+std::string arm_status(bool interrupted, std::string& why, const nlohmann::json& summary,
+                       const std::vector<std::string>& lost_roles = {});
 
 // summary.md: the run's name and the arms' table (analysis/report.h, arms_table), one row
 // per arm summary.

@@ -306,10 +306,13 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   // kill -9) is the cause and the others' errors (a peer reset) its consequence: it is
   // named first.
   bool stopping_roles = false;
+  std::vector<std::string> lost_roles;  // roles the arm went on without: it ends degraded
   auto lost = [&](const Child& c, const std::string& why, bool killed = false) {
     if (g_signal) return;
-    if (!regime->essential(c.role)) progress.error(arm.name, why + "; the arm carries on without it");
-    else if (failure.empty()) failure = why;
+    if (!regime->essential(c.role)) {
+      if (!stopping_roles) lost_roles.push_back(why);
+      progress.error(arm.name, why + "; the arm carries on without it");
+    } else if (failure.empty()) failure = why;
     else if (killed && !stopping_roles) failure = why + "; then " + failure;
   };
   std::optional<std::chrono::steady_clock::time_point> essentials_done;
@@ -396,16 +399,34 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   }
   ArmOutcome out;
   out.summary = analysis::summarize_arm(arm.name, arm.regime, records, cfg.target, train_size);
-  out.status = analysis::arm_status(interrupted, failure, out.summary);
+  out.status = analysis::arm_status(interrupted, failure, out.summary, lost_roles);
   out.summary["status"] = out.status;
   out.summary["threads_per_process"] = threads;
-  if (!failure.empty()) {
+  if (out.status == "failed") {
     out.summary["error"] = failure;
     progress.error(arm.name, failure);
+  } else if (out.status == "diverged" || out.status == "degraded") {
+    out.summary["problem"] = failure;
+    progress.error(arm.name, out.status + ": " + failure);
   }
   write_json_atomically(arm_dir / "summary.json", out.summary);
   progress.arm_finished(arm.name, out.summary);
   return out;
+}
+
+// An arm that ran to its end, well or not (a resume keeps it).
+bool ended(const std::string& status) {
+  return status == "finished" || status == "degraded" || status == "diverged";
+}
+
+// The worst of the arms': interrupted, failed, diverged, degraded, finished.
+std::string run_status(bool interrupted, bool failed, const std::vector<json>& summaries) {
+  if (interrupted) return "interrupted";
+  if (failed) return "failed";
+  for (const char* bad : {"diverged", "degraded"})
+    for (const json& s : summaries)
+      if (s.value("status", "") == bad) return bad;
+  return "finished";
 }
 
 fs::path default_out(const ExperimentSpec& spec) {
@@ -488,7 +509,7 @@ int run_experiment(const RunOptions& opt) {
   for (size_t i = 0; i < spec.arms.size(); ++i) {
     const ArmSpec& arm = spec.arms[i];
     const fs::path summary_path = run_dir / arm.name / "summary.json";
-    if (resume && status["arms"].value(arm.name, "") == "finished" && fs::exists(summary_path)) {
+    if (resume && ended(status["arms"].value(arm.name, "")) && fs::exists(summary_path)) {
       summaries.push_back(read_json(summary_path));
       continue;
     }
@@ -506,7 +527,8 @@ int run_experiment(const RunOptions& opt) {
   }
   coordinator.coordinator().stop();
   coordinator.close_writers();
-  status["status"] = interrupted ? "interrupted" : failed ? "failed" : "finished";
+  // The run's status is its worst arm's; a run that went badly never says finished.
+  status["status"] = run_status(interrupted, failed, summaries);
   write_json_atomically(run_dir / "run.json", status);
   const std::string table = analysis::summary_table(spec.name, summaries);
   write_file_atomically(run_dir / "summary.md", table);
@@ -516,7 +538,8 @@ int run_experiment(const RunOptions& opt) {
               << run_dir.string() << "\n";
     return 130;
   }
-  return failed ? 1 : 0;
+  const std::string ran = status["status"].get<std::string>();
+  return ran == "failed" ? 1 : ran == "finished" ? 0 : 3;  // 3: diverged or degraded
 }
 
 int run_role(const RoleOptions& opt) {

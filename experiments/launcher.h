@@ -17,7 +17,8 @@ struct RunOptions {
 // `quartet run`: makes the run folder, runs the arms one after another, each as its
 // roles' processes, follows their records, and writes each arm's summary and the run's
 // summary.md. Returns the exit code: 0 done, 1 an arm failed, 2 bad input (the message
-// printed), 130 interrupted (finished arms' results kept, the run marked interrupted).
+// printed), 3 an arm diverged or ended degraded, 130 interrupted (finished arms' results
+// kept, the run marked interrupted).
 int run_experiment(const RunOptions& options);
 
 struct RoleOptions {

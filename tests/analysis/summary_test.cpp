@@ -103,6 +103,35 @@ TEST(Results, ArmThatTrainedNoSampleFailsAndSaysWhy) {
   EXPECT_EQ(arm_status(true, no_failure, none), "interrupted");
 }
 
+// A run that went badly never says finished: a non-finite loss is divergence, a step short
+// of its clients (or a lost pool) is degradation; both are counted and said.
+TEST(Results, NonFiniteLossesDivergeAndShortStepsDegrade) {
+  json nan_step = step("trainer", 2, 0.2, kMiB, 10 * kMiB);
+  nan_step["loss"] = nullptr;  // how JSON writes NaN
+  const json diverged =
+      summarize_arm("s", "single", {{step("trainer", 1, 0.1, kMiB, 10 * kMiB), nan_step}}, std::nullopt, 1000);
+  EXPECT_EQ(diverged["nonfinite_loss_steps"], 1);
+  EXPECT_EQ(diverged["first_nonfinite_step"], 2);
+  std::string why;
+  EXPECT_EQ(arm_status(false, why, diverged), "diverged");
+  EXPECT_NE(why.find("non-finite loss, the first at step 2"), std::string::npos) << why;
+
+  json short_step = step("server", 1, 0.1, kMiB, 10 * kMiB);
+  short_step["degraded"] = "round 1: 1 of 2 sampled clients' updates";
+  const json degraded = summarize_arm("f", "federated", {{short_step}}, std::nullopt, 1000);
+  EXPECT_EQ(degraded["degraded_steps"], 1);
+  std::string short_why;
+  EXPECT_EQ(arm_status(false, short_why, degraded), "degraded");
+  EXPECT_NE(short_why.find("round 1: 1 of 2"), std::string::npos) << short_why;
+
+  const json whole = summarize_arm("f", "federated", {{step("server", 1, 0.1, kMiB, 10 * kMiB)}}, std::nullopt, 1000);
+  std::string lost_why;
+  EXPECT_EQ(arm_status(false, lost_why, whole, {"role pool1 failed (killed by signal Killed)"}), "degraded");
+  EXPECT_NE(lost_why.find("lost role pool1"), std::string::npos) << lost_why;
+  std::string none;
+  EXPECT_EQ(arm_status(false, none, whole), "finished");
+}
+
 TEST(Results, FederatedArmReportsTheRoundThatReachedTheTarget) {
   const json s = summarize_arm("fed", "federated", federated_records(), 0.7, 1000);
   ASSERT_FALSE(s["to_target"].is_null());

@@ -517,6 +517,13 @@ void run_server(const RoleContext& ctx, const Settings& s) {
                   {"aggregation", aggregation}, {"eval", eval_s}}},
         {"label_histogram", hist},
     };
+    // A round short of its clients, or that kept the old weights, is a degraded step.
+    if (!dropped.empty() || !aggregated)
+      rec["degraded"] = "round " + std::to_string(round) + ": " + std::to_string(per_client.size()) + " of " +
+                        std::to_string(sampled.size()) + " sampled clients' updates" +
+                        (aggregated ? "" : ", too few to average (the weights were kept)") +
+                        (dropped.empty() ? "" : "; first left out: client " + dropped[0]["client"].dump() + ", " +
+                                                    dropped[0]["reason"].get<std::string>());
     write(rec);
     pos.wall = wall0 + clock.seconds();
     pos.records_bytes = records.bytes();

@@ -406,12 +406,20 @@ void SplitServer::run() {
     nlohmann::json detail = nlohmann::json::array();
     for (const TurnOutcome* o : turns) detail.push_back(turn_json(*o));
     nlohmann::json cuts = s_.stage_cuts();
-    return std::pair{r, nlohmann::json{{"split", {{"variant", s_.variant},
-                                                  {"cuts", cuts},
-                                                  {"server_halves", parallel ? s_.server_halves.value_or("") : ""},
-                                                  {"epoch", epoch},
-                                                  {"client_half_bytes", client_half_floats_ * 4},
-                                                  {"turns", detail}}}}};
+    nlohmann::json extra = {{"split", {{"variant", s_.variant},
+                                       {"cuts", cuts},
+                                       {"server_halves", parallel ? s_.server_halves.value_or("") : ""},
+                                       {"epoch", epoch},
+                                       {"client_half_bytes", client_half_floats_ * 4},
+                                       {"turns", detail}}}};
+    // A step with a lost turn is a degraded step.
+    for (const TurnOutcome* o : turns)
+      if (!o->ok) {
+        extra["degraded"] = "epoch " + std::to_string(epoch) + ": client " + std::to_string(o->client) +
+                            " lost its turn: " + o->error;
+        break;
+      }
+    return std::pair{r, extra};
   };
 
   bool capped = false;
