@@ -27,6 +27,7 @@
 #include "experiments/process.h"
 #include "experiments/progress.h"
 #include "experiments/results.h"
+#include "experiments/run_folder.h"
 #include "experiments/wiring.h"
 #include "trainers/metrics.h"
 #include "trainers/regime.h"
@@ -414,6 +415,17 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   return out;
 }
 
+// Every arm's batch fits the training set (a volume workload's counts volumes); InputError
+// naming the arm's field before anything starts, not a role failing later.
+void check_batches_fit(const ExperimentSpec& spec, int64_t train_size) {
+  for (size_t i = 0; i < spec.arms.size(); ++i)
+    if (spec.arms[i].train.batch > train_size)
+      throw InputError("spec.arms[" + std::to_string(i) + "].train.batch: " +
+                       std::to_string(spec.arms[i].train.batch) + " is larger than the training set (" +
+                       std::to_string(train_size) + " samples); the last partial batch of an epoch is dropped, so "
+                       "no step would run");
+}
+
 // An arm that ran to its end, well or not (a resume keeps it).
 bool ended(const std::string& status) {
   return status == "finished" || status == "degraded" || status == "diverged";
@@ -465,32 +477,39 @@ int run_experiment(const RunOptions& opt) {
   ExperimentSpec spec;
   json status;
   const bool resume = !opt.resume.empty();
+  std::unique_ptr<RunFolderLock> lock;  // held until the run ends: a run folder has one writer
   if (resume) {
     run_dir = opt.resume;
     if (!fs::is_directory(run_dir)) throw InputError("--resume " + run_dir.string() + ": no such run folder");
+    if (!fs::exists(run_dir / "spec.json"))
+      throw InputError("--resume " + run_dir.string() + ": not a run folder (no spec.json; quartet run makes one)");
+    lock = std::make_unique<RunFolderLock>(run_dir, "--resume");
     const json saved = read_json(run_dir / "spec.json");
     try {
-      spec = parse_spec(saved.at("spec"));
+      spec = parse_spec(saved.value("spec", json()));
     } catch (const SpecError& e) {
       throw InputError((run_dir / "spec.json").string() + ": " + e.what());
     }
     status = fs::exists(run_dir / "run.json") ? read_json(run_dir / "run.json") : json::object();
+    if (!status.is_object()) status = json::object();
+    if (!status.contains("arms") || !status["arms"].is_object()) status["arms"] = json::object();
   } else {
     spec = load_spec_file(opt.spec_path);
     run_dir = opt.out.empty() ? default_out(spec) : opt.out;
-    if (fs::exists(run_dir))
-      throw InputError("--out " + run_dir.string() + " exists; a run folder is never overwritten (choose another, or "
-                       "--resume it)");
   }
   std::unique_ptr<workloads::Workload> wl = load_workload(spec);
+  const int64_t train_size = wl->train_size();
+  check_batches_fit(spec, train_size);
   if (!resume) {
-    fs::create_directories(run_dir);
+    make_run_folder(run_dir, "--out");
+    lock = std::make_unique<RunFolderLock>(run_dir, "--out");
+    UnmadeRunFolder unmade(run_dir);  // a bad --init or a full disk leaves nothing behind
     write_json_atomically(run_dir / "spec.json", {{"spec", spec.json}, {"environment", environment()}});
     write_initial_weights(spec, *wl, opt.init, run_dir);
     status = {{"status", "running"}, {"arms", json::object()}};
     write_json_atomically(run_dir / "run.json", status);
+    unmade.dismiss();
   }
-  const int64_t train_size = wl->train_size();
   wl.reset();  // the roles load their own copy
 
   SignalGuard signals;
