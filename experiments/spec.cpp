@@ -151,7 +151,7 @@ void check_model_fits(const std::string& workload, const std::string& model, con
 
 // The volume workloads' fields: filled with their defaults on those workloads (so the
 // spec as run says what ran), refused on the others; the model must fit the workload.
-void check_workload(json& w, const std::string& path) {
+void check_workload(json& w, const std::string& path, const std::optional<trainers::MachineLimits>& limits) {
   static const char* const kVolumeFields[] = {"volumes", "test_volumes", "volume_size", "patch"};
   const std::string name = w.at("name").get<std::string>();
   check_model_fits(name, w.at("model").get<std::string>(), path + ".model");
@@ -194,6 +194,11 @@ void check_workload(json& w, const std::string& path) {
   if (volumes * size * size * size > (int64_t{1} << 30))
     throw SpecError(path + ".volumes: " + std::to_string(volumes) + " volumes of " + std::to_string(size) +
                     "^3 voxels exceed 2^30 voxels in all");
+  if (limits)  // every phantom is made up front: a float image and a label a voxel
+    trainers::check_limit(path + ".volumes", volumes * size * size * size * 8, limits->memory,
+                          "bytes of phantoms (" + std::to_string(volumes) + " of " + std::to_string(size) +
+                              "^3 voxels, 8 bytes each)",
+                          limits->basis + ", half its memory");
   const int64_t patch = w.at("patch").get<int64_t>();
   if (patch > size)
     throw SpecError(path + ".patch: expected at most volume_size (" + std::to_string(size) + "), got " +
@@ -384,7 +389,9 @@ ExperimentSpec parse_spec(json j, bool machine_limits) {
                    w.at("data_dir").get<std::string>(), w.at("train_samples").get<int64_t>(),
                    w.at("test_samples").get<int64_t>()};
   check_model(spec.workload.model, "spec.workload.model");
-  check_workload(j.at("workload"), "spec.workload");
+  std::optional<trainers::MachineLimits> limits;
+  if (machine_limits && !j.at("override_limits").get<bool>()) limits = trainers::MachineLimits::of_this_machine();
+  check_workload(j.at("workload"), "spec.workload", limits);
   if (workloads::is_volume_workload(spec.workload.name)) {
     spec.workload.volumes = w.value("volumes", int64_t{0});  // msd-folder without it: all
     spec.workload.test_volumes = w.at("test_volumes").get<int64_t>();

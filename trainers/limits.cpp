@@ -1,6 +1,7 @@
 #include "trainers/limits.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -25,6 +26,8 @@ MachineLimits MachineLimits::of_this_machine() {
     m.clients = std::min(m.clients, room / 2);  // a pool thread and a server handler each
     m.basis += ", ulimit -u " + std::to_string(nproc.rlim_cur);
   }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  m.memory = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 2 : int64_t{1} << 62;
   m.processes = std::max<int64_t>(1, m.processes);
   m.threads = std::max<int64_t>(1, m.threads);
   m.clients = std::max<int64_t>(1, m.clients);
@@ -35,8 +38,8 @@ void check_limit(const std::string& path, int64_t value, int64_t limit, const st
                  const std::string& basis) {
   if (value <= limit) return;
   throw SettingsError(path + ": " + std::to_string(value) + " " + what + " exceed this machine's limit of " +
-                      std::to_string(limit) + " (" + basis + "); set \"override_limits\": true on the arm to start "
-                      "them anyway");
+                      std::to_string(limit) + " (" + basis + "); \"override_limits\": true (the arm's, or the "
+                      "experiment's) goes past it");
 }
 
 }  // namespace quartet::trainers
