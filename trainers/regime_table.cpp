@@ -4,6 +4,7 @@
 #include "trainers/accumulate/accumulate.h"
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/federated/federated.h"
+#include "trainers/pipeline/pipeline.h"
 #include "trainers/regime.h"
 #include "trainers/single/single.h"
 #include "trainers/split/split.h"
@@ -17,6 +18,7 @@ const std::vector<const Regime*>& regime_table() {
       &data_parallel::regime(),
       &federated::regime(),
       &split::regime(),
+      &pipeline::regime(),
   };
   return table;
 }

@@ -672,3 +672,54 @@ TEST_F(Cli, SplitPoolHoldsOneModelWhateverItsClientCount) {
 }
 
 }  // namespace
+
+namespace {
+
+json pipeline_spec() {
+  return json::parse(R"({
+    "name": "cli-pipeline",
+    "workload": {"name": "synthetic", "model": "cnn", "train_samples": 256, "test_samples": 64},
+    "seed": 3,
+    "threads": 1,
+    "train": {"epochs": 1, "batch": 32, "optimizer": {"lr": 0.05, "momentum": 0.9}},
+    "arms": [{"name": "accum-4", "regime": "accumulate", "micro_batches": 4},
+             {"name": "gpipe-2", "regime": "pipeline", "cuts": ["conv2"], "micro_batches": 4, "schedule": "gpipe"},
+             {"name": "1f1b-4", "regime": "pipeline", "cuts": ["conv1", "conv2", "fc1"], "micro_batches": 4}]
+  })");
+}
+
+// Stage processes started by `quartet run` over sockets compute accumulate's update with
+// the same micro-batches, bit for bit; stage 0 evaluates and writes the whole model.
+TEST_F(Cli, PipelineStageProcessesEqualAccumulateBitForBit) {
+  const Result r = quartet({"run", write_spec(pipeline_spec()).string(), "--out", (dir_ / "r").string(),
+                            "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string accumulate = file_bytes(dir_ / "r" / "accum-4" / "final.safetensors");
+  for (const char* arm : {"gpipe-2", "1f1b-4"}) {
+    EXPECT_EQ(file_bytes(dir_ / "r" / arm / "final.safetensors"), accumulate) << arm;
+    const std::vector<json> steps = records_of(dir_ / "r" / arm / "roles" / "stage0.jsonl", "step");
+    ASSERT_EQ(steps.size(), 8u) << arm;
+    EXPECT_TRUE(steps.back().contains("eval")) << arm;
+    EXPECT_GT(steps.back()["bytes_sent"].get<int64_t>(), 0) << arm;
+    const json summary = json::parse(file_bytes(dir_ / "r" / arm / "summary.json"));
+    EXPECT_EQ(summary["status"], "finished") << arm;
+  }
+}
+
+TEST_F(Cli, PipelineSettingsThatCannotRunExitWith2) {
+  json j = pipeline_spec();
+  j["arms"][1]["cuts"] = json::array({"conv9"});
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_),
+                    "spec.arms[1].cuts[0]: \"conv9\" is not a stage of cnn; its stages are \"conv1\", \"conv2\", "
+                    "\"fc1\", \"fc2\"");
+  j = pipeline_spec();
+  j["arms"][2]["cuts"] = json::array({"conv2", "conv1"});
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.arms[2].cuts[1]: \"conv1\" does not "
+                                                                           "come after \"conv2\"");
+  j = pipeline_spec();
+  j["arms"][1]["micro_batches"] = 3;
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_),
+                    "spec.arms[1].micro_batches: 3 does not divide the batch 32");
+}
+
+}  // namespace

@@ -139,7 +139,7 @@ TEST(Spec, MicroBatchesThatDoNotDivideTheBatchAreRefused) {
 TEST(Spec, MicroBatchesOnANonAccumulateArmAreRefused) {
   json j = valid();
   j["arms"][0]["micro_batches"] = 2;
-  expect_error(j, "only the accumulate and data_parallel regimes take micro_batches");
+  expect_error(j, "only the accumulate, data_parallel and pipeline regimes take micro_batches");
 }
 
 json with_arm(json arm) {

@@ -1,7 +1,8 @@
 #pragma once
 
 // Helpers the trainer tests share: comparing final weights, reading a role's records,
-// and running every rank of a data_parallel arm as threads of the test process.
+// and running every role of an arm (data_parallel's ranks, pipeline's stages) as threads
+// of the test process.
 
 #include <gtest/gtest.h>
 
@@ -59,11 +60,12 @@ inline void run_role(const std::string& regime, RoleContext c, nlohmann::json fi
   find_regime(regime).run_role(c);
 }
 
-// Runs every rank of `c`'s data_parallel arm as a thread, over a real coordinator and
-// Gloo; rethrows the first rank's error.
-inline void run_data_parallel_ranks(const RoleContext& c) {
+// Runs every role of `c`'s arm of `regime` as a thread, each with its own client of a
+// real coordinator, as the processes of `quartet run` do it; rethrows the first role's
+// error.
+inline void run_roles_as_threads(const std::string& regime_name, const RoleContext& c) {
   transport::Coordinator coordinator(transport::CoordinatorOptions{});
-  const Regime& regime = find_regime("data_parallel");
+  const Regime& regime = find_regime(regime_name);
   const std::vector<std::string> roles = regime.roles(*c.settings);
   std::mutex mutex;
   std::exception_ptr error;
@@ -95,5 +97,9 @@ inline void run_data_parallel_ranks(const RoleContext& c) {
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
 }
+
+// Runs every rank of `c`'s data_parallel arm as a thread, over a real coordinator and
+// Gloo; rethrows the first rank's error.
+inline void run_data_parallel_ranks(const RoleContext& c) { run_roles_as_threads("data_parallel", c); }
 
 }  // namespace quartet::trainers::testing

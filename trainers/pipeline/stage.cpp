@@ -1,0 +1,378 @@
+// A pipeline stage process: trains its slice of the model's stages, one optimizer step
+// per step over m micro-batches in the order its schedule says. Per step:
+//
+//   stage s-1 -> s   tensors  a micro-batch's activations at the cut     ("activations")
+//   stage s -> s-1   tensors  their gradients                            ("gradients")
+//   stage s -> s-1   control  StepDone: the step's mean loss, relayed     ("control")
+//                             from the last stage once it has stepped
+//
+// and at every evaluation (each epoch's end, the last step) the stages' weights relay
+// down to stage 0 ("weights"), which evaluates the whole model and at the end writes the
+// arm's final weights. Each stage holds the whole model's weights (loaded from the arm's
+// initial weights) but trains and updates only its own stages.
+//
+// Any failure closes the stage's links, so its neighbours' waits end at once and they
+// fail in turn; a neighbour silent for step_timeout_s fails the stage.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include <cereal/types/string.hpp>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/safetensors.h"
+#include "trainers/pipeline/links.h"
+#include "trainers/pipeline/pipeline.h"
+#include "trainers/split/protocol.h"
+#include "trainers/training_loop.h"
+#include "trainers/virtual_clients.h"
+#include "transport/coordinator.h"
+#include "transport/server.h"
+#include "workloads/sampler.h"
+
+namespace quartet::trainers::pipeline {
+namespace {
+
+using transport::MessageType;
+
+// Tensors crossing one cut: the main path and its skip connections.
+constexpr size_t kMaxCutTensors = 64;
+
+struct StepDone {
+  int64_t step = 0;
+  double loss = 0.0;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(step, loss);
+  }
+};
+
+transport::Deadline deadline(double seconds) {
+  return std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(seconds));
+}
+
+int64_t stage_of(const std::string& role, int64_t stages) {
+  for (int64_t s = 0; s < stages; ++s)
+    if (role == "stage" + std::to_string(s)) return s;
+  throw std::invalid_argument("pipeline: no role \"" + role + "\"; the roles are stage0 to stage" +
+                              std::to_string(stages - 1));
+}
+
+std::vector<int> range(int begin, int end) {
+  std::vector<int> out;
+  for (int i = begin; i < end; ++i) out.push_back(i);
+  return out;
+}
+
+engine::TensorList grads_of(const engine::TensorList& leaves) {
+  engine::TensorList out;
+  for (const engine::Tensor& l : leaves)
+    out.push_back(l.grad().defined() ? l.grad() : engine::Tensor::zeros(l.shape(), l.device()));
+  return out;
+}
+
+// A micro-batch between its forward and its backward.
+struct InFlight {
+  engine::TensorList inputs;   // stage 0: the batch; else the received activations (leaves)
+  engine::TensorList outputs;  // what crossed the next cut; the last stage: the logits
+  engine::Tensor loss;         // the last stage's
+};
+
+class Stage {
+ public:
+  Stage(const RoleContext& ctx, const Settings& s)
+      : ctx_(ctx), s_(s), P_(s.stages()), stage_(stage_of(ctx.role, P_)), first_(stage_ == 0), last_(stage_ == P_ - 1),
+        timeout_(deadline(s.step_timeout_s)), inbound_(stage_, P_, ctx.link) {}
+
+  void run();
+
+ private:
+  void connect();
+  void close_links();
+  void train_step(const std::vector<int64_t>& order, int64_t b, int64_t epoch, StepRecord& r, nlohmann::json& info);
+  void gather();
+  template <class Fn>
+  auto receive(transport::Connection& conn, const char* kind, const std::string& what, Fn&& fn) {
+    try {
+      return count_received(conn, traffic_, kind, fn);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("waiting for " + what + ": " + e.what());
+    }
+  }
+
+  const RoleContext& ctx_;
+  const Settings& s_;
+  const int64_t P_, stage_;
+  const bool first_, last_;
+  const transport::Deadline timeout_;
+  std::shared_ptr<engine::Model> model_;
+  std::vector<int> bounds_;
+  std::vector<engine::Tensor> params_;
+  std::unique_ptr<engine::Optimizer> optimizer_;
+  std::vector<Op> ops_;
+  split::Traffic traffic_;
+  Inbound inbound_;
+  transport::Connection* prev_ = nullptr;
+  std::unique_ptr<transport::Connection> next_;
+  std::unique_ptr<Outbox> to_prev_, to_next_;
+  double lr_ = 0.0;
+  int64_t step_ = 0;  // steps done
+};
+
+void Stage::close_links() {
+  if (prev_) prev_->close();
+  if (next_) next_->close();
+}
+
+void Stage::connect() {
+  if (!first_) {
+    if (!inbound_.wait(deadline(s_.join_timeout_s)))
+      throw std::runtime_error("stage " + std::to_string(stage_ - 1) + " did not connect within " +
+                               std::to_string(s_.join_timeout_s) + " s");
+    prev_ = inbound_.wait(transport::Deadline::zero());
+  }
+  auto on_error = [this] { close_links(); };
+  if (prev_) to_prev_ = std::make_unique<Outbox>(*prev_, traffic_, on_error);
+  if (next_) to_next_ = std::make_unique<Outbox>(*next_, traffic_, on_error);
+}
+
+void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epoch, StepRecord& r,
+                       nlohmann::json& info) {
+  const workloads::Workload& wl = *ctx_.workload;
+  const int64_t batch = ctx_.config.batch, m = s_.micro_batches, micro = batch / m;
+  const int lo = bounds_[static_cast<size_t>(stage_)], hi = bounds_[static_cast<size_t>(stage_) + 1];
+  auto slice = [&](int64_t i) {
+    const auto start = order.begin() + b * batch + i * micro;
+    return std::vector<int64_t>(start, start + micro);
+  };
+  const split::Traffic::Count before = traffic_.total();
+  Stopwatch wall;
+  model_->train();
+  for (engine::Tensor p : params_) p.zero_grad();
+  optimizer_->zero_grad();
+  std::map<int64_t, InFlight> held;
+  int64_t most_held = 0;
+  double loss_sum = 0.0;
+  const std::string step = "step " + std::to_string(step_ + 1);
+  for (const Op& op : ops_) {
+    const std::string mb = "micro-batch " + std::to_string(op.micro) + " of " + step;
+    if (op.forward) {
+      InFlight f;
+      std::vector<int32_t> labels;
+      if (first_ || last_) {
+        // The last stage reads the labels of the same samples, in the same seeded order.
+        Stopwatch c;
+        workloads::Batch data = wl.train_batch(slice(op.micro), epoch);
+        r.data += c.seconds();
+        if (first_) f.inputs = {data.x.to(ctx_.device)};
+        labels = std::move(data.y);
+      }
+      if (!first_) {
+        f.inputs = receive(*prev_, "activations", "the activations of " + mb + " from stage " +
+                                                      std::to_string(stage_ - 1), [&] {
+          return split::receive_engine_tensors(*prev_, timeout_, kMaxCutTensors, ctx_.device);
+        });
+        for (engine::Tensor& a : f.inputs) {
+          if (a.size(0) != micro)
+            throw transport::MessageError("pipeline: activations " + engine::shape_str(a.shape()) +
+                                          " for a micro-batch of " + std::to_string(micro));
+          a.set_requires_grad(true);
+        }
+      }
+      Stopwatch c;
+      f.outputs = model_->forward_stages(f.inputs, lo, hi);
+      if (last_) {
+        if (f.outputs.size() != 1) throw std::runtime_error("pipeline: the model's last stage gives more than one tensor");
+        f.loss = wl.loss(f.outputs[0], labels);
+        loss_sum += f.loss.item();
+      }
+      r.forward += c.seconds();
+      if (!last_)
+        to_next_->post("activations", [outs = f.outputs, t = timeout_](transport::Connection& conn) {
+          split::send_engine_tensors(conn, outs, "act", t);
+        });
+      held.emplace(op.micro, std::move(f));
+      most_held = std::max(most_held, static_cast<int64_t>(held.size()));
+    } else {
+      const auto it = held.find(op.micro);
+      if (it == held.end()) throw std::logic_error("pipeline: a backward before its forward");
+      InFlight f = std::move(it->second);
+      held.erase(it);
+      engine::TensorList grads;
+      if (!last_)
+        grads = receive(*next_, "gradients", "the gradients of " + mb + " from stage " + std::to_string(stage_ + 1),
+                        [&] { return split::receive_engine_tensors(*next_, timeout_, kMaxCutTensors, ctx_.device,
+                                                                   f.outputs); });
+      Stopwatch c;
+      if (last_) {
+        engine::scale(f.loss, 1.0f / static_cast<float>(m)).backward();
+      } else {
+        engine::TensorList roots, seeds;
+        for (size_t i = 0; i < f.outputs.size(); ++i)
+          if (f.outputs[i].requires_grad()) {
+            roots.push_back(f.outputs[i]);
+            seeds.push_back(grads[i]);
+          }
+        if (!roots.empty()) engine::run_backward(roots, seeds);
+      }
+      engine::TensorList back;
+      if (!first_) back = grads_of(f.inputs);
+      r.backward += c.seconds();
+      if (!first_)
+        to_prev_->post("gradients", [back, t = timeout_](transport::Connection& conn) {
+          split::send_engine_tensors(conn, back, "grad", t);
+        });
+    }
+  }
+  Stopwatch c;
+  optimizer_->set_lr(static_cast<float>(lr_));
+  optimizer_->step();
+  r.optimizer = c.seconds();
+  step_ += 1;
+  // The step's loss comes back from the last stage, which has stepped by then.
+  double loss = loss_sum / static_cast<double>(m);
+  if (!last_) {
+    const StepDone done = receive(*next_, "control", "the end of " + step + " from stage " + std::to_string(stage_ + 1),
+                                  [&] { return transport::receive_message<StepDone>(*next_, MessageType::control, timeout_); });
+    if (done.step != step_)
+      throw transport::MessageError("pipeline: stage " + std::to_string(stage_ + 1) + " ended step " +
+                                    std::to_string(done.step) + " during step " + std::to_string(step_));
+    loss = done.loss;
+  }
+  if (!first_)
+    to_prev_->post("control", [done = StepDone{step_, loss}, t = timeout_](transport::Connection& conn) {
+      transport::send_message(conn, MessageType::control, done, t);
+    });
+  if (to_prev_) to_prev_->flush();
+  if (to_next_) to_next_->flush();
+  const double seconds = wall.seconds();
+  r.loss = loss;
+  r.lr = optimizer_->lr();
+  const double busy = r.data + r.forward + r.backward + r.optimizer;
+  const double idle = std::max(0.0, seconds - busy);
+  r.comm_exposed = idle;
+  const split::Traffic::Count after = traffic_.total();
+  const engine::MemStats mem = engine::memory_stats();
+  info = {{"stage", stage_},
+          {"stages", P_},
+          {"first", model_->stage_names()[static_cast<size_t>(lo)]},
+          {"last", model_->stage_names()[static_cast<size_t>(hi - 1)]},
+          {"schedule", s_.schedule},
+          {"micro_batches", m},
+          {"busy", busy},
+          {"idle", idle},
+          {"step_wall", seconds},
+          {"idle_fraction", seconds > 0.0 ? idle / seconds : 0.0},
+          {"bubble_formula", bubble_fraction(P_, m)},
+          {"in_flight_peak", most_held},
+          {"activations_peak", mem.peak[static_cast<size_t>(engine::MemTag::activations)]},
+          {"step_bytes_sent", after.sent - before.sent},
+          {"step_bytes_received", after.received - before.received},
+          {"step_messages", after.messages - before.messages}};
+}
+
+// The stages' weights relay down to stage 0: each stage takes its downstream stages'
+// state from its neighbour and passes it on with its own.
+void Stage::gather() {
+  const int lo = bounds_[static_cast<size_t>(stage_)], hi = bounds_[static_cast<size_t>(stage_) + 1];
+  const int n = bounds_.back();
+  if (!last_) {
+    engine::NamedTensors into = split::stages_state(*model_, range(hi, n));
+    receive(*next_, "weights", "the weights of stages after " + std::to_string(stage_), [&] {
+      split::receive_state(*next_, into, timeout_);
+      return 0;
+    });
+  }
+  if (!first_) {
+    to_prev_->post("weights", [state = split::stages_state(*model_, range(lo, n)), t = timeout_](
+                                  transport::Connection& conn) { split::send_state(conn, state, t); });
+    to_prev_->flush();
+  }
+}
+
+void Stage::run() {
+  if (!ctx_.coordinator) throw std::invalid_argument("pipeline: a stage needs the run's coordinator to find its neighbours");
+  const workloads::Workload& wl = *ctx_.workload;
+  const TrainConfig& cfg = ctx_.config;
+  model_ = load_initial_model(ctx_);
+  bounds_ = stage_bounds(model_->stage_names(), s_);
+  params_ = split::stages_parameters(*model_, range(bounds_[static_cast<size_t>(stage_)],
+                                                    bounds_[static_cast<size_t>(stage_) + 1]));
+  optimizer_ = make_optimizer(cfg.optimizer, params_);
+  ops_ = stage_schedule(s_.schedule, stage_, P_, s_.micro_batches);
+  const LoopPlan plan = plan_loop(cfg, wl.train_size());
+  const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, plan.total_steps);
+
+  std::unique_ptr<transport::Server> server;
+  if (!first_) {
+    transport::ServerOptions so;
+    so.address = ctx_.coordinator->options().host;
+    so.token = transport::make_token();
+    so.max_connections = 4;
+    const std::string role = ctx_.role;
+    so.log = [role](const std::string& line) { std::fprintf(stderr, "pipeline %s: %s\n", role.c_str(), line.c_str()); };
+    server = std::make_unique<transport::Server>(
+        so, [this](transport::Connection& c, const transport::Hello& h) { inbound_.handle(c, h); });
+    ctx_.coordinator->kv_set(stage_token_key(ctx_.arm, stage_), so.token);
+    ctx_.coordinator->kv_set(stage_address_key(ctx_.arm, stage_), so.address + ":" + std::to_string(server->port()));
+  }
+  // However the stage ends, the parked handler is let go before the server joins it, and
+  // the outboxes stop before the connections they send on go.
+  const ReleaseOnExit release([this] { inbound_.release(); });
+  struct StopOutboxes {
+    Stage& s;
+    ~StopOutboxes() {
+      s.to_prev_.reset();
+      s.to_next_.reset();
+    }
+  } stop_outboxes{*this};
+
+  try {
+    if (!last_) next_ = connect_downstream(ctx_, stage_ + 1, s_.join_timeout_s);
+    connect();
+    // A pipeline arm has no checkpoint: a resumed run starts it over, records included.
+    JsonlWriter records(records_path(ctx_.arm_dir, ctx_.role).string(), int64_t{0});
+    Stopwatch clock;
+    Position pos;
+    bool capped = false;
+    for (int64_t epoch = 0; epoch < cfg.epochs && !capped; ++epoch) {
+      const std::vector<int64_t> order = workloads::epoch_permutation(wl.train_size(), cfg.seed, epoch);
+      for (int64_t b = 0; b < plan.steps_per_epoch; ++b) {
+        lr_ = schedule->lr_at(pos.step);
+        StepRecord r;
+        nlohmann::json info;
+        train_step(order, b, epoch, r, info);
+        pos.step += 1;
+        pos.samples += cfg.batch;
+        r.step = pos.step;
+        r.samples = pos.samples;
+        r.epoch = static_cast<double>(pos.samples) / static_cast<double>(wl.train_size());
+        capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
+        const bool evaluate = b + 1 == plan.steps_per_epoch || capped;
+        if (evaluate) gather();
+        const split::Traffic::Count total = traffic_.total();
+        r.bytes_sent = total.sent;
+        r.bytes_received = total.received;
+        r.messages = total.messages;
+        info["traffic"] = traffic_.to_json();
+        finish_step(ctx_, records, r, 0.0, clock, evaluate && first_, *model_, {{"pipeline", info}});
+        if (capped) break;
+      }
+    }
+    if (first_) engine::save_safetensors(final_weights_path(ctx_.arm_dir).string(), model_->state_dict());
+  } catch (const std::exception& e) {
+    close_links();
+    throw std::runtime_error("pipeline " + ctx_.role + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+void run_stage(const RoleContext& ctx, const Settings& settings) { Stage(ctx, settings).run(); }
+
+}  // namespace quartet::trainers::pipeline
