@@ -38,10 +38,34 @@ TensorList Model::forward_stages(const TensorList& inputs, int begin, int end) {
     throw std::out_of_range("stages [" + std::to_string(begin) + ", " + std::to_string(end) +
                             ") out of range for " + std::to_string(num_stages()) + " stages");
   TensorList x = inputs;
-  for (int i = begin; i < end; ++i)
-    x = checkpointing_ && grad_enabled() && i + 1 < num_stages() ? checkpoint_stage(i, x)
-                                                                  : stages_[i]->forward_list(x);
+  for (int i = begin; i < end; ++i) x = hooks_ ? hooked_stage(i, x) : run_stage(i, x);
   return x;
+}
+
+TensorList Model::run_stage(int i, const TensorList& inputs) {
+  return checkpointing_ && grad_enabled() && i + 1 < num_stages() ? checkpoint_stage(i, inputs)
+                                                                   : stages_[i]->forward_list(inputs);
+}
+
+TensorList Model::hooked_stage(int i, const TensorList& inputs) {
+  StageHooks* hooks = hooks_;
+  hooks->before_forward(i);
+  TensorList out = run_stage(i, inputs);
+  hooks->after_forward(i);
+  if (!grad_enabled()) return out;
+  for (Tensor& y : out) {
+    if (!y.requires_grad()) continue;
+    bool passed_through = false;
+    for (const Tensor& x : inputs) passed_through = passed_through || x.impl() == y.impl();
+    if (passed_through) continue;
+    Tensor boundary = y.detach();
+    record(boundary, "stage_boundary", {y}, [hooks, i](const Tensor& g) {
+      hooks->before_backward(i);
+      return TensorList{g};
+    });
+    y = boundary;
+  }
+  return out;
 }
 
 namespace {

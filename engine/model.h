@@ -12,6 +12,19 @@ namespace quartet::engine {
 // tensors (skip connections travel as extra tensors). Split learning cuts between two
 // stages, so stage names are part of a model's interface. Parameter names are
 // "<stage>.<path inside the stage>", e.g. "conv1.0.weight".
+// Told around each stage's forward and before its backward: where fully sharded data
+// parallelism (ZeRO-3) gathers a stage's parameters and frees them again. Called on the
+// thread that runs forward or backward.
+class StageHooks {
+ public:
+  virtual ~StageHooks() = default;
+  virtual void before_forward(int stage) = 0;
+  virtual void after_forward(int stage) = 0;
+  // Once backward reaches one of the stage's outputs, before any of the stage's own
+  // backward runs (and, checkpointed, before its recompute).
+  virtual void before_backward(int stage) = 0;
+};
+
 class Model : public Module {
  public:
   Model& add_stage(const std::string& name, std::shared_ptr<Module> stage);
@@ -35,14 +48,22 @@ class Model : public Module {
   // All stages; requires one input and one output.
   Tensor forward(const Tensor& x) override;
 
+  // Hooks for every forward_stages() from now on (nullptr: none); not owned. With grad
+  // mode on, each stage output that the stage computed (not an input passed through) is
+  // wrapped in an identity op whose backward calls before_backward.
+  void set_stage_hooks(StageHooks* hooks) { hooks_ = hooks; }
+
   // Activation checkpointing per stage (off by default): compute traded for memory.
   void set_checkpointing(bool on) { checkpointing_ = on; }
   bool checkpointing() const { return checkpointing_; }
 
  private:
   TensorList checkpoint_stage(int i, const TensorList& inputs);
+  TensorList run_stage(int i, const TensorList& inputs);
+  TensorList hooked_stage(int i, const TensorList& inputs);
 
   bool checkpointing_ = false;
+  StageHooks* hooks_ = nullptr;
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<Module>> stages_;
 };

@@ -136,16 +136,39 @@ Storage::Storage(int64_t numel, Device device, MemTag tag)
 }
 
 Storage::~Storage() {
+  if (!resident()) return;  // released: nothing held, nothing charged
   if (data_) BlockCache::instance().release(data_, storage_bytes(numel_));
   memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
 }
 
 void Storage::set_tag(MemTag tag) {
   if (tag == tag_) return;
+  if (!resident()) {
+    tag_ = tag;
+    return;
+  }
   // Subtract first, so that the total's peak does not count these bytes twice.
   memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
   memory_add(tag, static_cast<int64_t>(numel_) * sizeof(float));
   tag_ = tag;
+}
+
+void Storage::release() {
+  if (!data_) return;
+  BlockCache::instance().release(data_, storage_bytes(numel_));
+  data_ = nullptr;
+  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+}
+
+void Storage::materialize() {
+  if (resident()) return;
+  data_ = static_cast<float*>(BlockCache::instance().allocate(storage_bytes(numel_)));
+  memory_add(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+}
+
+void Storage::throw_released() const {
+  throw std::logic_error("a tensor's storage of " + std::to_string(numel_) +
+                         " floats was read while released (a sharded parameter used before it was gathered)");
 }
 
 Tensor Tensor::empty(const Shape& shape, Device device) {
@@ -251,6 +274,10 @@ void Tensor::move_to(const Device& target) {
   impl.storage = to(target).impl()->storage;
   impl.grad.reset();
 }
+
+void Tensor::release_storage() { checked().storage->release(); }
+void Tensor::materialize_storage() { checked().storage->materialize(); }
+bool Tensor::resident() const { return checked().storage->resident(); }
 
 HostValues::HostValues(const Tensor& t) {
   if (t.device().is_cpu()) {

@@ -27,14 +27,27 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  float* data() { return data_; }
+  // Throws std::logic_error while released.
+  float* data() {
+    if (!data_ && numel_ > 0) throw_released();
+    return data_;
+  }
   int64_t numel() const { return numel_; }
   Device device() const { return device_; }
   MemTag tag() const { return tag_; }
   // Moves this storage's charge to another tag (a workspace buffer adopted as a gradient).
   void set_tag(MemTag tag);
+  // Frees the buffer and its charge but keeps the size: ZeRO-3 frees a stage's parameters
+  // between the uses it gathers them for. Every tensor sharing the storage (a backward's
+  // saved copies included) sees the buffer come back with materialize(), whose values
+  // are undefined until written. Both do nothing when already so.
+  void release();
+  void materialize();
+  bool resident() const { return data_ != nullptr || numel_ == 0; }
 
  private:
+  [[noreturn]] void throw_released() const;
+
   float* data_ = nullptr;
   int64_t numel_ = 0;
   Device device_;
@@ -98,6 +111,10 @@ class Tensor {
   // Moves this leaf's storage to `device` in place: every copy of this tensor sees it
   // there; its gradient is dropped. Nothing happens when it is there already.
   void move_to(const Device& device);
+  // The storage's Storage::release() and materialize(), for every tensor sharing it.
+  void release_storage();
+  void materialize_storage();
+  bool resident() const;
 
   bool requires_grad() const;
   // Marks a leaf as a trainable parameter; throws on a tensor with a grad_fn.
