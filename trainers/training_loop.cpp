@@ -90,9 +90,10 @@ std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx) {
 }
 
 void finish_step(const RoleContext& ctx, JsonlWriter& records, StepRecord& r, double wall0,
-                 const Stopwatch& clock, bool evaluate, engine::Model& model, const nlohmann::json& extra) {
+                 const Stopwatch& clock, bool evaluate, engine::Model& model, const nlohmann::json& extra,
+                 const std::optional<engine::MemStats>& train_memory) {
   const workloads::Workload& wl = *ctx.workload;
-  const engine::MemStats train_mem = engine::memory_stats();
+  const engine::MemStats train_mem = train_memory ? *train_memory : engine::memory_stats();
   if (evaluate) {
     Stopwatch te;
     const double value = wl.evaluate(model, ctx.config.eval_batch);
@@ -172,7 +173,9 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
       const nlohmann::json extra = o.record_step ? o.record_step(r, pos) : nlohmann::json::object();
       capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
       const bool epoch_end = b + 1 == plan.steps_per_epoch || capped;
-      finish_step(ctx, records, r, wall0, clock, epoch_end && o.lead, model, extra);
+      const engine::MemStats train_mem = engine::memory_stats();
+      if (epoch_end) reducer.gather_model();
+      finish_step(ctx, records, r, wall0, clock, epoch_end && o.lead, model, extra, train_mem);
       if (capped) break;
     }
     if (!capped && o.checkpoints) {
@@ -182,7 +185,9 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
       pos.extra = o.checkpoint_extra;
       save_checkpoint(o.checkpoint, model, optimizer, pos);
     }
+    if (!capped && epoch + 1 < cfg.epochs) reducer.release_model();
   }
+  reducer.gather_model();
   if (o.lead) engine::save_safetensors(final_weights_path(ctx.arm_dir).string(), model.state_dict());
 }
 

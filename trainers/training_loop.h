@@ -53,6 +53,11 @@ class Reducer {
   // Clips the gradients to `clip_grad_norm` (0: no clipping) and steps; returns the
   // seconds of communication inside (a sharded norm, gathering updated shards).
   virtual double step(engine::Optimizer& optimizer, double clip_grad_norm);
+  // Around the points where the loop reads the whole model (evaluation, checkpoints, the
+  // final weights), on every process alike: ZeRO-3 gathers every parameter there, and
+  // frees them again once the loop trains on.
+  virtual void gather_model() {}
+  virtual void release_model() {}
 };
 
 // One micro-batch's forward and backward: the loss of `batch`, its gradient scaled by
@@ -136,13 +141,15 @@ std::shared_ptr<engine::Model> make_model(const RoleContext& ctx);
 // make_model() with the run's initial weights.
 std::shared_ptr<engine::Model> load_initial_model(const RoleContext& ctx);
 
-// Ends a step: takes this step's training memory, evaluates `model` when `evaluate`
-// (then resets the memory peaks, so evaluation's larger batches never count as training
-// memory), sets r.wall = wall0 + clock (evaluation included), writes the record with
-// `extra` merged in and hands it to ctx.on_record.
+// Ends a step: takes this step's training memory (or `train_memory`, when the caller took
+// it before making ready to evaluate), evaluates `model` when `evaluate` (then resets the
+// memory peaks, so evaluation's larger batches never count as training memory), sets
+// r.wall = wall0 + clock (evaluation included), writes the record with `extra` merged in
+// and hands it to ctx.on_record.
 void finish_step(const RoleContext& ctx, JsonlWriter& records, StepRecord& r, double wall0,
                  const Stopwatch& clock, bool evaluate, engine::Model& model,
-                 const nlohmann::json& extra = nlohmann::json::object());
+                 const nlohmann::json& extra = nlohmann::json::object(),
+                 const std::optional<engine::MemStats>& train_memory = std::nullopt);
 
 // Size of a record file's lines up to the record of `step` (a resume keeps those).
 int64_t records_bytes_through(const std::filesystem::path& path, int64_t step);

@@ -9,6 +9,7 @@
 #include "engine/safetensors.h"
 #include "trainers/checkpoint.h"
 #include "trainers/data_parallel/reducer.h"
+#include "trainers/data_parallel/sharded_model.h"
 #include "trainers/training_loop.h"
 #include "trainers/metrics.h"
 #include "transport/gloo_collectives.h"
@@ -105,9 +106,10 @@ double clip_sharded(Tensor& grad, double max_norm, transport::Collectives& comm,
 
 // data_parallel's hook into the training loop: each rank's gradients bucketed and
 // all-reduced while backward runs (GradReducer), SyncBatchNorm's statistics summed over
-// the ranks, and with ZeRO (zero 1, 2) the optimizer stepping this rank's shard of the
+// the ranks, and with ZeRO (zero 1, 2, 3) the optimizer stepping this rank's shard of the
 // parameters, one flat tensor (SGD and Adam are element-wise, so stepping shards equals
-// stepping the whole), before the updated shards are gathered.
+// stepping the whole); zero 1 and 2 then gather the updated shards into every parameter,
+// zero 3 gathers each stage only when it is used (ShardedModel).
 class RankHook final : public Reducer {
  public:
   RankHook(const RoleContext& ctx, const Settings& s, engine::Model& model)
@@ -118,7 +120,8 @@ class RankHook final : public Reducer {
         grads_(params_, *comm_, counters_,
                {.bucket_bytes = static_cast<int64_t>(s.bucket_mb * 1024 * 1024),
                 .zero = static_cast<int>(s.zero),
-                .fp16 = s.compress == "fp16"}) {
+                .fp16 = s.compress == "fp16",
+                .group_of = s.zero == 3 ? stage_of_parameters(model) : std::vector<int>{}}) {
     if (s.sync_bn)
       model.visit([&](engine::Module& m) {
         if (auto* bn = dynamic_cast<engine::BatchNorm*>(&m)) bn->set_reducer(&sync_);
@@ -133,6 +136,7 @@ class RankHook final : public Reducer {
       engine::MemTagScope tag(MemTag::gradients);
       shard_grad_ = Tensor::zeros({grads_.shard_numel()}, ctx.device);
     }
+    if (s.zero == 3) sharded_ = std::make_unique<ShardedModel>(model, grads_, shard_);
   }
 
   // What the optimizer steps: the parameters, or this rank's shard of them.
@@ -144,15 +148,32 @@ class RankHook final : public Reducer {
     if (ctx.resume) check_same_step(*comm_, pos.step, ctx.device);
     broadcast_state(*comm_, model, counters_);
     if (s_.zero > 0) grads_.params_to_shard(shard_);
+    release_model();
   }
 
   void begin_step() override {
     before_ = counters_;
     sync_.seconds = 0.0;
   }
-  void prepare(bool last_micro_batch) override { grads_.prepare(last_micro_batch); }
-  double inline_seconds() const override { return sync_.seconds; }
+  void prepare(bool last_micro_batch) override {
+    grads_.prepare(last_micro_batch);
+    if (sharded_) sharded_->begin_backward();
+  }
+  // zero 3's gathers in forward and backward wait inside them, as SyncBatchNorm's sums do.
+  double inline_seconds() const override {
+    return sync_.seconds + (sharded_ ? sharded_->wait_seconds() : 0.0);
+  }
   double finish() override { return grads_.finish(); }
+
+  void gather_model() override {
+    if (sharded_) sharded_->gather_all();
+  }
+  // The gathered model is no training memory: the peaks restart from what training holds.
+  void release_model() override {
+    if (!sharded_) return;
+    sharded_->release_all();
+    engine::reset_memory_peaks();
+  }
 
   double step(engine::Optimizer& optimizer, double clip_grad_norm) override {
     if (s_.zero == 0) return Reducer::step(optimizer, clip_grad_norm);
@@ -166,6 +187,10 @@ class RankHook final : public Reducer {
       if (clip_grad_norm > 0.0) comm += clip_sharded(grads_.shard_grad(), clip_grad_norm, *comm_, counters_);
     }
     optimizer.step();
+    if (sharded_) {
+      sharded_->release_all();  // what backward left (unused parameters' stages)
+      return comm;
+    }
     return comm + grads_.all_gather_params(shard_);
   }
 
@@ -198,6 +223,7 @@ class RankHook final : public Reducer {
   std::vector<Tensor> params_;
   GradReducer grads_;
   Tensor shard_, shard_grad_;
+  std::unique_ptr<ShardedModel> sharded_;  // zero 3
 };
 
 void train_data_parallel(const RoleContext& ctx, const Settings& s) {
@@ -280,9 +306,11 @@ const SettingsTable<Settings>& Settings::table() {
         .allowed({"gloo", "shm", "nccl"});
     t.add(&Settings::bucket_mb, "bucket_mb", "gradient bucket size in MiB (the default is PyTorch DDP's)").above(0.0);
     t.add(&Settings::sync_bn, "sync_bn", "SyncBatchNorm: batch statistics over every rank");
-    t.add(&Settings::zero, "zero", "ZeRO stage: 1 shards the optimizer state, 2 also the gradients")
+    t.add(&Settings::zero, "zero",
+          "ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters (each stage "
+          "gathered for its forward and backward, as FSDP does)")
         .at_least(0)
-        .at_most(2);
+        .at_most(3);
     t.add(&Settings::compress, "compress", "encoding of the gradients it reduces").allowed({"none", "fp16"});
     return t;
   }();

@@ -3,7 +3,8 @@
 // data_parallel: N ranks, each B/N of every global batch, gradients averaged by bucketed
 // asynchronous all-reduces while backward runs (data_parallel/reducer.h), the same
 // optimizer step on every rank. Optional SyncBatchNorm, ZeRO-style sharding (zero 1:
-// optimizer state, zero 2: also gradients) and fp16 compression. docs/data_parallel.md
+// optimizer state, zero 2: also gradients, zero 3: also parameters, gathered stage by
+// stage: data_parallel/sharded_model.h) and fp16 compression. docs/data_parallel.md
 // says what is measured. Roles "rank0" .. "rank{N-1}".
 
 #include <cstdint>
@@ -19,7 +20,7 @@ struct Settings : RegimeSettings {
   std::string backend = "gloo";  // gloo, shm (CPU); nccl (GPU)
   double bucket_mb = 25.0;       // PyTorch DDP's default bucket size
   bool sync_bn = false;
-  int64_t zero = 0;              // 1: shard optimizer state; 2: also gradients
+  int64_t zero = 0;              // 1: shard optimizer state; 2: also gradients; 3: also parameters
   std::string compress = "none"; // none, fp16
 
   static const SettingsTable<Settings>& table();

@@ -43,8 +43,12 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
       ranks_(comm.size()),
       rank_(comm.rank()),
       device_(params_.empty() ? engine::Device::cpu() : params_.front().device()) {
-  if (options_.zero < 0 || options_.zero > 2)
-    throw std::invalid_argument("zero: expected 0, 1 or 2, got " + std::to_string(options_.zero));
+  if (options_.zero < 0 || options_.zero > 3)
+    throw std::invalid_argument("zero: expected 0, 1, 2 or 3, got " + std::to_string(options_.zero));
+  if (!options_.group_of.empty() && options_.group_of.size() != params_.size())
+    throw std::invalid_argument("group_of: " + std::to_string(options_.group_of.size()) + " groups for " +
+                                std::to_string(params_.size()) + " parameters");
+  auto group = [&](int i) { return options_.group_of.empty() ? 0 : options_.group_of[i]; };
   // Reverse registration order: the last layers' gradients are final first. As DDP
   // assigns them, a bucket closes once it holds its cap (so the parameter that crosses
   // the cap ends its bucket rather than opening the next one, which would then wait for
@@ -58,7 +62,10 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
   };
   bool open = false;
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    if (!open) buckets_.emplace_back();
+    if (!open || buckets_.back().group != group(i)) {
+      buckets_.emplace_back();
+      buckets_.back().group = group(i);
+    }
     Bucket& b = buckets_.back();
     bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
     b.params.push_back(i);
@@ -71,7 +78,7 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
     b.shard_offset = shard_numel_;
     shard_numel_ += b.chunk;
     // Kept for the whole run and charged as communication buffers, as DDP's buckets are.
-    if (options_.zero < 2) b.buffer = Tensor::empty({b.numel}, device_, MemTag::communication);
+    if (!scatters()) b.buffer = Tensor::empty({b.numel}, device_, MemTag::communication);
   }
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].add_grad_ready_hook([this, i](const Tensor&) { on_grad_ready(static_cast<int>(i)); });
@@ -81,11 +88,20 @@ GradReducer::~GradReducer() {
   for (Tensor& p : params_) p.clear_grad_ready_hooks();
   // A bucket's buffer must outlive its collective.
   for (Bucket& b : buckets_) {
-    try {
-      b.work.wait();
-    } catch (...) {
+    for (const transport::Work* w : {&b.work, &b.gather_work}) {
+      try {
+        w->wait();
+      } catch (...) {
+      }
     }
   }
+}
+
+std::vector<int> GradReducer::buckets_of_group(int g) const {
+  std::vector<int> out;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].group == g) out.push_back(static_cast<int>(b));
+  return out;
 }
 
 int64_t GradReducer::largest_bucket_bytes() const {
@@ -100,11 +116,13 @@ void GradReducer::prepare(bool communicate) {
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int>(b.params.size());
     b.launched = false;
+    b.reduced = false;
   }
 }
 
 void GradReducer::on_grad_ready(int param) {
   if (!communicate_) return;
+  if (scatters()) take_finished_chunks();
   Bucket& b = buckets_[bucket_of_[param]];
   if (b.pending > 0) --b.pending;
   // Launch in index order only: the same order on every rank.
@@ -121,7 +139,7 @@ void GradReducer::for_each_piece(const Bucket& b, int64_t lo, int64_t hi, Fn fn)
 }
 
 void GradReducer::launch(Bucket& b) {
-  const bool scatter = options_.zero == 2;
+  const bool scatter = scatters();
   if (scatter) b.buffer = Tensor::empty({b.chunk * ranks_}, device_, MemTag::communication);
   engine::fill_range(b.buffer, b.numel, b.buffer.numel() - b.numel, 0.0f);  // zero 2's padding
   for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t to, int64_t n) {
@@ -138,29 +156,40 @@ void GradReducer::launch(Bucket& b) {
   b.launched = true;
 }
 
+void GradReducer::take_chunk(Bucket& b) {
+  b.work.wait();
+  const int64_t elem = options_.fp16 ? 2 : 4;
+  counters_.add(CollectiveKind::reduce_scatter, b.buffer.numel() * elem, ranks_, b.work.seconds());
+  b.work = transport::Work();
+  if (!shard_grad_.defined()) {
+    engine::MemTagScope tag(MemTag::gradients);
+    shard_grad_ = Tensor::zeros({shard_numel_}, device_);
+  }
+  const int64_t mine = rank_ * b.chunk;
+  if (options_.fp16) engine::round_to_half_(b.buffer, mine, b.chunk);
+  engine::copy_range(shard_grad_, b.shard_offset, b.buffer, mine, b.chunk);
+  b.buffer = Tensor();
+  b.reduced = true;
+}
+
+void GradReducer::take_finished_chunks() {
+  for (size_t i = 0; i < next_launch_; ++i)
+    if (!buckets_[i].reduced && buckets_[i].work.completed()) take_chunk(buckets_[i]);
+}
+
 double GradReducer::finish() {
   if (!communicate_) return 0.0;
   Stopwatch waited;
   for (; next_launch_ < buckets_.size(); ++next_launch_) launch(buckets_[next_launch_]);
-  const bool scatter = options_.zero == 2;
-  if (scatter && !shard_grad_.defined()) {
-    engine::MemTagScope tag(MemTag::gradients);
-    shard_grad_ = Tensor::zeros({shard_numel_}, device_);
-  }
   for (Bucket& b : buckets_) {
-    b.work.wait();
-    const int64_t numel = b.buffer.numel();
-    const int64_t elem = options_.fp16 ? 2 : 4;
-    counters_.add(scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, numel * elem, ranks_,
-                  b.work.seconds());
-    b.work = transport::Work();
-    if (scatter) {
-      const int64_t mine = rank_ * b.chunk;
-      if (options_.fp16) engine::round_to_half_(b.buffer, mine, b.chunk);
-      engine::copy_range(shard_grad_, b.shard_offset, b.buffer, mine, b.chunk);
-      b.buffer = Tensor();
+    if (scatters()) {
+      if (!b.reduced) take_chunk(b);
       continue;
     }
+    b.work.wait();
+    const int64_t numel = b.buffer.numel();
+    counters_.add(CollectiveKind::all_reduce, numel * (options_.fp16 ? 2 : 4), ranks_, b.work.seconds());
+    b.work = transport::Work();
     if (options_.fp16) engine::round_to_half_(b.buffer, 0, numel);
     for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
       Tensor g = params_[p].grad();
@@ -195,20 +224,42 @@ void GradReducer::grads_to_shard(Tensor& shard) const {
 
 double GradReducer::all_gather_params(const Tensor& shard) {
   Stopwatch clock;
-  for (const Bucket& b : buckets_) {
-    Tensor buffer = Tensor::empty({b.chunk * ranks_}, device_, MemTag::communication);
-    const int64_t mine = rank_ * b.chunk;
-    engine::copy_range(buffer, mine, shard, b.shard_offset, b.chunk);
-    const std::span<float> all = device_span(buffer);
-    Stopwatch op;
-    comm_.all_gather(all.subspan(static_cast<size_t>(mine), static_cast<size_t>(b.chunk)), all);
-    counters_.add(CollectiveKind::all_gather, buffer.numel() * 4, ranks_, op.seconds());
-    for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
-      Tensor param = params_[p];
-      engine::copy_range(param, at, buffer, from, n);
-    });
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    gather_async(static_cast<int>(b), shard);
+    gather_wait(static_cast<int>(b));
   }
   return clock.seconds();
+}
+
+void GradReducer::gather_async(int index, const Tensor& shard) {
+  Bucket& b = buckets_[index];
+  if (b.gathered.defined()) throw std::logic_error("gather_async: bucket " + std::to_string(index) + " in flight");
+  b.gathered = Tensor::empty({b.chunk * ranks_}, device_, MemTag::communication);
+  const int64_t mine = rank_ * b.chunk;
+  engine::copy_range(b.gathered, mine, shard, b.shard_offset, b.chunk);
+  const std::span<float> all = device_span(b.gathered);
+  b.gather_work = comm_.all_gather_async(all.subspan(static_cast<size_t>(mine), static_cast<size_t>(b.chunk)), all);
+}
+
+double GradReducer::gather_wait(int index) {
+  Bucket& b = buckets_[index];
+  if (!b.gathered.defined()) throw std::logic_error("gather_wait: bucket " + std::to_string(index) + " not gathering");
+  Stopwatch waited;
+  b.gather_work.wait();
+  const double seconds = waited.seconds();
+  counters_.add(CollectiveKind::all_gather, b.gathered.numel() * 4, ranks_, b.gather_work.seconds());
+  b.gather_work = transport::Work();
+  for (int p : b.params) params_[p].materialize_storage();
+  for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
+    Tensor param = params_[p];
+    engine::copy_range(param, at, b.gathered, from, n);
+  });
+  b.gathered = Tensor();
+  return seconds;
+}
+
+void GradReducer::release(int index) {
+  for (int p : buckets_[index].params) params_[p].release_storage();
 }
 
 }  // namespace quartet::trainers

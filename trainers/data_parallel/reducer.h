@@ -11,9 +11,13 @@
 //
 //   zero 0, 1  each bucket is copied into its communication buffer and all-reduced
 //              (average); finish() copies the means back into the parameters' grads.
-//   zero 2     each bucket is copied into a fresh buffer, the parameters' grads are
-//              dropped, and the buffer is reduce-scattered (average); finish() keeps this
-//              rank's chunk in shard_grad() and frees the buffer.
+//   zero 2, 3  each bucket is copied into a fresh buffer, the parameters' grads are
+//              dropped, and the buffer is reduce-scattered (average); this rank's chunk
+//              goes to shard_grad() and the buffer is freed as soon as the collective is
+//              done (seen at a later bucket's hook, or at the latest in finish()).
+//   zero 3     also the parameters live as shards: gather() fills a bucket's parameters
+//              from every rank's shard just before they are used, release() frees them
+//              after (trainers/data_parallel/sharded_model.h drives both per stage).
 //
 // A rank's shard is its chunk of every bucket: bucket b of n floats is padded to
 // ranks * ceil(n / ranks) and rank r owns chunk r. Padding is zero and stays zero.
@@ -38,8 +42,11 @@ struct CommCounters {
 
 struct ReducerOptions {
   int64_t bucket_bytes = 0;  // a bucket closes once it holds this many bytes (at least one parameter)
-  int zero = 0;       // 0: replicate everything; 1: shard optimizer state; 2: also gradients
+  int zero = 0;       // 0: replicate everything; 1: shard optimizer state; 2: also gradients; 3: also parameters
   bool fp16 = false;  // gradients travel as IEEE half: rounded before and after the collective
+  // Per parameter, a group no bucket crosses (zero 3: the model stage, gathered as a
+  // whole); empty: one group.
+  std::vector<int> group_of;
 };
 
 class GradReducer {
@@ -59,10 +66,12 @@ class GradReducer {
   // parameters count as zero gradients), then waits for every bucket. Returns the seconds
   // spent waiting: the communication backward did not hide.
   // ensures zero 0, 1: every parameter's grad() is the mean over ranks;
-  //         zero 2: shard_grad() is this rank's shard of the mean, parameter grads dropped.
+  //         zero 2, 3: shard_grad() is this rank's shard of the mean, parameter grads dropped.
   double finish();
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // The buckets holding the parameters of group g (ReducerOptions::group_of).
+  std::vector<int> buckets_of_group(int g) const;
   int64_t largest_bucket_bytes() const;
   int64_t shard_numel() const { return shard_numel_; }
 
@@ -75,6 +84,13 @@ class GradReducer {
   // Sets every parameter from all ranks' updated shards, one bucket at a time (one
   // bucket-sized buffer alive at once). Returns the seconds it took.
   double all_gather_params(const engine::Tensor& shard);
+  // Starts gathering bucket b's parameters from every rank's `shard` (their storage made
+  // resident first); gather_wait(b) finishes it and returns the seconds it waited. A
+  // bucket has at most one gather in flight; gathers of several buckets may overlap.
+  void gather_async(int b, const engine::Tensor& shard);
+  double gather_wait(int b);
+  // Frees bucket b's parameters' storage (Storage::release) until the next gather.
+  void release(int b);
 
  private:
   struct Bucket {
@@ -84,13 +100,22 @@ class GradReducer {
     int64_t chunk = 0;             // ceil(numel / ranks)
     int64_t shard_offset = 0;      // where this rank's chunk sits in the shard
     int pending = 0;               // parameters not final yet in this pass
-    engine::Tensor buffer;         // zero 0, 1: numel, kept; zero 2: ranks * chunk, per pass
+    int group = 0;
+    engine::Tensor buffer;         // zero 0, 1: numel, kept; zero 2, 3: ranks * chunk, per pass
     transport::Work work;
     bool launched = false;
+    bool reduced = false;          // zero 2, 3: its chunk is in shard_grad_ and the buffer freed
+    engine::Tensor gathered;       // zero 3: ranks * chunk parameter values in flight
+    transport::Work gather_work;
   };
 
+  bool scatters() const { return options_.zero >= 2; }
   void on_grad_ready(int param);
   void launch(Bucket& b);
+  // zero 2, 3: waits for b's reduce-scatter, keeps this rank's chunk, frees the buffer.
+  void take_chunk(Bucket& b);
+  // zero 2, 3: take_chunk() for every launched bucket whose collective is done already.
+  void take_finished_chunks();
   // Calls fn(param, offset in param, offset in bucket, count) for the pieces of the
   // bucket's parameters inside [lo, hi) of the bucket.
   template <class Fn>
