@@ -186,7 +186,7 @@ TEST(Spec, DataParallelFieldsOnlyOnDataParallelArms) {
 
 TEST(Spec, DataParallelFieldValuesAreChecked) {
   expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 0}}), "spec.arms[2].ranks");
-  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"zero", 3}}),
+  expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"zero", 4}}),
                "spec.arms[2].zero");
   expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"bucket_mb", 0}}),
                "spec.arms[2].bucket_mb");
