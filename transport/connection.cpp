@@ -27,18 +27,6 @@ asio::io_context& socket_context() {
   return *io;
 }
 
-std::string endpoint_text(const asio::ip::tcp::endpoint& ep) {
-  const auto address = ep.address();
-  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
-  return host + ":" + std::to_string(ep.port());
-}
-
-std::string seconds_text(Clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g s", std::chrono::duration<double>(d).count());
-  return text;
-}
-
 // Waits for `events` on fd until `deadline`; returns false on timeout.
 bool poll_until(int fd, short events, Clock::time_point deadline) {
   for (;;) {
@@ -63,6 +51,18 @@ bool is_peer_gone(const asio::error_code& ec) {
 }
 
 }  // namespace
+
+std::string endpoint_text(const asio::ip::tcp::endpoint& ep) {
+  const auto address = ep.address();
+  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(ep.port());
+}
+
+std::string seconds_text(Deadline d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g s", std::chrono::duration<double>(d).count());
+  return text;
+}
 
 std::unique_ptr<Connection> Connection::connect(const std::string& host, uint16_t port, Deadline timeout) {
   const auto deadline = Clock::now() + timeout;
@@ -267,7 +267,20 @@ size_t Connection::read_exact(std::span<std::byte> out, Clock::time_point deadli
 
 Frame Connection::receive(Deadline timeout) {
   if (is_closed()) throw ConnectionClosed("receive on a closed connection to " + peer_);
-  const auto deadline = Clock::now() + timeout;
+  return read_frame(Clock::now() + timeout);
+}
+
+std::optional<Frame> Connection::receive_parting_frame(Deadline timeout) {
+  // close() only shut the socket down: the descriptor, and what the kernel holds for
+  // it, are there until the destructor.
+  try {
+    return read_frame(Clock::now() + timeout);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+Frame Connection::read_frame(Clock::time_point deadline) {
   std::byte header_bytes[kFrameHeaderBytes];
   const size_t got = read_exact(header_bytes, deadline, "a frame header");
   if (got < kFrameHeaderBytes) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -81,6 +82,11 @@ class Connection {
   // Throws FrameError (malformed or truncated), TimeoutError, ConnectionClosed (the
   // peer closed between frames). After any throw the connection is closed.
   Frame receive(Deadline timeout);
+  // After a send failed because the peer had closed or reset the connection: a peer
+  // that refuses a connection says why in a frame before it closes, and what arrived
+  // before the reset stays readable. Reads that frame (waiting at most `timeout` for the
+  // rest of it); nullopt when no whole frame is left to read.
+  std::optional<Frame> receive_parting_frame(Deadline timeout);
 
   // The largest payload this connection sends or accepts (default kDefaultMaxFrameBytes).
   void set_max_frame_bytes(uint32_t n) { max_frame_bytes_ = n; }
@@ -101,6 +107,7 @@ class Connection {
   void write_all(std::span<const std::span<const std::byte>> pieces, std::chrono::steady_clock::time_point deadline);
   // Reads exactly out.size() bytes; returns how many arrived before the peer closed.
   size_t read_exact(std::span<std::byte> out, std::chrono::steady_clock::time_point deadline, const char* what);
+  Frame read_frame(std::chrono::steady_clock::time_point deadline);
   void add_sent(int64_t bytes, int64_t messages);
   void add_received(int64_t bytes, int64_t messages);
 
@@ -115,6 +122,11 @@ class Connection {
   std::condition_variable close_cv_;  // wakes a send() waiting on its link
   bool closed_ = false;
 };
+
+// "127.0.0.1:43210", "[::1]:43210": a peer as log lines and errors name it.
+std::string endpoint_text(const asio::ip::tcp::endpoint& endpoint);
+// "1.5 s": a deadline as log lines and errors give it.
+std::string seconds_text(Deadline d);
 
 // The run's secret: 128 bits from the OS CSPRNG (getrandom), as 32 lowercase hex digits.
 std::string make_token();

@@ -10,6 +10,7 @@
 
 #include "tests/transport/alloc_probe.h"
 #include "tests/transport/net_helpers.h"
+#include "transport/messages.h"
 
 namespace quartet::transport {
 namespace {
@@ -232,6 +233,42 @@ TEST(Connection, CloseFromAnotherThreadWakesABlockedReceive) {
   });
   EXPECT_THROW(pair.server->receive(kLongTimeout), ConnectionClosed);
   closer.join();
+}
+
+// A peer that refuses says why and closes, perhaps before our frames reached it: its
+// reset then fails our next send, but what it said first can still be read.
+TEST(Connection, APartingFrameIsReadAfterAResetFailedASend) {
+  RawPair pair;
+  pair.connection->send(MessageType::hello, bytes_of("unread"), kLongTimeout);
+  ASSERT_TRUE(testing::wait_until([&] { return pair.raw.available() > 0; }, std::chrono::seconds(30)));
+  const auto said = encode_message(ErrorMessage{"too many connections (1 in use)"});
+  pair.write(frame_bytes(MessageType::error, said));
+  pair.raw.close();  // with "unread" unread: the kernel resets the connection
+  const bool send_failed = testing::wait_until(
+      [&] {
+        try {
+          pair.connection->send(MessageType::control, bytes_of("more"), kLongTimeout);
+          return false;
+        } catch (const std::runtime_error&) {
+          return true;
+        }
+      },
+      std::chrono::seconds(30));
+  ASSERT_TRUE(send_failed);
+  EXPECT_TRUE(pair.connection->is_closed());
+  EXPECT_THROW(pair.connection->receive(kLongTimeout), ConnectionClosed);
+  const auto parting = pair.connection->receive_parting_frame(kLongTimeout);
+  ASSERT_TRUE(parting.has_value());
+  EXPECT_EQ(parting->type, MessageType::error);
+  EXPECT_EQ(parting->payload, said);
+  EXPECT_EQ(pair.connection->receive_parting_frame(kLongTimeout), std::nullopt) << "nothing more was said";
+}
+
+TEST(Connection, NoPartingFrameWhenThePeerClosedWithoutAWord) {
+  auto pair = connected_pair();
+  pair.server->close();
+  EXPECT_THROW(pair.client->receive(kLongTimeout), ConnectionClosed);
+  EXPECT_EQ(pair.client->receive_parting_frame(kLongTimeout), std::nullopt);
 }
 
 TEST(Connection, SendAfterCloseIsConnectionClosed) {

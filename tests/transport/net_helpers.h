@@ -6,8 +6,10 @@
 #include <asio.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "transport/connection.h"
@@ -53,6 +55,16 @@ struct RawClient {
     }
   }
 };
+
+// Polls `done` every millisecond until it holds or `timeout` has passed; returns it.
+inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 inline std::vector<std::byte> bytes_of(std::string_view text) {
   std::vector<std::byte> bytes(text.size());
