@@ -14,7 +14,7 @@ void expect_type(const Frame& frame, MessageType expected, const std::string& pe
     } catch (const MessageError&) {
       text = "(a malformed error message)";
     }
-    throw RemoteError(peer + " reported: " + text);
+    throw RemoteError(peer, text);
   }
   throw MessageError(std::string("expected a ") + message_type_name(expected) + " frame from " + peer + ", got " +
                      message_type_name(frame.type));

@@ -15,8 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "transport/archive.h"
@@ -25,10 +27,16 @@
 
 namespace quartet::transport {
 
-// The peer sent an error frame (ErrorMessage); what() is its text.
+// The peer sent an error frame (ErrorMessage): what() is "PEER reported: TEXT".
 class RemoteError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  RemoteError(const std::string& peer, std::string text)
+      : std::runtime_error(peer + " reported: " + text), text_(std::move(text)) {}
+  // The peer's own words.
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
 };
 
 // client -> server, the first frame of every connection (MessageType::hello).
@@ -64,6 +72,11 @@ struct ErrorMessage {
     ar(text);
   }
 };
+
+// An error whose text starts with this refuses a connection for now only: the server
+// had too many connections yet to say hello and closed this one to make room. Trying
+// again shortly is the right answer (CoordinatorClient does, until its timeout).
+inline constexpr std::string_view kBusyRefusal = "busy: ";
 
 // Key-value store traffic (kv_set: key and value; kv_get: key; kv_value: the answer).
 struct KeyValue {

@@ -1,19 +1,25 @@
 #pragma once
 
 // Sockets for transport tests: a connected pair of Connections on 127.0.0.1, a raw
-// socket that writes whatever bytes a test wants, and frames built by hand.
+// socket that writes whatever bytes a test wants, idle sockets from any loopback
+// address, and frames built by hand.
+
+#include <poll.h>
 
 #include <asio.hpp>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "transport/connection.h"
 #include "transport/frame.h"
+#include "transport/messages.h"
 
 namespace quartet::transport::testing {
 
@@ -54,6 +60,37 @@ struct RawClient {
       if (ec) return true;
     }
   }
+};
+
+// A connection that says nothing, from `from`: any address of 127.0.0.0/8, all of which
+// are this host's on Linux, so one test can be many peers. Closed when destroyed.
+class IdleSocket {
+ public:
+  IdleSocket(asio::io_context& io, const std::string& from, uint16_t port) : socket_(io) {
+    const auto loopback = asio::ip::make_address(from);
+    socket_.open(asio::ip::tcp::v4());
+    socket_.bind({loopback, 0});
+    socket_.connect({asio::ip::make_address("127.0.0.1"), port});
+  }
+  void write(std::span<const std::byte> bytes) { asio::write(socket_, asio::buffer(bytes.data(), bytes.size())); }
+  // True once the server has refused it (sent its error frame or closed); never waits.
+  bool refused() {
+    pollfd p{socket_.native_handle(), POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 1;
+  }
+  // The server's error frame, if it sent one; ends the socket.
+  std::optional<std::string> refusal_text(Deadline timeout) {
+    Connection connection(std::move(socket_));
+    try {
+      const Frame frame = connection.receive(timeout);
+      if (frame.type == MessageType::error) return decode_message<ErrorMessage>(frame.payload).text;
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  }
+
+ private:
+  asio::ip::tcp::socket socket_;
 };
 
 // Polls `done` every millisecond until it holds or `timeout` has passed; returns it.

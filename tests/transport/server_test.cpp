@@ -19,19 +19,23 @@ namespace {
 using ::testing::HasSubstr;
 using testing::bytes_of;
 using testing::frame_bytes;
+using testing::IdleSocket;
 using testing::kLongTimeout;
 using testing::patch;
 using testing::RawClient;
+using testing::wait_until;
 using Clock = std::chrono::steady_clock;
 
 // A server whose handler echoes every frame back until the client closes, and which
 // keeps its log lines.
 class EchoServer {
  public:
-  explicit EchoServer(Deadline hello_timeout = kLongTimeout) : token_(make_token()) {
+  explicit EchoServer(Deadline hello_timeout = kLongTimeout, const std::function<void(ServerOptions&)>& adjust = {})
+      : token_(make_token()) {
     ServerOptions options;
     options.token = token_;
     options.hello_timeout = hello_timeout;
+    if (adjust) adjust(options);
     options.log = [this](const std::string& line) {
       std::lock_guard lock(mutex_);
       log_.push_back(line);
@@ -54,6 +58,10 @@ class EchoServer {
   uint16_t port() const { return server_->port(); }
   const std::string& token() const { return token_; }
 
+  std::vector<std::string> log_lines() {
+    std::lock_guard lock(mutex_);
+    return log_;
+  }
   // Waits (generously) for `n` log lines and returns them.
   std::vector<std::string> wait_for_log_lines(size_t n) {
     std::unique_lock lock(mutex_);
@@ -253,6 +261,97 @@ TEST_P(ServerRefuses, ClosesTheBadConnectionWithOneLogLineAndServesTheNext) {
 
 INSTANTIATE_TEST_SUITE_P(BadOpenings, ServerRefuses, ::testing::ValuesIn(bad_openings()),
                          [](const auto& info) { return info.param.name; });
+
+// Connections yet to say hello, with caps small enough for a few sockets to reach.
+EchoServer capped_server(size_t share, size_t per_address) {
+  return EchoServer(kLongTimeout, [&](ServerOptions& o) {
+    o.max_unauthenticated = share;
+    o.max_unauthenticated_per_address = per_address;
+  });
+}
+
+bool unauthenticated_reach(EchoServer& echo, int64_t n) {
+  return wait_until([&] { return echo.server().stats().unauthenticated == n; }, std::chrono::seconds(30));
+}
+
+TEST(Server, AnAddressAtItsCapMakesRoomByClosingItsOldestIdleConnection) {
+  EchoServer echo = capped_server(8, 2);
+  asio::io_context io;
+  IdleSocket oldest(io, "127.0.0.1", echo.port());
+  ASSERT_TRUE(unauthenticated_reach(echo, 1));
+  IdleSocket second(io, "127.0.0.1", echo.port());
+  ASSERT_TRUE(unauthenticated_reach(echo, 2));
+  IdleSocket third(io, "127.0.0.1", echo.port());
+  ASSERT_TRUE(wait_until([&] { return echo.server().stats().refused == 1; }, std::chrono::seconds(30)));
+  EXPECT_EQ(echo.server().stats().unauthenticated, 2);
+  EXPECT_EQ(oldest.refusal_text(kLongTimeout),
+            "busy: too many connections waiting for their hello (at most 2 from 127.0.0.1); this one waited longest");
+  EXPECT_FALSE(second.refused());
+  EXPECT_FALSE(third.refused());
+  // A role at the same address gets in: its hello comes at once.
+  auto good = echo.connect_and_hello(echo.token());
+  expect_echo(*good);
+  EXPECT_TRUE(wait_until([&] { return second.refused(); }, std::chrono::seconds(30)));
+  EXPECT_FALSE(third.refused());
+  const auto log = echo.log_lines();
+  ASSERT_EQ(log.size(), 1u) << "the second refusal waits for the summary";
+  EXPECT_THAT(log[0], HasSubstr("busy: too many connections waiting for their hello"));
+}
+
+TEST(Server, AFullShareMakesRoomAtTheAddressHoldingTheMost) {
+  EchoServer echo = capped_server(4, 3);
+  asio::io_context io;
+  std::vector<std::unique_ptr<IdleSocket>> busiest;
+  for (int i = 0; i < 3; ++i) {
+    busiest.push_back(std::make_unique<IdleSocket>(io, "127.0.0.2", echo.port()));
+    ASSERT_TRUE(unauthenticated_reach(echo, i + 1));
+  }
+  IdleSocket other(io, "127.0.0.3", echo.port());
+  ASSERT_TRUE(unauthenticated_reach(echo, 4));
+  IdleSocket newcomer(io, "127.0.0.4", echo.port());
+  ASSERT_TRUE(wait_until([&] { return echo.server().stats().refused == 1; }, std::chrono::seconds(30)));
+  EXPECT_EQ(busiest[0]->refusal_text(kLongTimeout),
+            "busy: too many connections waiting for their hello (at most 4 in all); this one waited longest");
+  EXPECT_FALSE(busiest[1]->refused());
+  EXPECT_FALSE(other.refused());
+  EXPECT_FALSE(newcomer.refused());
+  EXPECT_EQ(echo.server().stats().unauthenticated, 4);
+}
+
+TEST(Server, AHelloPastMaxConnectionsIsToldTooManyConnections) {
+  EchoServer echo(kLongTimeout, [](ServerOptions& o) { o.max_connections = 1; });
+  auto first = echo.connect_and_hello(echo.token());
+  expect_echo(*first);
+  auto second = echo.connect_and_hello(echo.token());
+  try {
+    receive_message<Welcome>(*second, MessageType::welcome, kLongTimeout);
+    FAIL() << "a second connection got past max_connections = 1";
+  } catch (const RemoteError& e) {
+    EXPECT_EQ(e.text(), "too many connections (1 in use)");
+  }
+  expect_echo(*first);
+  first.reset();  // its slot frees once its handler has returned
+  ASSERT_TRUE(wait_until([&] { return echo.server().stats().active == 0; }, std::chrono::seconds(30)));
+  auto third = echo.connect_and_hello(echo.token());
+  expect_echo(*third);
+}
+
+TEST(Server, ConnectionsWaitingForTheirHelloAreToldTheServerIsShuttingDown) {
+  EchoServer echo;
+  asio::io_context io;
+  IdleSocket waiting(io, "127.0.0.1", echo.port());
+  ASSERT_TRUE(unauthenticated_reach(echo, 1));
+  echo.server().stop();
+  EXPECT_EQ(waiting.refusal_text(kLongTimeout), "the server is shutting down");
+  EXPECT_EQ(echo.server().stats().unauthenticated, 0);
+}
+
+TEST(Server, CapsOfZeroAreRefused) {
+  ServerOptions options;
+  options.token = make_token();
+  options.max_unauthenticated_per_address = 0;
+  EXPECT_THROW(Server(options, [](Connection&, const Hello&) {}), std::invalid_argument);
+}
 
 TEST(Server, HandlerExceptionIsLoggedAndOthersAreServed) {
   const std::string token = make_token();
