@@ -167,7 +167,9 @@ void Coordinator::Impl::handle_register(const std::shared_ptr<Peer>& peer, const
   std::string refusal;
   {
     std::lock_guard lock(mutex);
-    if (peer->registered) {
+    if (stopping) {
+      refusal = "the coordinator is shutting down";
+    } else if (peer->registered) {
       refusal = "already registered as " + peer->id.name();
     } else if (!m.role.empty()) {
       ArmRanks& arm = arms[m.arm];
@@ -209,7 +211,7 @@ void Coordinator::Impl::handle_register(const std::shared_ptr<Peer>& peer, const
     }
   }
   if (!refusal.empty()) {
-    refuse(*peer, "coordinator: " + refusal);
+    refuse(*peer, refusal);  // the client says whose refusal it is
     return;
   }
   cv.notify_all();
@@ -301,6 +303,8 @@ Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(option
   so.address = options_.host;
   so.port = options_.port;
   so.token = options_.token;
+  so.max_connections = options_.max_connections;
+  so.log = options_.log;
   try {
     impl_->server = std::make_unique<Server>(so, [this](Connection& c, const Hello& h) { impl_->serve(c, h); });
   } catch (...) {

@@ -63,6 +63,12 @@ struct CoordinatorOptions {
   // Called once per vanished role, with the reason ("no heartbeat for 15 s",
   // "connection lost: ..."); serialised like on_record.
   std::function<void(const RoleId& role, const std::string& reason)> on_vanished;
+  // Connections whose hello carried the token; past them a role is refused, "too many
+  // connections (1,024 in use)" (ServerOptions::max_connections; the server's caps on
+  // connections yet to say hello are its defaults).
+  size_t max_connections = 1024;
+  // The server's log lines (refusal summaries, failed handlers); default: stderr.
+  std::function<void(const std::string&)> log;
 };
 
 class Coordinator {
@@ -122,9 +128,11 @@ std::pair<std::string, uint16_t> parse_host_port(const std::string& address);
 // serialised; heartbeats go out from a background thread.
 class CoordinatorClient {
  public:
-  // Connects, says hello with the token and, when options.role is set, registers. Throws
-  // std::runtime_error when the coordinator is unreachable or refuses (wrong token, rank
-  // taken), with the coordinator's reason.
+  // Connects, says hello with the token and, when options.role is set, registers. A busy
+  // refusal (too many connections yet to say hello: kBusyRefusal) is tried again until
+  // options.timeout. Throws std::runtime_error when the coordinator is unreachable or
+  // refuses, with its reason: "the coordinator at 127.0.0.1:40123 refused role rank0:
+  // too many connections (1,024 in use)".
   explicit CoordinatorClient(ClientOptions options);
   ~CoordinatorClient();  // leave() if still connected, errors swallowed
   CoordinatorClient(const CoordinatorClient&) = delete;
@@ -149,6 +157,8 @@ class CoordinatorClient {
   void abandon();
 
  private:
+  // Hello and registration on a fresh connection_; throws RemoteError on a refusal.
+  void join();
   std::vector<std::byte> request(MessageType type, std::span<const std::byte> payload, MessageType expect,
                                  std::chrono::milliseconds reply_timeout);
   void send_frame(MessageType type, std::span<const std::byte> payload);

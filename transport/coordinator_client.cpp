@@ -2,8 +2,11 @@
 
 #include "transport/coordinator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "transport/connection.h"
 #include "transport/coordinator_protocol.h"
@@ -12,6 +15,20 @@
 namespace quartet::transport {
 
 using namespace coordinator_protocol;
+
+namespace {
+
+// After a busy refusal a client tries again, 10 ms later at first, doubling up to 0.5 s,
+// each wait stretched by up to half at random so that a burst of refused roles spreads.
+constexpr std::chrono::milliseconds kFirstBusyBackoff{10};
+constexpr std::chrono::milliseconds kLastBusyBackoff{500};
+
+std::chrono::milliseconds jittered(std::chrono::milliseconds wait) {
+  thread_local std::minstd_rand random(std::random_device{}());
+  return wait + std::chrono::milliseconds(random() % (wait.count() / 2 + 1));
+}
+
+}  // namespace
 
 std::pair<std::string, uint16_t> parse_host_port(const std::string& address) {
   const auto colon = address.rfind(':');
@@ -33,21 +50,27 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
     options_.token = t;
   }
   const std::string where = options_.host + ":" + std::to_string(options_.port);
-  connection_ = Connection::connect(options_.host, options_.port, options_.timeout);
-  try {
-    send_message(*connection_, MessageType::hello, Hello{options_.token, options_.role.empty() ? "client" : options_.role},
-                 options_.timeout);
-    send_message(*connection_, MessageType::control, RegisterRole{options_.arm, options_.role, options_.requested_rank},
-                 options_.timeout);
-    const Welcome w = receive_message<Welcome>(*connection_, MessageType::welcome, options_.timeout);
-    rank_ = w.rank;
-    world_size_ = w.world_size;
-    settings_json_ = w.settings_json;
-  } catch (const std::exception& e) {
-    connection_->close();
-    throw std::runtime_error("coordinator at " + where + " refused " +
-                             (options_.role.empty() ? std::string("the connection") : "role " + options_.role) + ": " +
-                             e.what());
+  const std::string who = options_.role.empty() ? std::string("a connection") : "role " + options_.role;
+  const auto give_up = std::chrono::steady_clock::now() + options_.timeout;
+  for (auto backoff = kFirstBusyBackoff;; backoff = std::min(2 * backoff, kLastBusyBackoff)) {
+    connection_ = Connection::connect(options_.host, options_.port, options_.timeout);
+    try {
+      join();
+      break;
+    } catch (const RemoteError& e) {
+      connection_->close();
+      // Busy: the coordinator had too many connections yet to say hello, and closed this
+      // one to make room. Another try is likely to get in.
+      const auto wait = jittered(backoff);
+      if (e.text().starts_with(kBusyRefusal) && std::chrono::steady_clock::now() + wait < give_up) {
+        std::this_thread::sleep_for(wait);
+        continue;
+      }
+      throw std::runtime_error("the coordinator at " + where + " refused " + who + ": " + e.text());
+    } catch (const std::exception& e) {
+      connection_->close();
+      throw std::runtime_error(who + " could not join the coordinator at " + where + ": " + e.what());
+    }
   }
   if (options_.heartbeat_interval > std::chrono::milliseconds(0)) {
     heartbeat_thread_ = std::thread([this] {
@@ -63,6 +86,27 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
       }
     });
   }
+}
+
+void CoordinatorClient::join() {
+  try {
+    send_message(*connection_, MessageType::hello, Hello{options_.token, options_.role.empty() ? "client" : options_.role},
+                 options_.timeout);
+    send_message(*connection_, MessageType::control, RegisterRole{options_.arm, options_.role, options_.requested_rank},
+                 options_.timeout);
+  } catch (const std::exception&) {
+    // A coordinator that refuses a connection says why, then closes, maybe before these
+    // frames reached it: the send then fails (broken pipe, reset), and the reason is in
+    // the frame it left behind.
+    const auto parting = connection_->receive_parting_frame(kPartingWait);
+    if (parting && parting->type == MessageType::error)
+      expect_type(*parting, MessageType::welcome, connection_->peer());  // throws RemoteError with its text
+    throw;
+  }
+  const Welcome w = receive_message<Welcome>(*connection_, MessageType::welcome, options_.timeout);
+  rank_ = w.rank;
+  world_size_ = w.world_size;
+  settings_json_ = w.settings_json;
 }
 
 CoordinatorClient::~CoordinatorClient() {

@@ -74,6 +74,9 @@ inline std::string format_seconds(std::chrono::milliseconds ms) {
 }
 
 inline constexpr auto kReplyTimeout = std::chrono::seconds(10);
+// How long a client waits for the rest of a refusal's error frame once a send has
+// failed; what arrived before the peer closed is read at once.
+inline constexpr auto kPartingWait = std::chrono::seconds(1);
 // Waits longer than a day are taken as a day (and keep time arithmetic from overflowing).
 inline constexpr std::chrono::milliseconds kMaxWait = std::chrono::hours(24);
 

@@ -10,11 +10,15 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "transport/collectives.h"
+#include "transport/connection.h"
 #include "transport/gloo_collectives.h"
+#include "transport/messages.h"
 #include "transport/store.h"
 
 namespace quartet::transport {
@@ -119,11 +123,120 @@ TEST(Coordinator, WrongTokenIsRefused) {
   Coordinator c(o);
   ClientOptions co = client_options(c, "arm", "intruder");
   co.token = std::string(32, '0');
-  EXPECT_THROW(CoordinatorClient bad(co), std::runtime_error);
+  try {
+    CoordinatorClient bad(co);
+    FAIL() << "a wrong token was let in";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "the coordinator at " + c.address() + " refused role intruder: wrong token");
+  }
   EXPECT_TRUE(c.roles().empty());
   // The coordinator still serves the right token.
   CoordinatorClient good(client_options(c, "arm", "rank0"));
   EXPECT_EQ(good.rank(), 0);
+}
+
+// The coordinator may close before the role's registration frame arrives, so the role's
+// send can fail (reset, broken pipe) before it reads the refusal: it must still say what
+// the coordinator said. Many tries, so that both orders happen.
+TEST(Coordinator, ARolePastMaxConnectionsIsToldSoNotABrokenPipe) {
+  CoordinatorOptions o;
+  o.max_connections = 2;
+  Coordinator c(o);
+  CoordinatorClient a(client_options(c, "arm", "a"));
+  CoordinatorClient b(client_options(c, "arm", "b"));
+  for (int i = 0; i < 50; ++i) {
+    try {
+      CoordinatorClient late(client_options(c, "arm", "late"));
+      FAIL() << "a third role got past max_connections = 2";
+    } catch (const std::runtime_error& e) {
+      ASSERT_EQ(std::string(e.what()),
+                "the coordinator at " + c.address() + " refused role late: too many connections (2 in use)");
+    }
+  }
+  EXPECT_EQ(c.roles().size(), 2u);
+}
+
+// A stand-in coordinator that refuses its first `busy` connections as the server does
+// when too many connections wait for their hello, then registers the next one.
+class BusyCoordinator {
+ public:
+  explicit BusyCoordinator(int busy) : busy_(busy), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~BusyCoordinator() {
+    stop_ = true;
+    try {
+      Connection::connect("127.0.0.1", port(), std::chrono::seconds(5));  // wakes accept()
+    } catch (const std::exception&) {
+    }
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  int connections() const { return connections_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      Connection connection(acceptor_.accept());
+      if (stop_) return;
+      ++connections_;
+      if (connections_ <= busy_) {
+        send_error_and_close(connection, "busy: too many connections waiting for their hello (at most 1 in all)",
+                             std::chrono::seconds(5));
+        continue;
+      }
+      try {
+        connection.receive(std::chrono::seconds(30));  // hello
+        connection.receive(std::chrono::seconds(30));  // registration
+        send_message(connection, MessageType::welcome, Welcome{3, 4, "{}"}, std::chrono::seconds(30));
+        connection.receive(std::chrono::seconds(30));  // goodbye
+        connection.send(MessageType::shutdown, std::span<const std::byte>{}, std::chrono::seconds(30));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  const int busy_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+ClientOptions busy_client_options(const BusyCoordinator& busy) {
+  ClientOptions o;
+  o.port = busy.port();
+  o.token = make_token();
+  o.arm = "arm";
+  o.role = "r";
+  o.heartbeat_interval = 0ms;
+  return o;
+}
+
+TEST(Coordinator, ARoleRefusedAsBusyTriesAgain) {
+  BusyCoordinator busy(3);
+  CoordinatorClient client(busy_client_options(busy));
+  EXPECT_EQ(client.rank(), 3);
+  EXPECT_EQ(busy.connections(), 4);
+  client.leave();
+}
+
+TEST(Coordinator, ARoleStillBusyAtItsTimeoutSaysWhy) {
+  BusyCoordinator busy(1000000);
+  ClientOptions o = busy_client_options(busy);
+  o.timeout = 300ms;
+  const auto start = Clock::now();
+  try {
+    CoordinatorClient client(o);
+    FAIL() << "joined a coordinator that is always busy";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "the coordinator at 127.0.0.1:" + std::to_string(busy.port()) +
+                                         " refused role r: busy: too many connections waiting for their hello (at "
+                                         "most 1 in all)");
+  }
+  EXPECT_LT(Clock::now() - start, 10s);
+  EXPECT_GT(busy.connections(), 1);
 }
 
 TEST(Coordinator, TokenComesFromTheEnvironment) {
