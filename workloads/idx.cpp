@@ -1,15 +1,12 @@
 #include "workloads/idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
-#include <memory>
 #include <stdexcept>
+
+#include "engine/byte_source.h"
 
 namespace quartet::workloads {
 namespace {
@@ -17,7 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint8_t kUbyte = 0x08;
-constexpr size_t kChunk = size_t{1} << 20;
+// A compressed file's data is read this much at a time: its header's size is a claim.
+constexpr size_t kGrowthBytes = size_t{8} << 20;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::runtime_error(path + ": " + what);
@@ -33,75 +31,6 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
-// Sequential bytes from a plain or a gzip file.
-class ByteSource {
- public:
-  explicit ByteSource(const std::string& path) : path_(path), gz_(ends_with(path, ".gz")) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) fail(path, "no such file");
-    if (fs::is_directory(path, ec)) fail(path, "is a folder, expected an idx file");
-    if (gz_) {
-      gz_file_ = gzopen(path.c_str(), "rb");
-      if (!gz_file_) fail(path, std::string("cannot open: ") + std::strerror(errno));
-      gzbuffer(gz_file_, 1 << 17);
-    } else {
-      file_ = std::fopen(path.c_str(), "rb");
-      if (!file_) fail(path, std::string("cannot open: ") + std::strerror(errno));
-      size_ = fs::file_size(path, ec);
-      if (ec) fail(path, "cannot read its size: " + ec.message());
-    }
-  }
-  ~ByteSource() {
-    if (gz_file_) gzclose(gz_file_);
-    if (file_) std::fclose(file_);
-  }
-  ByteSource(const ByteSource&) = delete;
-  ByteSource& operator=(const ByteSource&) = delete;
-
-  bool compressed() const { return gz_; }
-  // Size on disk of a plain file; compressed files have no size to trust.
-  uint64_t plain_size() const { return size_; }
-
-  // Reads up to n bytes; fewer only at the end of the data. Throws on I/O or gzip errors.
-  size_t read(uint8_t* dst, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-      const size_t want = std::min(n - done, kChunk);
-      size_t got;
-      if (gz_) {
-        const int r = gzread(gz_file_, dst + done, static_cast<unsigned>(want));
-        if (r < 0) fail(path_, "corrupt gzip data (" + gz_error() + ")");
-        got = static_cast<size_t>(r);
-      } else {
-        got = std::fread(dst + done, 1, want, file_);
-        if (got < want && std::ferror(file_)) fail(path_, std::string("read error: ") + std::strerror(errno));
-      }
-      done += got;
-      if (got < want) break;
-    }
-    // A gzip stream cut short reads as a short read plus a pending error.
-    if (gz_ && done < n) {
-      int code = Z_OK;
-      const char* msg = gzerror(gz_file_, &code);
-      if (code != Z_OK && code != Z_STREAM_END) fail(path_, std::string("corrupt or truncated gzip data (") + msg + ")");
-    }
-    return done;
-  }
-
- private:
-  std::string gz_error() {
-    int code = Z_OK;
-    const char* msg = gzerror(gz_file_, &code);
-    return msg ? msg : "unknown error";
-  }
-
-  std::string path_;
-  bool gz_;
-  gzFile gz_file_ = nullptr;
-  std::FILE* file_ = nullptr;
-  uint64_t size_ = 0;
-};
-
 uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
@@ -113,7 +42,10 @@ struct IdxData {
 
 // Reads a ubyte idx file with `ndims` dimensions; `kind` names it in errors.
 IdxData read_idx(const std::string& path, int ndims, const char* kind) {
-  ByteSource src(path);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(path, "no such file");
+  if (fs::is_directory(path, ec)) fail(path, "is a folder, expected an idx file");
+  engine::ByteSource src(path, ends_with(path, ".gz"));
   const size_t header = 4 + 4 * static_cast<size_t>(ndims);
   uint8_t head[4 + 4 * 3];
   const size_t got = src.read(head, header);
@@ -148,7 +80,9 @@ IdxData read_idx(const std::string& path, int ndims, const char* kind) {
 
   if (!src.compressed()) {
     // Checked before allocating: a forged header cannot ask for more than the file has.
-    const uint64_t body = src.plain_size() - header;
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec) fail(path, "cannot read its size: " + ec.message());
+    const uint64_t body = size - header;
     if (body < payload)
       fail(path, "truncated: " + promise + " but the file holds only " + std::to_string(body));
     if (body > payload)
@@ -164,7 +98,7 @@ IdxData read_idx(const std::string& path, int ndims, const char* kind) {
   if (payload > std::numeric_limits<size_t>::max() / 2) fail(path, promise + ", more than memory can hold");
   uint64_t have = 0;
   while (have < payload) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(payload - have, kChunk * 8));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(payload - have, kGrowthBytes));
     out.bytes.resize(static_cast<size_t>(have) + want);
     const size_t n = src.read(out.bytes.data() + have, want);
     have += n;
