@@ -1,11 +1,11 @@
 #include "trainers/limits.h"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
 
+#include "engine/machine.h"
 #include "trainers/settings/schema.h"
 
 namespace quartet::trainers {
@@ -26,8 +26,7 @@ MachineLimits MachineLimits::of_this_machine() {
     m.clients = std::min(m.clients, room / 2);  // a pool thread and a server handler each
     m.basis += ", ulimit -u " + std::to_string(nproc.rlim_cur);
   }
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  m.memory = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 2 : int64_t{1} << 62;
+  m.memory = engine::physical_memory_bytes() / 2;
   m.processes = std::max<int64_t>(1, m.processes);
   m.threads = std::max<int64_t>(1, m.threads);
   m.clients = std::max<int64_t>(1, m.clients);
