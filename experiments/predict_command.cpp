@@ -54,6 +54,9 @@ CLI::App* add_predict_command(CLI::App& app, PredictOptions& o) {
   cmd->add_option("--patch", o.patch, "voxels per side of a window, as trained; default 32");
   cmd->add_option("--batch", o.batch, "windows per forward pass; default 4");
   cmd->add_option("--overlap", o.overlap, "fraction of a window shared with the next, in [0, 1); default 0.5");
+  cmd->add_option("--max-voxels", o.max_voxels,
+                  "the most voxels the image may have, 1 to 2^30; default: what half of this machine's memory "
+                  "holds at 32 bytes a voxel");
   return cmd;
 }
 
@@ -83,6 +86,12 @@ int predict_main([[maybe_unused]] const PredictOptions& o) {
   if (o.batch < 1) throw InputError("--batch: expected at least 1 window, got " + std::to_string(o.batch));
   if (!(o.overlap >= 0.0 && o.overlap < 1.0))
     throw InputError("--overlap: expected a fraction in [0, 1), got " + std::to_string(o.overlap));
+  medical3d::ReadLimits limits;
+  try {
+    limits = medical3d::ReadLimits::from_option(o.max_voxels, "--max-voxels");
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
   if (!nifti_name(o.out)) throw InputError("--out: expected a name ending in .nii or .nii.gz, got \"" + o.out + "\"");
   if (!nifti_name(o.image))
     throw InputError(o.image + ": expected a NIfTI image, a name ending in .nii or .nii.gz");
@@ -106,7 +115,7 @@ int predict_main([[maybe_unused]] const PredictOptions& o) {
   }
   medical3d::Volume image;
   try {
-    image = medical3d::read_nifti(o.image);
+    image = medical3d::read_nifti(o.image, limits);
   } catch (const std::exception& e) {
     throw InputError(e.what());
   }

@@ -23,6 +23,7 @@ struct PredictOptions {
   int64_t patch = 32;       // voxels per side of a window, as the model was trained
   int64_t batch = 4;        // windows per forward pass
   double overlap = 0.5;
+  int64_t max_voxels = 0;   // the most voxels the image may have; 0: what half of this machine's memory holds
 };
 
 // Adds the `predict` subcommand to `app`, bound to `options`.
@@ -30,7 +31,7 @@ CLI::App* add_predict_command(CLI::App& app, PredictOptions& options);
 
 // Writes the mask and prints one line: its size and voxels per class. Returns 0.
 // throws InputError (exit code 2) naming the argument for a model that does not segment
-// volumes, a bad kind, patch, batch or overlap, weights that do not load into the model,
+// volumes, a bad kind, patch, batch, overlap or max_voxels, weights that do not load into the model,
 // an image that does not read, or an output name that is not .nii/.nii.gz or cannot be
 // written; in a build without NIfTI support, InputError saying what is missing.
 int predict_main(const PredictOptions& options);

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -20,6 +22,7 @@
 #include "medical3d/nifti.h"
 #include "medical3d/phantom.h"
 #include "tests/cli/cli_util.h"
+#include "tests/medical3d/nifti_files.h"
 #include "workloads/models.h"
 #include "workloads/segmentation.h"
 
@@ -154,6 +157,67 @@ TEST_F(PredictCli, MsdFolderTrainsUnderTheRunnerAndItsWeightsPredict) {
   ASSERT_EQ(p.code, 0) << p.out;
   EXPECT_NE(p.out.find("32x32x32 voxels"), std::string::npos) << p.out;
   EXPECT_TRUE(fs::exists(mask));
+}
+
+// Images with forged headers: `quartet predict`, and `quartet run` and `quartet eval` on a
+// Decathlon folder holding one, exit with code 2 and one line naming the file and the
+// field, and write nothing.
+class VolumeCliHostile : public PredictCli {
+ protected:
+  // `image` rewritten with its header changed by `patch`, gzipped when its name says so.
+  void forge(const fs::path& image, const std::function<void(nifti_1_header&)>& patch) {
+    const fs::path plain = dir_ / "plain.nii";
+    medical3d::write_nifti(plain.string(), medical3d::read_nifti(image.string()));
+    const std::string bytes = medical3d::testing::patched_nifti1(file_bytes(plain), patch);
+    if (image.string().ends_with(".gz"))
+      medical3d::testing::write_gzipped(image.string(), bytes);
+    else
+      std::ofstream(image, std::ios::binary) << bytes;
+    fs::remove(plain);
+  }
+};
+
+TEST_F(VolumeCliHostile, PredictRefusesAForgedImageAndWritesNoMask) {
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "ct.nii";
+  const std::string mask = (dir_ / "mask.nii.gz").string();
+  engine::save_safetensors(weights.string(), workloads::make_model("unet3d", 3)->state_dict());
+  for (const auto& [patch, fragment] : std::vector<std::pair<std::function<void(nifti_1_header&)>, std::string>>{
+           {[](nifti_1_header& h) { h.vox_offset = 1e12f; }, "ct.nii: vox_offset is 1e+12, past the end of the file"},
+           {[](nifti_1_header& h) { h.pixdim[2] = 0; }, "ct.nii: pixdim[2] (the spacing along y) is 0; allowed:"},
+           {[](nifti_1_header& h) { h.pixdim[1] = std::numeric_limits<float>::quiet_NaN(); }, "pixdim[1]"}}) {
+    medical3d::write_nifti(image.string(), oblique_ct());
+    forge(image, patch);
+    const Result r = quartet({"predict", weights.string(), image.string(), "--out", mask, "--patch", "16"}, dir_);
+    cli_util::expect_exit2_with(r, fragment);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_FALSE(fs::exists(mask)) << "no mask of a refused image";
+  }
+}
+
+TEST_F(VolumeCliHostile, RunAndEvalRefuseADecathlonFolderWithAForgedImage) {
+  // 20 cases: what `quartet eval` asks of a workload (WorkloadConfig's default volumes).
+  const fs::path data = dir_ / "Task00_Phantom";
+  const Result ph = quartet({"phantom", "--kind", "mri", "--count", "20", "--size", "32", "--out", data.string()}, dir_);
+  ASSERT_EQ(ph.code, 0) << ph.out;
+  const fs::path bad = data / "imagesTr" / "phantom_mri_001.nii.gz";
+  forge(bad, [](nifti_1_header& h) { h.pixdim[3] = -1; });
+  const std::string fragment = bad.string() + ": pixdim[3] (the spacing along z) is -1; allowed:";
+
+  const json spec = {
+      {"name", "cli-msd-forged"},
+      {"workload", {{"name", "msd-folder"}, {"model", "unet3d"}, {"data_dir", data.string()}, {"test_volumes", 1},
+                    {"patch", 16}}},
+      {"train", {{"epochs", 1}, {"batch", 1}}},
+      {"arms", {{{"name", "single"}, {"regime", "single"}}}}};
+  std::ofstream(dir_ / "spec.json") << spec.dump(2);
+  const Result run =
+      quartet({"run", (dir_ / "spec.json").string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  cli_util::expect_exit2_with(run, fragment);
+  EXPECT_FALSE(fs::exists(dir_ / "r")) << "a refused workload creates no run folder";
+
+  const Result eval = quartet({"eval", (dir_ / "w.safetensors").string(), "--workload", "msd-folder", "--model",
+                               "unet3d", "--data-dir", data.string()}, dir_);
+  cli_util::expect_exit2_with(eval, fragment);
 }
 
 }  // namespace

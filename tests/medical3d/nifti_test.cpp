@@ -10,14 +10,17 @@
 #include <ostream>
 
 #include "engine/random.h"
+#include "tests/medical3d/nifti_files.h"
 #include "tests/medical3d/test_dir.h"
 
 namespace quartet::medical3d {
 namespace {
 
+using testing::header_of;
 using testing::read_bytes;
 using testing::thrown_message;
 using testing::write_bytes;
+using testing::write_with_libnifti;
 
 // An oblique, anisotropic grid: rotations about z (30 degrees) and x (10 degrees).
 Grid oblique_grid() {
@@ -50,36 +53,6 @@ void expect_same_geometry(const Grid& a, const Grid& b, double tol = 1e-5) {
     EXPECT_NEAR(a.origin[i], b.origin[i], tol) << "origin " << i;
   }
   for (int i = 0; i < 9; ++i) EXPECT_NEAR(a.direction[i], b.direction[i], tol) << "direction " << i;
-}
-
-// Writes an image with libnifti directly, as another tool would: `setup` fills the
-// voxels (nim.data, zeroed) and any header fields.
-void write_with_libnifti(const std::string& path, std::vector<int64_t> dims, int datatype,
-                         const std::function<void(nifti_image&)>& setup) {
-  int64_t d[8] = {static_cast<int64_t>(dims.size()), 1, 1, 1, 1, 1, 1, 1};
-  for (size_t i = 0; i < dims.size(); ++i) d[i + 1] = dims[i];
-  nifti_image* nim = nifti_make_new_nim(d, datatype, 1);
-  ASSERT_NE(nim, nullptr);
-  setup(*nim);
-  free(nim->fname);
-  free(nim->iname);
-  nim->fname = nifti_strdup(path.c_str());
-  nim->iname = nifti_strdup(path.c_str());
-  nim->nifti_type = NIFTI_FTYPE_NIFTI1_1;
-  nifti_set_iname_offset(nim, 1);
-  nifti_image_write(nim);
-  nifti_image_free(nim);
-}
-
-// The header at the start of a file's bytes; a zeroed one, and a failure, when it is shorter.
-template <class Header>
-Header header_of(const std::string& bytes) {
-  Header h{};
-  if (bytes.size() < sizeof h)
-    ADD_FAILURE() << "a file of " << bytes.size() << " bytes holds no " << sizeof h << "-byte header";
-  else
-    std::memcpy(&h, bytes.data(), sizeof h);
-  return h;
 }
 
 // The same file with every header field and voxel byte-swapped: a big-endian file on a
@@ -295,20 +268,7 @@ TEST_F(Nifti, TruncatedGzipIsRefused) {
   write_bytes(path("cut.nii.gz"), bytes.substr(0, bytes.size() / 2));
   const std::string msg = thrown_message<std::runtime_error>([&] { read_nifti(path("cut.nii.gz")); });
   EXPECT_NE(msg.find(path("cut.nii.gz")), std::string::npos) << msg;
-  EXPECT_NE(msg.find("truncated or corrupt"), std::string::npos) << msg;
-}
-
-TEST_F(Nifti, ForgedSizesAreRefusedBeforeAllocating) {
-  write_nifti(path("small.nii"), test_volume());
-  std::string bytes = read_bytes(path("small.nii"));
-  nifti_1_header h = header_of<nifti_1_header>(bytes);
-  ASSERT_EQ(h.sizeof_hdr, 348);
-  h.dim[1] = h.dim[2] = h.dim[3] = 1000;  // 4 GB of floats promised by a 600-byte file
-  std::memcpy(bytes.data(), &h, sizeof h);
-  write_bytes(path("forged.nii"), bytes);
-  const std::string msg = thrown_message<std::runtime_error>([&] { read_nifti(path("forged.nii")); });
-  EXPECT_NE(msg.find("truncated: header promises 1000x1000x1000 FLOAT32 voxels (4000000000 bytes)"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
 }
 
 TEST_F(Nifti, FourDimensionalImageIsRefused) {
@@ -326,7 +286,7 @@ TEST_F(Nifti, FourDimensionalWithOneTimePointReads) {
 TEST_F(Nifti, ComplexVoxelsAreRefused) {
   write_with_libnifti(path("c.nii"), {4, 4, 4}, DT_COMPLEX64, [](nifti_image&) {});
   const std::string msg = thrown_message<std::runtime_error>([&] { read_nifti(path("c.nii")); });
-  EXPECT_NE(msg.find("voxels are COMPLEX64"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("datatype is 32 (complex64); allowed: a real scalar type"), std::string::npos) << msg;
 }
 
 TEST_F(Nifti, TextFileIsNotNifti) {
