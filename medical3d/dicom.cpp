@@ -14,6 +14,8 @@
 #include <map>
 #include <optional>
 
+#include "medical3d/io_support.h"
+
 namespace quartet::medical3d {
 namespace {
 
@@ -34,6 +36,7 @@ struct Slice {
   std::string path;
   std::string series_uid;
   std::string problem;  // a missing or unsupported tag: refused only if this series is read
+  std::string modality;  // "CT", "MR", … (Modality), empty when absent
   uint16_t rows = 0, cols = 0;
   double row_spacing = 0, col_spacing = 0;  // PixelSpacing[0], [1]
   Vec3 row_cosine{}, col_cosine{}, position{};
@@ -48,6 +51,8 @@ Vec3 cross(const Vec3& a, const Vec3& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
 double dot(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+
+bool spacing_ok(double mm) { return std::isfinite(mm) && mm > 0; }
 
 // "DICM" after the 128-byte preamble, as DICOM files (part 10) begin.
 bool has_dicom_magic(const std::string& path) {
@@ -110,8 +115,11 @@ std::optional<Slice> read_slice_header(const std::string& path, std::vector<std:
   if (ds.findAndGetUint16(DCM_Rows, s.rows).bad() || s.rows == 0) problem("no Rows");
   if (ds.findAndGetUint16(DCM_Columns, s.cols).bad() || s.cols == 0) problem("no Columns");
   const auto rs = get_f64(ds, DCM_PixelSpacing, 0), cs = get_f64(ds, DCM_PixelSpacing, 1);
-  if (!rs || !cs || !(*rs > 0) || !(*cs > 0))
-    problem("no valid PixelSpacing");
+  if (!rs || !cs)
+    problem("no PixelSpacing; allowed: two finite spacings > 0 mm");
+  else if (!spacing_ok(*rs) || !spacing_ok(*cs))
+    problem("PixelSpacing is " + header_number_text(*rs) + "\\" + header_number_text(*cs) +
+            "; allowed: two finite spacings > 0 mm");
   else
     s.row_spacing = *rs, s.col_spacing = *cs;
   for (int i = 0; i < 6; ++i) {
@@ -135,7 +143,12 @@ std::optional<Slice> read_slice_header(const std::string& path, std::vector<std:
   s.intercept = get_f64(ds, DCM_RescaleIntercept).value_or(0.0);
   if (s.slope == 0 || !std::isfinite(s.slope) || !std::isfinite(s.intercept))
     problem("RescaleSlope/RescaleIntercept are " + std::to_string(s.slope) + "/" + std::to_string(s.intercept));
-  s.thickness = get_f64(ds, DCM_SliceThickness).value_or(0.0);
+  const auto thickness = get_f64(ds, DCM_SliceThickness);
+  if (thickness && !spacing_ok(*thickness))
+    problem("SliceThickness is " + header_number_text(*thickness) + "; allowed: a finite thickness > 0 mm");
+  s.thickness = thickness.value_or(0.0);
+  OFString modality;
+  if (ds.findAndGetOFString(DCM_Modality, modality).good()) s.modality = modality.c_str();
 
   uint16_t samples = 1;
   ds.findAndGetUint16(DCM_SamplesPerPixel, samples);
@@ -251,7 +264,7 @@ void read_pixels(const Slice& s, float* dst) {
 
 }  // namespace
 
-DicomSeries read_dicom_series(const std::string& folder, const std::string& series_uid) {
+DicomSeries read_dicom_series(const std::string& folder, const std::string& series_uid, const ReadLimits& limits) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) fail(folder, "no such folder");
   if (!dcmDataDict.isDictionaryLoaded())
@@ -272,6 +285,12 @@ DicomSeries read_dicom_series(const std::string& folder, const std::string& seri
   if (slices.empty()) fail(folder, "no DICOM image slices among its " + std::to_string(paths.size()) + " files");
   slices = pick_series(folder, std::move(slices), series_uid);
   check_agreement(slices);
+  // Rows and Columns are 16-bit: the product cannot overflow.
+  const int64_t voxels = int64_t{slices.front().rows} * slices.front().cols * static_cast<int64_t>(slices.size());
+  if (voxels > limits.max_voxels)
+    fail(folder, "series " + slices.front().series_uid + " is " + std::to_string(slices.front().cols) + "x" +
+                     std::to_string(slices.front().rows) + " (Columns x Rows) x " + std::to_string(slices.size()) +
+                     " slices, " + std::to_string(voxels) + " voxels; allowed: " + limits.allowed());
 
   // Order along the normal; positions give the spacing. All slices agree with `ref`.
   const Slice ref = slices.front();
@@ -337,6 +356,9 @@ DicomSeries read_dicom_series(const std::string& folder, const std::string& seri
     out.files.push_back(slices[k].path);
   }
   out.series_uid = ref.series_uid;
+  out.modality = ref.modality;
+  out.datatype = (ref.pixel_representation == 1 ? "int" : "uint") + std::to_string(ref.bits_allocated);
+  out.rescaled = std::any_of(slices.begin(), slices.end(), [](const Slice& s) { return s.slope != 1 || s.intercept != 0; });
   return out;
 }
 

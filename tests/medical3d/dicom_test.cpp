@@ -1,79 +1,19 @@
 #include "medical3d/dicom.h"
 
-#include <dcmtk/config/osconfig.h>  // must come first
-#include <dcmtk/dcmdata/dcdeftag.h>
-#include <dcmtk/dcmdata/dcfilefo.h>
-#include <dcmtk/dcmdata/dcuid.h>
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <optional>
-
+#include "tests/medical3d/dicom_files.h"
 #include "tests/medical3d/test_dir.h"
 
 namespace quartet::medical3d {
 namespace {
 
+using testing::kSeries;
 using testing::read_bytes;
+using testing::SliceSpec;
 using testing::thrown_message;
 using testing::write_bytes;
-
-constexpr const char* kSeries = "1.2.826.0.1.3680043.9.7777.1";
-
-// One CT slice as a scanner would write it. Defaults: 6 columns x 5 rows, coronal.
-struct SliceSpec {
-  std::string series_uid = kSeries;
-  uint16_t rows = 5, cols = 6;
-  std::string pixel_spacing = "0.8\\0.6";         // between rows \ between columns
-  std::string orientation = "1\\0\\0\\0\\0\\-1";  // row cosine (+x), column cosine (-z)
-  std::array<double, 3> position{};
-  std::optional<std::string> slope = "2", intercept = "-1024";
-  uint16_t bits_stored = 16, pixel_representation = 1;
-  std::vector<uint16_t> pixels;  // rows * cols stored values
-  std::optional<std::string> thickness;
-};
-
-std::string ds_triplet(const std::array<double, 3>& p) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%g\\%g\\%g", p[0], p[1], p[2]);
-  return buf;
-}
-
-void write_slice(const std::string& path, const SliceSpec& s) {
-  DcmFileFormat file;
-  DcmDataset* ds = file.getDataset();
-  char uid[100];
-  ASSERT_TRUE(ds->putAndInsertString(DCM_SOPClassUID, UID_CTImageStorage).good());
-  ASSERT_TRUE(
-      ds->putAndInsertString(DCM_SOPInstanceUID, dcmGenerateUniqueIdentifier(uid, SITE_INSTANCE_UID_ROOT)).good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_StudyInstanceUID, "1.2.826.0.1.3680043.9.7777").good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_SeriesInstanceUID, s.series_uid.c_str()).good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_Modality, "CT").good());
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_Rows, s.rows).good());
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_Columns, s.cols).good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_PixelSpacing, s.pixel_spacing.c_str()).good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_ImageOrientationPatient, s.orientation.c_str()).good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_ImagePositionPatient, ds_triplet(s.position).c_str()).good());
-  if (s.thickness) {
-    ASSERT_TRUE(ds->putAndInsertString(DCM_SliceThickness, s.thickness->c_str()).good());
-  }
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_SamplesPerPixel, 1).good());
-  ASSERT_TRUE(ds->putAndInsertString(DCM_PhotometricInterpretation, "MONOCHROME2").good());
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_BitsAllocated, 16).good());
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_BitsStored, s.bits_stored).good());
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_HighBit, s.bits_stored - 1).good());
-  ASSERT_TRUE(ds->putAndInsertUint16(DCM_PixelRepresentation, s.pixel_representation).good());
-  if (s.slope) {
-    ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleSlope, s.slope->c_str()).good());
-  }
-  if (s.intercept) {
-    ASSERT_TRUE(ds->putAndInsertString(DCM_RescaleIntercept, s.intercept->c_str()).good());
-  }
-  ASSERT_EQ(s.pixels.size(), size_t{s.rows} * s.cols);
-  ASSERT_TRUE(ds->putAndInsertUint16Array(DCM_PixelData, s.pixels.data(), s.pixels.size()).good());
-  ASSERT_TRUE(file.saveFile(path.c_str(), EXS_LittleEndianExplicit).good());
-}
+using testing::write_slice;
 
 // The stored value of slice k at (row r, column c): signed, negative for some.
 int16_t stored(int k, int r, int c) { return static_cast<int16_t>(k * 100 + r * 10 + c - 300); }
@@ -272,6 +212,38 @@ TEST_F(Dicom, FolderWithoutSlicesSaysSo) {
   write_bytes(path("a.txt"), "not dicom");
   const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
   EXPECT_NE(msg.find("no DICOM image slices among its 1 files"), std::string::npos) << msg;
+}
+
+// Slices from anywhere: a spacing that is not finite and > 0, or a series larger than the
+// limit, is refused naming the slice or the folder before any pixel data is read.
+using DicomHostile = Dicom;
+
+TEST_F(DicomHostile, ZeroOrNegativePixelSpacingNamesTheSlice) {
+  write_series();
+  for (const std::string bad : {"0\\0.6", "0.8\\-0.6"}) {
+    SliceSpec odd = slice(2);
+    odd.pixel_spacing = bad;
+    write_slice(slice_path(2), odd);
+    const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+    EXPECT_NE(msg.find(slice_path(2) + ": PixelSpacing is "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("; allowed: two finite spacings > 0 mm"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(DicomHostile, ZeroSliceThicknessOfOneSliceIsRefused) {
+  SliceSpec s = slice(0);
+  s.thickness = "0";
+  write_slice(slice_path(0), s);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_EQ(msg, slice_path(0) + ": SliceThickness is 0; allowed: a finite thickness > 0 mm");
+}
+
+TEST_F(DicomHostile, MoreVoxelsThanTheLimitAreRefusedBeforeReadingPixels) {
+  write_series();
+  const std::string msg = thrown_message<std::runtime_error>(
+      [&] { read_dicom_series(dir_.string(), {}, ReadLimits::at_most(200, "the test's limit")); });
+  EXPECT_EQ(msg, dir_.string() + ": series " + kSeries +
+                     " is 6x5 (Columns x Rows) x 8 slices, 240 voxels; allowed: at most 200 voxels (the test's limit)");
 }
 
 }  // namespace
