@@ -6,6 +6,7 @@
 
 #include "engine/safetensors.h"
 #include "experiments/bench_collectives.h"
+#include "experiments/inspect_command.h"
 #include "experiments/launcher.h"
 #include "experiments/phantom_command.h"
 #include "experiments/predict_command.h"
@@ -123,6 +124,8 @@ int main(int argc, char** argv) {
   CLI::App* phantom_cmd = add_phantom_command(app, phantom_opts);
   PredictOptions predict_opts;
   CLI::App* predict_cmd = add_predict_command(app, predict_opts);
+  InspectOptions inspect_opts;
+  CLI::App* inspect_cmd = add_inspect_command(app, inspect_opts);
 
   ReportOptions report_opts;
   CLI::App* report_cmd = add_report_command(app, report_opts);
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
     if (*bench.bench) return bench_collectives_main(bench_opts);
     if (*phantom_cmd) return phantom_main(phantom_opts);
     if (*predict_cmd) return predict_main(predict_opts);
+    if (*inspect_cmd) return inspect_main(inspect_opts);
     if (*report_cmd) return report_main(report_opts, argc, argv);
     if (*bench.rank) return bench_collectives_rank_main(bench_rank_opts);
     if (*role_cmd) {

@@ -1,7 +1,7 @@
 // The `quartet` binary built without NIfTI support (QUARTET_MEDICAL_IO off, or libnifti2
-// and DCMTK not found): a spec naming msd-folder, `quartet predict` and `quartet phantom`
-// exit with code 2 and one line saying what is missing and how to get it. Real processes,
-// so labelled multirank and run serially.
+// and DCMTK not found): a spec naming msd-folder, `quartet predict`, `quartet inspect` and
+// `quartet phantom` exit with code 2 and one line saying what is missing and how to get
+// it. Real processes, so labelled multirank and run serially.
 
 #include <gtest/gtest.h>
 
@@ -58,6 +58,10 @@ TEST_F(WithoutMedicalIo, PredictAndPhantomExitWith2SayingWhatIsMissing) {
   expect_one_line({"phantom", "--kind", "ct", "--count", "1", "--size", "32", "--out", (dir_ / "ct").string()},
                   "quartet: phantom " + kMissing);
   EXPECT_FALSE(fs::exists(dir_ / "ct"));
+}
+
+TEST_F(WithoutMedicalIo, InspectExitsWith2SayingWhatIsMissing) {
+  expect_one_line({"inspect", (dir_ / "ct.nii.gz").string()}, "quartet: inspect " + kMissing);
 }
 
 }  // namespace
