@@ -9,11 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -704,6 +706,51 @@ TEST_F(Cli, PipelineStageProcessesEqualAccumulateBitForBit) {
     const json summary = json::parse(file_bytes(dir_ / "r" / arm / "summary.json"));
     EXPECT_EQ(summary["status"], "finished") << arm;
   }
+}
+
+// The bytes of each model stage's tensors in a safetensors file: its header's data
+// offsets, summed per name prefix ("conv1.weight" is conv1's).
+std::map<std::string, int64_t> stage_bytes(const fs::path& p) {
+  const std::string bytes = file_bytes(p);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::map<std::string, int64_t> out;
+  const json header = json::parse(bytes.substr(8, n));
+  for (const auto& [name, t] : header.items()) {
+    if (name == "__metadata__") continue;
+    out[name.substr(0, name.find('.'))] += t["data_offsets"][1].get<int64_t>() - t["data_offsets"][0].get<int64_t>();
+  }
+  return out;
+}
+
+// Each stage process frees the weights of the stages it does not run: its parameter
+// memory, current and peak, is its own stages' at every step, evaluations included.
+TEST_F(Cli, PipelineStageProcessesHoldOnlyTheirOwnStagesParameters) {
+  const Result r = quartet({"run", write_spec(pipeline_spec()).string(), "--out", (dir_ / "r").string(),
+                            "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::map<std::string, int64_t> bytes = stage_bytes(dir_ / "r" / "accum-4" / "final.safetensors");
+  const std::vector<std::string> cnn{"conv1", "conv2", "fc1", "fc2"};
+  for (const auto& [arm, stages] : {std::pair{"gpipe-2", 2}, std::pair{"1f1b-4", 4}})
+    for (int s = 0; s < stages; ++s) {
+      const std::vector<json> steps =
+          records_of(dir_ / "r" / arm / "roles" / ("stage" + std::to_string(s) + ".jsonl"), "step");
+      ASSERT_FALSE(steps.empty()) << arm;
+      const json& p = steps.front()["pipeline"];
+      int64_t own = 0;
+      for (auto it = std::find(cnn.begin(), cnn.end(), p["first"]); it != cnn.end(); ++it) {
+        own += bytes.at(*it);
+        if (*it == p["last"]) break;
+      }
+      int64_t whole = 0;
+      for (const auto& [stage, b] : bytes) whole += b;
+      ASSERT_LT(own, whole) << arm << " stage " << s;
+      std::cout << "[ measured ] " << arm << " stage " << s << ": parameters " << own << " of " << whole << " bytes\n";
+      for (const json& step : steps) {
+        EXPECT_EQ(step["memory"]["parameters"]["current"].get<int64_t>(), own) << arm << " stage " << s;
+        EXPECT_EQ(step["memory"]["parameters"]["peak"].get<int64_t>(), own) << arm << " stage " << s;
+      }
+    }
 }
 
 TEST_F(Cli, PipelineSettingsThatCannotRunExitWith2) {

@@ -8,8 +8,9 @@
 //
 // and at every evaluation (each epoch's end, the last step) the stages' weights relay
 // down to stage 0 ("weights"), which evaluates the whole model and at the end writes the
-// arm's final weights. Each stage holds the whole model's weights (loaded from the arm's
-// initial weights) but trains and updates only its own stages.
+// arm's final weights. Each stage loads the whole model's initial weights and frees those
+// of the stages it does not run at once; a stage's weights come back only to relay the
+// weights downstream of it (stage 0: to evaluate and write them), and go again after.
 //
 // Any failure closes the stage's links, so its neighbours' waits end at once and they
 // fail in turn; a neighbour silent for step_timeout_s fails the stage.
@@ -96,6 +97,7 @@ class Stage {
   void close_links();
   void train_step(const std::vector<int64_t>& order, int64_t b, int64_t epoch, StepRecord& r, nlohmann::json& info);
   void gather();
+  void release_others();
   template <class Fn>
   auto receive(transport::Connection& conn, const char* kind, const std::string& what, Fn&& fn) {
     try {
@@ -113,6 +115,8 @@ class Stage {
   std::shared_ptr<engine::Model> model_;
   std::vector<int> bounds_;
   std::vector<engine::Tensor> params_;
+  engine::NamedTensors downstream_;  // the state of the stages after this one's, released between gathers
+  engine::NamedTensors upstream_;    // the state of the stages before this one's, always released
   std::unique_ptr<engine::Optimizer> optimizer_;
   std::vector<Op> ops_;
   split::Traffic traffic_;
@@ -277,14 +281,15 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
 }
 
 // The stages' weights relay down to stage 0: each stage takes its downstream stages'
-// state from its neighbour and passes it on with its own.
+// state from its neighbour and passes it on with its own. Their storage comes back for
+// the relay (and stage 0's evaluation) and goes again with release_others().
 void Stage::gather() {
-  const int lo = bounds_[static_cast<size_t>(stage_)], hi = bounds_[static_cast<size_t>(stage_) + 1];
+  const int lo = bounds_[static_cast<size_t>(stage_)];
   const int n = bounds_.back();
   if (!last_) {
-    engine::NamedTensors into = split::stages_state(*model_, range(hi, n));
+    for (auto& [name, t] : downstream_) t.materialize_storage();
     receive(*next_, "weights", "the weights of stages after " + std::to_string(stage_), [&] {
-      split::receive_state(*next_, into, timeout_);
+      split::receive_state(*next_, downstream_, timeout_);
       return 0;
     });
   }
@@ -295,14 +300,26 @@ void Stage::gather() {
   }
 }
 
+// Frees the weights of the stages this process does not run; the peaks restart from what
+// training holds, as after an evaluation.
+void Stage::release_others() {
+  for (auto* state : {&upstream_, &downstream_})
+    for (auto& [name, t] : *state)
+      if (t.resident()) t.release_storage();
+  engine::reset_memory_peaks();
+}
+
 void Stage::run() {
   if (!ctx_.coordinator) throw std::invalid_argument("pipeline: a stage needs the run's coordinator to find its neighbours");
   const workloads::Workload& wl = *ctx_.workload;
   const TrainConfig& cfg = ctx_.config;
   model_ = load_initial_model(ctx_);
   bounds_ = stage_bounds(model_->stage_names(), s_);
-  params_ = split::stages_parameters(*model_, range(bounds_[static_cast<size_t>(stage_)],
-                                                    bounds_[static_cast<size_t>(stage_) + 1]));
+  const int lo = bounds_[static_cast<size_t>(stage_)], hi = bounds_[static_cast<size_t>(stage_) + 1];
+  params_ = split::stages_parameters(*model_, range(lo, hi));
+  upstream_ = split::stages_state(*model_, range(0, lo));
+  downstream_ = split::stages_state(*model_, range(hi, bounds_.back()));
+  release_others();
   optimizer_ = make_optimizer(cfg.optimizer, params_);
   ops_ = stage_schedule(s_.schedule, stage_, P_, s_.micro_batches);
   const LoopPlan plan = plan_loop(cfg, wl.train_size());
@@ -354,17 +371,22 @@ void Stage::run() {
         r.epoch = static_cast<double>(pos.samples) / static_cast<double>(wl.train_size());
         capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
         const bool evaluate = b + 1 == plan.steps_per_epoch || capped;
+        const bool final_step = capped || (evaluate && epoch + 1 == cfg.epochs);
+        // The step's training memory, before the relay brings other stages' weights back.
+        const engine::MemStats train_mem = engine::memory_stats();
         if (evaluate) gather();
         const split::Traffic::Count total = traffic_.total();
         r.bytes_sent = total.sent;
         r.bytes_received = total.received;
         r.messages = total.messages;
         info["traffic"] = traffic_.to_json();
-        finish_step(ctx_, records, r, 0.0, clock, evaluate && first_, *model_, {{"pipeline", info}});
+        finish_step(ctx_, records, r, 0.0, clock, evaluate && first_, *model_, {{"pipeline", info}}, train_mem);
+        if (final_step && first_)
+          engine::save_safetensors(final_weights_path(ctx_.arm_dir).string(), model_->state_dict());
+        if (evaluate) release_others();
         if (capped) break;
       }
     }
-    if (first_) engine::save_safetensors(final_weights_path(ctx_.arm_dir).string(), model_->state_dict());
   } catch (const std::exception& e) {
     close_links();
     throw std::runtime_error("pipeline " + ctx_.role + ": " + e.what());
