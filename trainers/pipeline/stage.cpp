@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -55,6 +56,15 @@ struct StepDone {
 
 transport::Deadline deadline(double seconds) {
   return std::chrono::duration_cast<transport::Deadline>(std::chrono::duration<double>(seconds));
+}
+
+// Seconds to the microsecond: a timeline's times, short in the records.
+double rounded(double seconds) { return std::round(seconds * 1e6) / 1e6; }
+
+// The system clock, which the stage processes of one machine share: it lines up their
+// timelines.
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int64_t stage_of(const std::string& role, int64_t stages) {
@@ -156,6 +166,8 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
   };
   const split::Traffic::Count before = traffic_.total();
   Stopwatch wall;
+  const double wall_start = unix_seconds();
+  nlohmann::json timeline = nlohmann::json::array();  // [op, micro-batch, start, end], s from wall_start
   model_->train();
   for (engine::Tensor p : params_) p.zero_grad();
   optimizer_->zero_grad();
@@ -168,14 +180,6 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
     if (op.forward) {
       InFlight f;
       std::vector<int32_t> labels;
-      if (first_ || last_) {
-        // The last stage reads the labels of the same samples, in the same seeded order.
-        Stopwatch c;
-        workloads::Batch data = wl.train_batch(slice(op.micro), epoch);
-        r.data += c.seconds();
-        if (first_) f.inputs = {data.x.to(ctx_.device)};
-        labels = std::move(data.y);
-      }
       if (!first_) {
         f.inputs = receive(*prev_, "activations", "the activations of " + mb + " from stage " +
                                                       std::to_string(stage_ - 1), [&] {
@@ -188,6 +192,15 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
           a.set_requires_grad(true);
         }
       }
+      const double start = wall.seconds();
+      if (first_ || last_) {
+        // The last stage reads the labels of the same samples, in the same seeded order.
+        Stopwatch c;
+        workloads::Batch data = wl.train_batch(slice(op.micro), epoch);
+        r.data += c.seconds();
+        if (first_) f.inputs = {data.x.to(ctx_.device)};
+        labels = std::move(data.y);
+      }
       Stopwatch c;
       f.outputs = model_->forward_stages(f.inputs, lo, hi);
       if (last_) {
@@ -196,6 +209,7 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
         loss_sum += f.loss.item();
       }
       r.forward += c.seconds();
+      timeline.push_back({"F", op.micro, rounded(start), rounded(wall.seconds())});
       if (!last_)
         to_next_->post("activations", [outs = f.outputs, t = timeout_](transport::Connection& conn) {
           split::send_engine_tensors(conn, outs, "act", t);
@@ -212,6 +226,7 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
         grads = receive(*next_, "gradients", "the gradients of " + mb + " from stage " + std::to_string(stage_ + 1),
                         [&] { return split::receive_engine_tensors(*next_, timeout_, kMaxCutTensors, ctx_.device,
                                                                    f.outputs); });
+      const double start = wall.seconds();
       Stopwatch c;
       if (last_) {
         engine::scale(f.loss, 1.0f / static_cast<float>(m)).backward();
@@ -227,16 +242,19 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       engine::TensorList back;
       if (!first_) back = grads_of(f.inputs);
       r.backward += c.seconds();
+      timeline.push_back({"B", op.micro, rounded(start), rounded(wall.seconds())});
       if (!first_)
         to_prev_->post("gradients", [back, t = timeout_](transport::Connection& conn) {
           split::send_engine_tensors(conn, back, "grad", t);
         });
     }
   }
+  const double step_start = wall.seconds();
   Stopwatch c;
   optimizer_->set_lr(static_cast<float>(lr_));
   optimizer_->step();
   r.optimizer = c.seconds();
+  timeline.push_back({"S", -1, rounded(step_start), rounded(wall.seconds())});
   step_ += 1;
   // The step's loss comes back from the last stage, which has stepped by then.
   double loss = loss_sum / static_cast<double>(m);
@@ -277,7 +295,9 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
           {"activations_peak", mem.peak[static_cast<size_t>(engine::MemTag::activations)]},
           {"step_bytes_sent", after.sent - before.sent},
           {"step_bytes_received", after.received - before.received},
-          {"step_messages", after.messages - before.messages}};
+          {"step_messages", after.messages - before.messages},
+          {"timeline_start", wall_start},
+          {"timeline", std::move(timeline)}};
 }
 
 // The stages' weights relay down to stage 0: each stage takes its downstream stages'

@@ -210,7 +210,8 @@ TEST_F(Pipeline, FourStagesEqualAccumulateWithTheSameMicroBatchesUnderBothSchedu
 }
 
 // Each stage's records: its compute and idle time, bytes, the micro-batches it held at
-// once (1F1B: P - stage; GPipe: m), the bubble formula; stage 0 evaluates.
+// once (1F1B: P - stage; GPipe: m), the bubble formula, the step's timeline; stage 0
+// evaluates.
 TEST_F(Pipeline, EachStageRecordsBusyIdleBytesAndTheMicroBatchesItHeld) {
   for (const std::string schedule : {"gpipe", "1f1b"}) {
     run_pipeline(schedule, {"conv1", "conv2", "fc1"}, schedule);
@@ -227,6 +228,21 @@ TEST_F(Pipeline, EachStageRecordsBusyIdleBytesAndTheMicroBatchesItHeld) {
         EXPECT_GT(p["step_bytes_sent"].get<int64_t>(), 0);
         EXPECT_GT(p["activations_peak"].get<int64_t>(), 0);
         EXPECT_GT(r["loss"].get<double>(), 0.0);
+        // The timeline: the schedule's operations in order, then the optimizer step.
+        const std::vector<Op> ops = stage_schedule(schedule, s, 4, kMicro);
+        const json& timeline = p["timeline"];
+        ASSERT_EQ(timeline.size(), ops.size() + 1);
+        double before = 0.0;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          EXPECT_EQ(timeline[i][0], ops[i].forward ? "F" : "B");
+          EXPECT_EQ(timeline[i][1].get<int64_t>(), ops[i].micro);
+          EXPECT_GE(timeline[i][2].get<double>(), before);
+          EXPECT_GE(timeline[i][3].get<double>(), timeline[i][2].get<double>());
+          before = timeline[i][3].get<double>();
+        }
+        EXPECT_EQ(timeline.back()[0], "S");
+        EXPECT_LE(timeline.back()[3].get<double>(), p["step_wall"].get<double>() + 1e-6);
+        EXPECT_GT(p["timeline_start"].get<double>(), 1.7e9);
       }
       EXPECT_EQ(records.back().contains("eval"), s == 0) << schedule << " stage " << s;
       // Stage 0 receives only gradients and control; the last stage sends only gradients and control.
