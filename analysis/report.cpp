@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/pipeline_view.h"
 #include "analysis/projection.h"
 #include "trainers/records.h"
 
@@ -198,12 +199,40 @@ std::string projection_markdown(const RunResults& run) {
   return out.str();
 }
 
+std::string pipeline_markdown(const RunResults& run) {
+  std::ostringstream md;
+  for (const ArmResults& a : run.arms) {
+    const std::vector<StageFigures> stages = pipeline_stages(a);
+    if (stages.empty()) continue;
+    md << "### " << a.name << "\n\n" << stages.size() << " stages, " << stages.front().micro_batches
+       << " micro-batches, " << stages.front().schedule << "; balance (busiest / least busy stage's compute) "
+       << fixed(stage_balance(stages), 2) << ".\n\n"
+       << to_markdown(pipeline_table(stages)) << "\n";
+    if (!pipeline_timeline(a).empty())
+      md << "![" << a.name << ": one step](" << timeline_file(a) << ")\n\nThe last step on every stage, on one "
+         << "clock: forwards blue, backwards orange, the optimizer grey; the gaps are idle.\n\n";
+  }
+  const std::string body = md.str();
+  return body.empty() ? "" : body + pipeline_table_note() + "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> pipeline_timeline_images(const RunResults& run) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ArmResults& a : run.arms) {
+    const std::vector<StageTimeline> t = pipeline_timeline(a);
+    if (!t.empty()) out.emplace_back(timeline_file(a), timeline_svg(t, a.name + ": the last step, stage by stage"));
+  }
+  return out;
+}
+
 std::string report_markdown(const RunResults& run, const std::vector<ChartImage>& charts) {
   std::ostringstream md;
   md << "# " << run.name << "\n\nRun folder `" << run.dir.filename().string() << "`, status **" << run.status
      << "**. " << environment_line(run) << ".\n\n";
   for (const std::string& p : problems(run)) md << "> " << p << "\n\n";
   md << "## Summary (measured)\n\n" << summary_markdown(run) << "\n";
+  const std::string pipeline = pipeline_markdown(run);
+  if (!pipeline.empty()) md << "## Pipeline stages (measured)\n\n" << pipeline << "\n";
   if (!charts.empty()) {
     md << "## Charts\n\n";
     for (const ChartImage& c : charts) md << "![" << c.title << "](" << c.file << ")\n\n" << c.caption << "\n\n";

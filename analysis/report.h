@@ -5,6 +5,7 @@
 // The Qt report (gui/report.h) adds the charts and the HTML page around the same tables.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/results_model.h"
@@ -51,8 +52,17 @@ std::vector<std::string> problems(const RunResults& run);
 std::string summary_markdown(const RunResults& run);
 std::string projection_markdown(const RunResults& run);
 
-// The whole report.md: the run, its problems, the summary, `charts` (none: no charts
-// section) and the projection.
+// Per pipeline arm: its stages' table (analysis/pipeline_view.h), the balance of their
+// compute, and its step timeline's image (timeline_file()) where the records carry one.
+// "" for a run without pipeline arms.
+std::string pipeline_markdown(const RunResults& run);
+
+// The timeline images pipeline_markdown() shows: file name and SVG text, one per pipeline
+// arm whose records carry a timeline. They need no Qt: every report writes them.
+std::vector<std::pair<std::string, std::string>> pipeline_timeline_images(const RunResults& run);
+
+// The whole report.md: the run, its problems, the summary, the pipeline stages, `charts`
+// (none: no charts section) and the projection.
 std::string report_markdown(const RunResults& run, const std::vector<ChartImage>& charts);
 
 }  // namespace quartet::analysis

@@ -86,6 +86,7 @@ int report_main(const ReportOptions& o, int argc, char** argv) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw std::runtime_error(dir.string() + ": cannot create: " + ec.message());
+    for (const auto& [file, svg] : analysis::pipeline_timeline_images(run)) write_file_atomically(dir / file, svg);
     write_file_atomically(dir / "report.md", md);
   } catch (const std::exception& e) {
     std::cerr << "quartet report: " << e.what() << "\n";

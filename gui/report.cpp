@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/pipeline_view.h"
 #include "analysis/projection.h"
 #include "experiments/results.h"
 #include "gui/chart_render.h"
@@ -94,6 +95,23 @@ std::string report_html(const RunResults& run, const std::string& image_ext) {
   for (const std::string& p : problems(run)) out << "<p class=\"problem\">" << escape_html(p) << "</p>\n";
   out << "<h2>Summary (measured)</h2>\n" << to_html(arms_table(run.arms)) << "<p>" << escape_html(arms_table_note())
       << "</p>\n";
+  bool pipeline_heading = false;
+  for (const analysis::ArmResults& a : run.arms) {
+    const std::vector<analysis::StageFigures> stages = analysis::pipeline_stages(a);
+    if (stages.empty()) continue;
+    if (!pipeline_heading) out << "<h2>Pipeline stages (measured)</h2>\n";
+    pipeline_heading = true;
+    out << "<h3>" << escape_html(a.name) << "</h3>\n<p>" << stages.size() << " stages, "
+        << stages.front().micro_batches << " micro-batches, " << escape_html(stages.front().schedule)
+        << "; balance (busiest / least busy stage's compute) " << analysis::fixed(analysis::stage_balance(stages), 2)
+        << ".</p>\n"
+        << to_html(analysis::pipeline_table(stages));
+    if (!analysis::pipeline_timeline(a).empty())
+      out << "<figure><img src=\"" << escape_html(analysis::timeline_file(a)) << "\" alt=\"" << escape_html(a.name)
+          << ": one step\"><figcaption>The last step on every stage, on one clock: forwards blue, backwards orange, "
+             "the optimizer grey; the gaps are idle.</figcaption></figure>\n";
+  }
+  if (pipeline_heading) out << "<p>" << escape_html(analysis::pipeline_table_note()) << "</p>\n";
   out << "<h2>Charts</h2>\n";
   for (const ChartInfo& c : chart_kinds()) {
     const std::string file = std::string(c.id) + "." + image_ext;
@@ -125,6 +143,7 @@ std::vector<fs::path> write_report(const RunResults& run, const analysis::Report
       written.push_back(stem.string() + ".svg");
     }
   }
+  for (const auto& [file, svg] : analysis::pipeline_timeline_images(run)) write_text(dir / file, svg, written);
   const std::string image_ext = formats.png ? "png" : "svg";
   if (formats.md) {
     std::vector<analysis::ChartImage> images;
