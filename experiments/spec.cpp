@@ -159,6 +159,17 @@ void check_workload(json& w, const std::string& path, const std::optional<traine
     for (const char* f : kVolumeFields)
       if (w.contains(f))
         throw SpecError(path + "." + f + ": only the volume workloads take " + f + ", this one is " + name);
+    if (name == "synthetic" && limits) {  // every sample is made up front: 28x28 bytes and a label
+      const workloads::WorkloadConfig defaults;
+      const int64_t train = w.at("train_samples").get<int64_t>(), test = w.at("test_samples").get<int64_t>();
+      const int64_t samples = (train > 0 ? train : defaults.synthetic_train) + (test > 0 ? test : defaults.synthetic_test);
+      constexpr int64_t kSampleBytes = 28 * 28 + 4;
+      const int64_t bytes = samples > INT64_MAX / kSampleBytes ? INT64_MAX : samples * kSampleBytes;
+      trainers::check_limit(path + ".train_samples", bytes, limits->memory,
+                            "bytes of synthetic samples (" + std::to_string(samples) + " of " +
+                                std::to_string(kSampleBytes) + " bytes each, made up front)",
+                            limits->basis + ", half its memory");
+    }
     return;
   }
   for (const char* f : {"train_samples", "test_samples"})

@@ -387,6 +387,13 @@ TEST(Spec, ArmsAreHeldToTheMachinesLimitsUnlessTheyOverrideThem) {
   expect_error(j, "spec.arms[0].threads: ");
   j["arms"][0]["threads"] = 100000;
   expect_error(j, "spec.arms[0].threads: expected an integer ≥ 0 and ≤ 1024");  // even overridden: not startable
+
+  // The synthetic workload makes its samples up front: a quadrillion would be 788 PB.
+  j = valid();
+  j["workload"] = {{"name", "synthetic"}, {"model", "mlp"}, {"train_samples", int64_t{1000000000000000}}};
+  expect_error(j, "spec.workload.train_samples: 788000000000403456 bytes of synthetic samples");
+  j["workload"]["train_samples"] = 4096;
+  EXPECT_EQ(error_of(j), "");
 }
 
 // Roles parse the spec as run again: parsing it once more changes nothing, for every arm
