@@ -31,43 +31,25 @@ using testing::max_abs_diff;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class DataParallel : public test_util::TempFolderTest {
+class DataParallel : public testing::RegimeTest {
  protected:
-  DataParallel() : TempFolderTest("data_parallel") {}
+  DataParallel() : RegimeTest("data_parallel") {}
   static void SetUpTestSuite() {
     // A rank that fails must not leave its peers waiting Gloo's default five minutes.
     ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0);
   }
 
-  void SetUp() override {
-    TempFolderTest::SetUp();
-  }
-
   void use_workload(const std::string& model, int64_t train = 512) {
-    model_ = model;
     workloads::WorkloadConfig wc;
     wc.name = "synthetic";
     wc.model = model;
     wc.train_limit = train;
     wc.test_limit = 64;
-    workload_ = workloads::make_workload(wc);
-    init_ = dir_ / "init.safetensors";
-    engine::save_safetensors(init_.string(), workload_->make_model(model, 3)->state_dict());
+    RegimeTest::use_workload(wc);
   }
 
   RoleContext context(const std::string& arm, int ranks, int64_t max_steps, json settings = json::object()) {
-    RoleContext c;
-    c.arm = arm;
-    c.arm_dir = dir_ / arm;
-    fs::create_directories(c.arm_dir / "roles");
-    c.init_weights = init_;
-    c.model_name = model_;
-    c.config.batch = 64;
-    c.config.max_steps = max_steps;
-    c.config.eval_batch = 64;
-    c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
-    c.config.seed = 5;
-    c.workload = workload_.get();
+    RoleContext c = RegimeTest::context(arm, 64, max_steps);
     settings["ranks"] = ranks;
     c.settings = testing::regime_settings("data_parallel", c, settings);
     return c;
@@ -78,12 +60,6 @@ class DataParallel : public test_util::TempFolderTest {
     testing::run_role("single", c);
   }
 
-
-  engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
-  }
-
-
   // The largest peak of `tag` any record of the arm's ranks saw (process-wide: every
   // rank's thread together).
   int64_t peak(const std::string& arm, int ranks, const std::string& tag) {
@@ -93,14 +69,6 @@ class DataParallel : public test_util::TempFolderTest {
         p = std::max(p, j["memory"][tag]["peak"].get<int64_t>());
     return p;
   }
-
-  std::vector<json> records(const std::string& arm, const std::string& role) {
-    return testing::read_records(dir_ / arm, role);
-  }
-
-  fs::path init_;
-  std::string model_;
-  std::unique_ptr<workloads::Workload> workload_;
 };
 
 // Tolerance for "the same update": float sums in another order (per-rank means, then

@@ -1,8 +1,8 @@
 #pragma once
 
-// Helpers the trainer tests share: comparing final weights, reading a role's records,
-// and running every role of an arm (data_parallel's ranks, pipeline's stages) as threads
-// of the test process.
+// Helpers the trainer tests share: a folder with a workload and initial weights, comparing
+// final weights, reading a role's records, and running every role of an arm
+// (data_parallel's ranks, pipeline's stages) as threads of the test process.
 
 #include <gtest/gtest.h>
 
@@ -20,8 +20,11 @@
 #include <vector>
 
 #include "engine/nn.h"
+#include "engine/safetensors.h"
+#include "tests/temp_folder.h"
 #include "trainers/regime.h"
 #include "transport/coordinator.h"
+#include "workloads/workload.h"
 
 namespace quartet::trainers::testing {
 
@@ -101,5 +104,50 @@ inline void run_roles_as_threads(const std::string& regime_name, const RoleConte
 // Runs every rank of `c`'s data_parallel arm as a thread, over a real coordinator and
 // Gloo; rethrows the first rank's error.
 inline void run_data_parallel_ranks(const RoleContext& c) { run_roles_as_threads("data_parallel", c); }
+
+// A test folder holding a workload and the initial weights every arm of the test starts
+// from (the model's seed-3 initialisation); context() is an arm's role context with the
+// tests' usual training settings (SGD 0.05 with momentum 0.9, seed 5), which a test then
+// changes where it needs to.
+class RegimeTest : public test_util::TempFolderTest {
+ protected:
+  using TempFolderTest::TempFolderTest;
+
+  void use_workload(const workloads::WorkloadConfig& wc) {
+    model_ = wc.model;
+    workload_ = workloads::make_workload(wc);
+    init_ = dir_ / "init.safetensors";
+    engine::save_safetensors(init_.string(), workload_->make_model(model_, 3)->state_dict());
+  }
+
+  // requires use_workload() first
+  RoleContext context(const std::string& arm, int64_t batch, int64_t max_steps) const {
+    RoleContext c;
+    c.arm = arm;
+    c.role = "trainer";
+    c.arm_dir = dir_ / arm;
+    std::filesystem::create_directories(c.arm_dir / "roles");
+    c.init_weights = init_;
+    c.model_name = model_;
+    c.config.batch = batch;
+    c.config.max_steps = max_steps;
+    c.config.eval_batch = 64;
+    c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
+    c.config.seed = 5;
+    c.workload = workload_.get();
+    return c;
+  }
+
+  engine::NamedTensors final_weights(const std::string& arm) const {
+    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
+  }
+  std::vector<nlohmann::json> records(const std::string& arm, const std::string& role) const {
+    return read_records(dir_ / arm, role);
+  }
+
+  std::filesystem::path init_;
+  std::string model_;
+  std::unique_ptr<workloads::Workload> workload_;
+};
 
 }  // namespace quartet::trainers::testing

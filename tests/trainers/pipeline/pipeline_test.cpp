@@ -131,36 +131,22 @@ TEST_F(PipelineSettings, RolesAreOneStageProcessEach) {
 
 // --- training -------------------------------------------------------------------------
 
-class Pipeline : public test_util::TempFolderTest {
+class Pipeline : public testing::RegimeTest {
  protected:
-  Pipeline() : TempFolderTest("pipeline") {}
+  Pipeline() : RegimeTest("pipeline") {}
 
   void SetUp() override {
-    TempFolderTest::SetUp();
+    RegimeTest::SetUp();
     workloads::WorkloadConfig wc;
     wc.name = "synthetic";
     wc.model = "cnn";
     wc.train_limit = 256;
     wc.test_limit = 64;
-    workload_ = workloads::make_workload(wc);
-    init_ = dir_ / "init.safetensors";
-    engine::save_safetensors(init_.string(), workload_->make_model("cnn", 3)->state_dict());
+    use_workload(wc);
   }
 
   RoleContext context(const std::string& arm, const std::string& regime, json fields) {
-    RoleContext c;
-    c.arm = arm;
-    c.role = "trainer";
-    c.arm_dir = dir_ / arm;
-    fs::create_directories(c.arm_dir / "roles");
-    c.init_weights = init_;
-    c.model_name = "cnn";
-    c.config.batch = 32;
-    c.config.max_steps = 4;
-    c.config.eval_batch = 64;
-    c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
-    c.config.seed = 5;
-    c.workload = workload_.get();
+    RoleContext c = RegimeTest::context(arm, 32, 4);
     c.settings = testing::regime_settings(regime, c, std::move(fields));
     return c;
   }
@@ -168,10 +154,6 @@ class Pipeline : public test_util::TempFolderTest {
   void run_pipeline(const std::string& arm, std::vector<std::string> cuts, const std::string& schedule) {
     testing::run_roles_as_threads(
         "pipeline", context(arm, "pipeline", {{"cuts", cuts}, {"micro_batches", kMicro}, {"schedule", schedule}}));
-  }
-
-  engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
   }
 
   // Runs single and accumulate with kMicro micro-batches, then the pipeline with `cuts`
@@ -197,8 +179,6 @@ class Pipeline : public test_util::TempFolderTest {
   // in another order over a few SGD steps with momentum.
   static constexpr double kSameUpdate = 1e-5;
   static constexpr int64_t kMicro = 4;
-  fs::path init_;
-  std::unique_ptr<workloads::Workload> workload_;
 };
 
 TEST_F(Pipeline, TwoStagesEqualAccumulateWithTheSameMicroBatchesUnderBothSchedules) {
@@ -299,11 +279,11 @@ TEST_F(Pipeline, AStageWhoseNeighbourDiesFailsPromptlyNamingIt) {
 
 // unet3d's skip connections cross the cuts as extra tensors; InstanceNorm normalises each
 // sample alone, so micro-batches compute single's update on volumes too.
-class VolumePipeline : public test_util::TempFolderTest {
+class VolumePipeline : public testing::RegimeTest {
  protected:
-  VolumePipeline() : TempFolderTest("volume_pipeline") {}
+  VolumePipeline() : RegimeTest("volume_pipeline") {}
   void SetUp() override {
-    TempFolderTest::SetUp();
+    RegimeTest::SetUp();
     workloads::WorkloadConfig wc;
     wc.name = "phantom-ct-seg";
     wc.model = "unet3d";
@@ -312,33 +292,15 @@ class VolumePipeline : public test_util::TempFolderTest {
     wc.volume_size = 32;
     wc.patch = 16;
     wc.seed = 2;
-    workload_ = workloads::make_workload(wc);
-    init_ = dir_ / "init.safetensors";
-    engine::save_safetensors(init_.string(), workload_->make_model("unet3d", 3)->state_dict());
+    use_workload(wc);
   }
   RoleContext context(const std::string& arm, const std::string& regime, json fields) {
-    RoleContext c;
-    c.arm = arm;
-    c.role = "trainer";
-    c.arm_dir = dir_ / arm;
-    fs::create_directories(c.arm_dir / "roles");
-    c.init_weights = init_;
-    c.model_name = "unet3d";
-    c.config.batch = 4;
+    RoleContext c = RegimeTest::context(arm, 4, 2);
     c.config.epochs = 2;
-    c.config.max_steps = 2;
     c.config.eval_batch = 4;
-    c.config.optimizer = {.name = "sgd", .lr = 0.05f, .momentum = 0.9f};
-    c.config.seed = 5;
-    c.workload = workload_.get();
     c.settings = testing::regime_settings(regime, c, std::move(fields));
     return c;
   }
-  engine::NamedTensors final_weights(const std::string& arm) {
-    return engine::load_safetensors(final_weights_path(dir_ / arm).string());
-  }
-  fs::path init_;
-  std::unique_ptr<workloads::Workload> workload_;
 };
 
 TEST_F(VolumePipeline, FourStagesOfUnet3dEqualAccumulateUnderBothSchedules) {
