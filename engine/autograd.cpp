@@ -309,4 +309,10 @@ TensorList checkpoint(const SegmentFn& forward, SegmentFn recompute, const Tenso
   return result;
 }
 
+TensorList grads_or_zeros(const TensorList& leaves) {
+  TensorList out;
+  for (const Tensor& l : leaves) out.push_back(l.grad().defined() ? l.grad() : Tensor::zeros(l.shape(), l.device()));
+  return out;
+}
+
 }  // namespace quartet::engine

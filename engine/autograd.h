@@ -77,6 +77,10 @@ void run_backward(const Tensor& root, const Tensor& grad);
 // requires roots.size() == grads.size() >= 1, grads[i] shaped like roots[i]
 void run_backward(const TensorList& roots, const TensorList& grads);
 
+// The gradients of `leaves` after a backward, zeros (on the leaf's device) for a leaf that
+// got none: what a cut model sends back for the tensors that crossed its cut.
+TensorList grads_or_zeros(const TensorList& leaves);
+
 // ---- activation checkpointing (Chen et al. 2016; PyTorch's torch.utils.checkpoint) ----
 
 // A segment of a network: a list of tensors in, a list of tensors out (a model stage).

@@ -80,13 +80,6 @@ std::vector<int> range(int begin, int end) {
   return out;
 }
 
-engine::TensorList grads_of(const engine::TensorList& leaves) {
-  engine::TensorList out;
-  for (const engine::Tensor& l : leaves)
-    out.push_back(l.grad().defined() ? l.grad() : engine::Tensor::zeros(l.shape(), l.device()));
-  return out;
-}
-
 // A micro-batch between its forward and its backward.
 struct InFlight {
   engine::TensorList inputs;   // stage 0: the batch; else the received activations (leaves)
@@ -240,7 +233,7 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
         if (!roots.empty()) engine::run_backward(roots, seeds);
       }
       engine::TensorList back;
-      if (!first_) back = grads_of(f.inputs);
+      if (!first_) back = engine::grads_or_zeros(f.inputs);
       r.backward += c.seconds();
       timeline.push_back({"B", op.micro, rounded(start), rounded(wall.seconds())});
       if (!first_)

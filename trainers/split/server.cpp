@@ -138,13 +138,6 @@ engine::NamedTensors cloned(const engine::NamedTensors& state) {
   return out;
 }
 
-engine::TensorList grads_of(const engine::TensorList& leaves) {
-  engine::TensorList out;
-  for (const engine::Tensor& l : leaves)
-    out.push_back(l.grad().defined() ? l.grad() : engine::Tensor::zeros(l.shape(), l.device()));
-  return out;
-}
-
 class SplitServer {
  public:
   SplitServer(const RoleContext& ctx, const Settings& s) : ctx_(ctx), s_(s), slots_(s.clients) {}
@@ -227,7 +220,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
       t.restart();
       loss.backward();
       out.loss_sum += loss.item();
-      grads = grads_of(acts);
+      grads = engine::grads_or_zeros(acts);
       out.backward += t.seconds();
     } else {
       out.forward += t.seconds();
@@ -249,7 +242,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
           seeds.push_back(back[k]);
         }
       if (!roots.empty()) engine::run_backward(roots, seeds);
-      grads = grads_of(acts);
+      grads = engine::grads_or_zeros(acts);
       out.backward += t.seconds();
     }
   }
