@@ -25,9 +25,10 @@ class RunFolder : public quartet::test_util::TempFolderTest {
  protected:
   RunFolder() : TempFolderTest("run_folder") {}
 
-  fs::path write_spec(const json& train) {
+  fs::path write_spec(const json& train, int64_t train_samples = 256) {
     const json spec = {{"name", "one-writer"},
-                       {"workload", {{"name", "synthetic"}, {"model", "mlp"}, {"train_samples", 256}, {"test_samples", 64}}},
+                       {"workload",
+                        {{"name", "synthetic"}, {"model", "mlp"}, {"train_samples", train_samples}, {"test_samples", 64}}},
                        {"threads", 1},
                        {"train", train},
                        {"arms", json::array({{{"name", "single"}, {"regime", "single"}}})}};
@@ -84,6 +85,11 @@ TEST_F(RunFolder, BadInputTheRunFindsExitsWith2) {
                              (dir_ / "run").string()},
                             dir_),
                     "spec.arms[0].train.batch: 1000 is larger than the training set (256 samples)");
+  // A quadrillion synthetic samples, all made up front, would end in std::bad_alloc.
+  expect_exit2_with(quartet({"run", write_spec({{"epochs", 1}, {"batch", 32}}, int64_t{1000000000000000}).string(),
+                             "--out", (dir_ / "run").string()},
+                            dir_),
+                    "spec.workload.train_samples: 788000000000050432 bytes of synthetic samples");
   EXPECT_FALSE(fs::exists(dir_ / "run"));
 }
 
