@@ -21,14 +21,25 @@ void* allocate(size_t n) {
 
 }  // namespace
 
-// Replaces the global operator new for this test binary; the default nothrow and
-// array forms of libstdc++ forward here.
+// Replaces the global operator new for this test binary, the nothrow forms too: libstdc++'s
+// own would forward here, but AddressSanitizer's runtime brings its own, whose blocks our
+// delete must not free (std::stable_sort's buffer is one).
 void* operator new(size_t n) { return allocate(n); }
 void* operator new[](size_t n) { return allocate(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return allocate(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t n, const std::nothrow_t& tag) noexcept { return operator new(n, tag); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace quartet::transport::testing {
 

@@ -105,7 +105,7 @@ inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseco
 
 inline std::vector<std::byte> bytes_of(std::string_view text) {
   std::vector<std::byte> bytes(text.size());
-  std::memcpy(bytes.data(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(bytes.data(), text.data(), text.size());  // memcpy from null is undefined
   return bytes;
 }
 
