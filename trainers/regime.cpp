@@ -45,4 +45,28 @@ std::filesystem::path final_weights_path(const std::filesystem::path& arm_dir) {
   return arm_dir / "final.safetensors";
 }
 
+std::string ArmFacts::stage_list() const {
+  std::string known;
+  for (const std::string& st : stages) known += (known.empty() ? "\"" : ", \"") + st + "\"";
+  return known;
+}
+
+int64_t ArmFacts::cut_stage(const std::string& field, const std::string& name, const std::string& who,
+                            const std::string& what) const {
+  const auto it = std::find(stages.begin(), stages.end(), name);
+  if (it == stages.end())
+    throw SettingsError(path + "." + field + ": \"" + name + "\" is not a stage of " + model + "; its stages are " +
+                        stage_list());
+  if (it + 1 == stages.end())
+    throw SettingsError(path + "." + field + ": \"" + name + "\" is the last stage, which leaves " + who +
+                        " nothing to run; a cut names " + what + " before it, one of " + stage_list());
+  return it - stages.begin();
+}
+
+std::vector<std::string> numbered_roles(const std::string& prefix, int64_t n) {
+  std::vector<std::string> roles;
+  for (int64_t i = 0; i < n; ++i) roles.push_back(prefix + std::to_string(i));
+  return roles;
+}
+
 }  // namespace quartet::trainers

@@ -51,7 +51,18 @@ struct ArmFacts {
   // What the arm may start on this machine; none: not checked (the arm overrides the
   // limits, or a role starts what its launcher already checked).
   std::optional<MachineLimits> limits;
+
+  // The stage names quoted and comma-separated, for messages: "conv1", "conv2", ...
+  std::string stage_list() const;
+  // Where the cut `name` (the arm's field `field`) falls: its stage's index. Throws
+  // SettingsError for a name that is not a stage, and for the last stage, which would
+  // leave `who` nothing to run ("a cut names `what` before it").
+  int64_t cut_stage(const std::string& field, const std::string& name, const std::string& who,
+                    const std::string& what) const;
 };
+
+// "rank0" .. "rank{n-1}": the roles of a regime whose processes are numbered.
+std::vector<std::string> numbered_roles(const std::string& prefix, int64_t n);
 
 struct RoleContext {
   std::string arm;

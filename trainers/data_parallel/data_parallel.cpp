@@ -283,9 +283,7 @@ class DataParallel final : public RegimeOf<Settings> {
   }
   // A role's rank is its place in this list.
   std::vector<std::string> roles_of(const Settings& s) const override {
-    std::vector<std::string> r;
-    for (int64_t i = 0; i < s.ranks; ++i) r.push_back("rank" + std::to_string(i));
-    return r;
+    return numbered_roles("rank", s.ranks);
   }
   void run(const RoleContext& ctx, const Settings& s) const override { train_data_parallel(ctx, s); }
 };

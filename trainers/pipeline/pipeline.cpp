@@ -69,23 +69,13 @@ class Pipeline final : public RegimeOf<Settings> {
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
-    std::string known;
-    for (const auto& st : f.stages) known += (known.empty() ? "\"" : ", \"") + st + "\"";
     int64_t previous = -1;
     for (size_t i = 0; i < s.cuts.size(); ++i) {
-      const std::string field = f.path + ".cuts[" + std::to_string(i) + "]";
-      const auto it = std::find(f.stages.begin(), f.stages.end(), s.cuts[i]);
-      if (it == f.stages.end())
-        throw SettingsError(field + ": \"" + s.cuts[i] + "\" is not a stage of " + f.model + "; its stages are " +
-                            known);
-      if (it + 1 == f.stages.end())
-        throw SettingsError(field + ": \"" + s.cuts[i] + "\" is the last stage, which leaves the next pipeline stage "
-                            "nothing to run; a cut names the last stage before it, one of " + known +
-                            " but the last");
-      const int64_t at = it - f.stages.begin();
+      const std::string field = "cuts[" + std::to_string(i) + "]";
+      const int64_t at = f.cut_stage(field, s.cuts[i], "the next pipeline stage", "the last stage");
       if (at <= previous)
-        throw SettingsError(field + ": \"" + s.cuts[i] + "\" does not come after \"" + s.cuts[i - 1] +
-                            "\"; cuts name different stages in the model's order: " + known);
+        throw SettingsError(f.path + "." + field + ": \"" + s.cuts[i] + "\" does not come after \"" + s.cuts[i - 1] +
+                            "\"; cuts name different stages in the model's order: " + f.stage_list());
       previous = at;
     }
     if (f.train.batch % s.micro_batches != 0)
@@ -99,9 +89,7 @@ class Pipeline final : public RegimeOf<Settings> {
                   "stage processes on this host", f.limits->basis);
   }
   std::vector<std::string> roles_of(const Settings& s) const override {
-    std::vector<std::string> r;
-    for (int64_t i = 0; i < s.stages(); ++i) r.push_back("stage" + std::to_string(i));
-    return r;
+    return numbered_roles("stage", s.stages());
   }
   void run(const RoleContext& ctx, const Settings& s) const override { run_stage(ctx, s); }
 };

@@ -171,17 +171,9 @@ class Split final : public RegimeOf<Settings> {
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
-    std::string known;
-    for (const auto& st : f.stages) known += (known.empty() ? "\"" : ", \"") + st + "\"";
+    const std::string known = f.stage_list();
     auto check_stage = [&](const std::string& field, const std::string& name) {
-      const auto it = std::find(f.stages.begin(), f.stages.end(), name);
-      if (it == f.stages.end())
-        throw SettingsError(f.path + "." + field + ": \"" + name + "\" is not a stage of " + f.model +
-                            "; its stages are " + known);
-      if (it + 1 == f.stages.end())
-        throw SettingsError(f.path + "." + field + ": \"" + name + "\" is the last stage, which leaves the server "
-                            "nothing to run; a cut names the client's last stage before it, one of " + known);
-      return it - f.stages.begin();
+      return f.cut_stage(field, name, "the server", "the client's last stage");
     };
     if (s.variant == "ushaped") {
       if (s.cut) throw SettingsError(f.path + ".cut: the ushaped variant takes cuts: [a, b], not cut");
