@@ -170,13 +170,7 @@ TEST_F(InspectHostile, GzipBombsAreRefusedBeforeDecompressing) {
                                               h.bitpix = 8;
                                             });
   const std::string bomb = (dir_ / "bomb.nii.gz").string();
-  gzFile f = gzopen(bomb.c_str(), "wb9");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(gzwrite(f, header.data(), static_cast<unsigned>(header.size())), static_cast<int>(header.size()));
-  const std::string zeros(1 << 20, '\0');
-  for (int64_t left = int64_t{600} * 600 * 600; left > 0; left -= static_cast<int64_t>(zeros.size()))
-    ASSERT_GT(gzwrite(f, zeros.data(), static_cast<unsigned>(std::min<int64_t>(left, zeros.size()))), 0);
-  ASSERT_EQ(gzclose(f), Z_OK);
+  ASSERT_NO_FATAL_FAILURE(medical3d::testing::write_gzip_bomb(bomb, header, int64_t{600} * 600 * 600));
   ASSERT_LT(fs::file_size(bomb), 300u * 1024);
   const auto start = std::chrono::steady_clock::now();
   expect_refused(bomb, "dim[1..3] is 600x600x600, 216000000 voxels; allowed: at most 134217728 voxels (--max-voxels)",

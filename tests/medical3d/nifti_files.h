@@ -7,6 +7,8 @@
 #include <nifti2_io.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -61,6 +63,18 @@ inline void write_gzipped(const std::string& path, const std::string& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr) << path;
   ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// A gzip bomb: `header` (352 bytes of a NIfTI-1 header) followed by `voxels` zero bytes,
+// gzipped at the highest level, so that a file of a few hundred KB claims what it says.
+inline void write_gzip_bomb(const std::string& path, const std::string& header, int64_t voxels) {
+  gzFile f = gzopen(path.c_str(), "wb9");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(gzwrite(f, header.data(), static_cast<unsigned>(header.size())), static_cast<int>(header.size()));
+  const std::string zeros(1 << 20, '\0');
+  for (int64_t left = voxels; left > 0; left -= static_cast<int64_t>(zeros.size()))
+    ASSERT_GT(gzwrite(f, zeros.data(), static_cast<unsigned>(std::min<int64_t>(left, zeros.size()))), 0);
   ASSERT_EQ(gzclose(f), Z_OK);
 }
 
