@@ -724,7 +724,8 @@ std::map<std::string, int64_t> stage_bytes(const fs::path& p) {
 }
 
 // Each stage process frees the weights of the stages it does not run: its parameter
-// memory, current and peak, is its own stages' at every step, evaluations included.
+// memory, current and peak, is its own stages' at every step, evaluations included; its
+// activations are its own too, and every step holds some.
 TEST_F(Cli, PipelineStageProcessesHoldOnlyTheirOwnStagesParameters) {
   const Result r = quartet({"run", write_spec(pipeline_spec()).string(), "--out", (dir_ / "r").string(),
                             "--progress=none"}, dir_);
@@ -749,6 +750,7 @@ TEST_F(Cli, PipelineStageProcessesHoldOnlyTheirOwnStagesParameters) {
       for (const json& step : steps) {
         EXPECT_EQ(step["memory"]["parameters"]["current"].get<int64_t>(), own) << arm << " stage " << s;
         EXPECT_EQ(step["memory"]["parameters"]["peak"].get<int64_t>(), own) << arm << " stage " << s;
+        EXPECT_GT(step["pipeline"]["activations_peak"].get<int64_t>(), 0) << arm << " stage " << s;
       }
     }
 }

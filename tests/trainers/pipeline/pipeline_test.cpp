@@ -191,7 +191,9 @@ TEST_F(Pipeline, FourStagesEqualAccumulateWithTheSameMicroBatchesUnderBothSchedu
 
 // Each stage's records: its compute and idle time, bytes, the micro-batches it held at
 // once (1F1B: P - stage; GPipe: m), the bubble formula, the step's timeline; stage 0
-// evaluates.
+// evaluates. Memory is counted per process, and these stages are threads of one, whose
+// peaks one another's evaluations reset: the stages' memory is checked where each is a
+// process (tests/cli/cli_test.cpp).
 TEST_F(Pipeline, EachStageRecordsBusyIdleBytesAndTheMicroBatchesItHeld) {
   for (const std::string schedule : {"gpipe", "1f1b"}) {
     run_pipeline(schedule, {"conv1", "conv2", "fc1"}, schedule);
@@ -206,7 +208,6 @@ TEST_F(Pipeline, EachStageRecordsBusyIdleBytesAndTheMicroBatchesItHeld) {
         EXPECT_GE(p["idle"].get<double>(), 0.0);
         EXPECT_DOUBLE_EQ(p["bubble_formula"].get<double>(), 3.0 / 7.0);
         EXPECT_GT(p["step_bytes_sent"].get<int64_t>(), 0);
-        EXPECT_GT(p["activations_peak"].get<int64_t>(), 0);
         EXPECT_GT(r["loss"].get<double>(), 0.0);
         // The timeline: the schedule's operations in order, then the optimizer step.
         const std::vector<Op> ops = stage_schedule(schedule, s, 4, kMicro);
