@@ -90,9 +90,6 @@ std::string header_for(const NamedTensors& tensors, const std::map<std::string, 
     if (!seen.insert(name).second)
       throw std::invalid_argument("save_safetensors: tensor name '" + name + "' appears twice");
     if (!t.defined()) throw std::invalid_argument("save_safetensors: tensor '" + name + "' is undefined");
-    if (!t.device().is_cpu())
-      throw std::invalid_argument("save_safetensors: tensor '" + name + "' is on " + t.device().str() +
-                                  "; copy it to the host first");
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * sizeof(float);
     header[name] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

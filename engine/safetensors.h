@@ -29,7 +29,8 @@ struct SafetensorsFile {
 
 // Writes `tensors` to `path` as F32 safetensors, replacing any file there.
 // requires
-//   - every tensor is defined and on the host (cpu)
+//   - every tensor is defined (on any device: a GPU's values are copied to the host as
+//     they are written)
 //   - names are non-empty, unique and not "__metadata__"
 // ensures
 //   - the header lists the tensors and their data in the given order, contiguously,

@@ -11,6 +11,7 @@
 
 #include "engine/autograd.h"
 #include "engine/cpu/elementwise.h"
+#include "engine/device_memory.h"
 #include "engine/dispatch.h"
 
 namespace quartet::engine {
@@ -127,18 +128,34 @@ size_t storage_bytes(int64_t numel) { return ((static_cast<size_t>(numel) * size
 
 }  // namespace
 
+// Host storage comes from the block cache and is counted by engine/memory.h; device
+// storage comes from the device's caching allocator, which counts it by tag itself.
+void* Storage::acquire() {
+  const size_t bytes = storage_bytes(numel_);
+  if (!device_.is_cpu()) return bytes > 0 ? device_allocate(device_, bytes, tag_) : nullptr;
+  void* p = bytes > 0 ? BlockCache::instance().allocate(bytes) : nullptr;
+  memory_add(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+  return p;
+}
+
+void Storage::give_back() {
+  if (!device_.is_cpu()) {
+    if (data_) device_free(device_, data_);
+    return;
+  }
+  if (data_) BlockCache::instance().release(data_, storage_bytes(numel_));
+  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+}
+
 Storage::Storage(int64_t numel, Device device, MemTag tag)
     : numel_(numel), device_(device), tag_(tag) {
-  if (!device.is_cpu()) throw_no_backend(device, "allocate");
-  const size_t bytes = storage_bytes(numel);
-  if (bytes > 0) data_ = static_cast<float*>(BlockCache::instance().allocate(bytes));
-  memory_add(tag_, static_cast<int64_t>(numel) * sizeof(float));
+  if (!device.is_cpu() && !device_available(device)) throw_no_backend(device, "allocate");
+  data_ = static_cast<float*>(acquire());
 }
 
 Storage::~Storage() {
   if (!resident()) return;  // released: nothing held, nothing charged
-  if (data_) BlockCache::instance().release(data_, storage_bytes(numel_));
-  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+  give_back();
 }
 
 void Storage::set_tag(MemTag tag) {
@@ -147,23 +164,25 @@ void Storage::set_tag(MemTag tag) {
     tag_ = tag;
     return;
   }
-  // Subtract first, so that the total's peak does not count these bytes twice.
-  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
-  memory_add(tag, static_cast<int64_t>(numel_) * sizeof(float));
+  if (!device_.is_cpu()) {
+    if (data_) device_retag(device_, data_, tag);
+  } else {
+    // Subtract first, so that the total's peak does not count these bytes twice.
+    memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+    memory_add(tag, static_cast<int64_t>(numel_) * sizeof(float));
+  }
   tag_ = tag;
 }
 
 void Storage::release() {
   if (!data_) return;
-  BlockCache::instance().release(data_, storage_bytes(numel_));
+  give_back();
   data_ = nullptr;
-  memory_sub(tag_, static_cast<int64_t>(numel_) * sizeof(float));
 }
 
 void Storage::materialize() {
   if (resident()) return;
-  data_ = static_cast<float*>(BlockCache::instance().allocate(storage_bytes(numel_)));
-  memory_add(tag_, static_cast<int64_t>(numel_) * sizeof(float));
+  data_ = static_cast<float*>(acquire());
 }
 
 void Storage::throw_released() const {

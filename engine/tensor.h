@@ -47,6 +47,8 @@ class Storage {
 
  private:
   [[noreturn]] void throw_released() const;
+  void* acquire();    // a buffer for numel_ floats, charged to tag_
+  void give_back();   // data_'s buffer and charge
 
   float* data_ = nullptr;
   int64_t numel_ = 0;
