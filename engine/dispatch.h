@@ -6,6 +6,7 @@
 #include "engine/device.h"
 
 #if defined(QUARTET_WITH_CUDA)
+#include "engine/cuda/kernels.h"
 #define QUARTET_DISPATCH(device, fn, ...)                       \
   ((device).is_cpu() ? ::quartet::engine::cpu::fn(__VA_ARGS__) \
                      : ::quartet::engine::cuda::fn(__VA_ARGS__))

@@ -76,11 +76,7 @@ namespace {
 
 Tensor reduce_to_scalar(const Tensor& x, float factor, const char* name) {
   Tensor out = Tensor::empty({1}, x.device());
-  if (x.device().is_cpu()) {
-    out.data()[0] = factor * cpu::sum(x);
-  } else {
-    throw_no_backend(x.device(), name);
-  }
+  out.fill_(factor * QUARTET_DISPATCH(x.device(), sum, x));
   record(out, name, {x}, [shape = x.shape(), factor](const Tensor& g) {
     Tensor d = Tensor::empty(shape, g.device());
     QUARTET_DISPATCH(g.device(), fill_from_scalar, g, factor, d);
