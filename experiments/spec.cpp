@@ -262,9 +262,7 @@ engine::Device arm_device(const std::string& text, const std::string& path) {
   } catch (const std::invalid_argument& e) {
     throw SpecError(path + ": " + e.what());
   }
-  if (!engine::device_available(device))
-    throw SpecError(path + ": \"" + text + "\" is not available: this build of Quartet trains on \"cpu\" only (no "
-                    "CUDA backend)");
+  if (!engine::device_available(device)) throw SpecError(path + ": " + engine::device_unavailable_reason(device));
   return device;
 }
 

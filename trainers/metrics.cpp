@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "engine/device_memory.h"
+
 namespace quartet::trainers {
 
 int64_t peak_rss_bytes() {
@@ -22,6 +24,21 @@ nlohmann::json memory_json(const engine::MemStats& mem) {
     memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {{"current", mem.current[i]},
                                                                                  {"peak", mem.peak[i]}};
   memory["total"] = {{"current", mem.total_current}, {"peak", mem.total_peak}};
+  return memory;
+}
+
+nlohmann::json gpu_memory_json(const engine::Device& device) {
+  const engine::DeviceMemStats s = engine::device_memory_stats(device);
+  nlohmann::json memory = {{"device", device.str()}};
+  for (int i = 0; i < engine::kMemTagCount; ++i)
+    memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {
+        {"current", s.allocator.current[i]}, {"peak", s.allocator.peak[i]}};
+  memory["allocated"] = s.allocator.allocated;
+  memory["allocated_peak"] = s.allocator.allocated_peak;
+  memory["reserved"] = s.allocator.reserved;
+  memory["reserved_peak"] = s.allocator.reserved_peak;
+  memory["device_used"] = s.device_used;
+  memory["device_total"] = s.device_total;
   return memory;
 }
 

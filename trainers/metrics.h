@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/device.h"
 #include "engine/memory.h"
 
 namespace quartet::trainers {
@@ -38,6 +39,10 @@ struct StepRecord {
 // The engine's tracked bytes as records carry them: per tag and `total`, each
 // {"current", "peak"}.
 nlohmann::json memory_json(const engine::MemStats& mem);
+// A GPU's memory for a step record's "gpu_memory": by tag (current, peak), the caching
+// allocator's allocated and reserved bytes with their peaks, the device's used and total
+// (every process's), and the device's name.
+nlohmann::json gpu_memory_json(const engine::Device& device);
 
 // Serialises a record with memory figures `mem` (per tag current and peak; by default
 // taken now) and this process's peak RSS.

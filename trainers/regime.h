@@ -143,6 +143,7 @@ class RegimeOf : public Regime {
     if (!ctx.settings) throw std::invalid_argument(std::string(name()) + ": the role has no settings");
     S checked = cast(*ctx.settings);
     complete(checked, facts_of(ctx), nlohmann::json::object());
+    engine::set_allow_tf32(ctx.config.precision == "tf32");
     run(ctx, checked);
   }
 

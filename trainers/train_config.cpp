@@ -22,6 +22,10 @@ const SettingsTable<TrainConfig>& TrainConfig::table() {
     t.add(&T::checkpoint, "checkpoint",
           "activation checkpointing: each model stage but the last keeps only its inputs in forward and is "
           "recomputed in backward (less memory, more compute; every regime)");
+    t.add(&T::precision, "precision",
+          "matrix products and convolutions on a GPU: fp32 (exact) or tf32 (tensor cores, inputs rounded to 10-bit "
+          "mantissas, fp32 sums); the CPU computes fp32 either way")
+        .allowed({"fp32", "tf32"});
     return t;
   }();
   return t;

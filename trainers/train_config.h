@@ -24,6 +24,9 @@ struct TrainConfig {
   // Activation checkpointing per stage (engine::Model::set_checkpointing) on every model
   // a role trains.
   bool checkpoint = false;
+  // Matrix products and convolutions on a GPU: "fp32" exact, "tf32" on tensor cores
+  // (inputs rounded to 10-bit mantissas, fp32 sums). The CPU computes fp32 either way.
+  std::string precision = "fp32";
   uint64_t seed = 1;            // shuffling and partitions (weights come from the arm's initial weights)
 
   // The fields of the spec's `train` object (seed is the experiment's, not among them).

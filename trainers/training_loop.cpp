@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/autograd.h"
+#include "engine/device_memory.h"
 #include "engine/ops.h"
 #include "engine/safetensors.h"
 #include "workloads/sampler.h"
@@ -22,11 +23,14 @@ double WholeModelStep::run(const workloads::Batch& batch, float scale, StepTimes
   double inline0 = reducer_.inline_seconds();
   Stopwatch clock;
   engine::Tensor loss = workload_.loss(model_.forward(batch.x.to(device_)), batch.y);
+  // A GPU queues kernels and returns: each phase is timed to the end of its kernels.
+  engine::device_synchronize(device_);
   t.forward += clock.seconds() - (reducer_.inline_seconds() - inline0);
   inline0 = reducer_.inline_seconds();
   clock.restart();
   const double value = loss.item();
   engine::scale(loss, scale).backward();
+  engine::device_synchronize(device_);
   t.backward += clock.seconds() - (reducer_.inline_seconds() - inline0);
   return value;
 }
@@ -59,6 +63,7 @@ StepTimes train_step(const workloads::Workload& wl, std::span<const int64_t> sam
   if (o.lr) optimizer.set_lr(*o.lr);
   if (o.before_step) o.before_step();
   const double step_comm = reducer.step(optimizer, o.clip_grad_norm);
+  if (!params.empty()) engine::device_synchronize(params.front().device());
   t.optimizer = clock.seconds() - step_comm;
   t.comm_exposed += step_comm;
   t.loss = loss_sum / static_cast<double>(k);
@@ -94,14 +99,18 @@ void finish_step(const RoleContext& ctx, JsonlWriter& records, StepRecord& r, do
                  const std::optional<engine::MemStats>& train_memory) {
   const workloads::Workload& wl = *ctx.workload;
   const engine::MemStats train_mem = train_memory ? *train_memory : engine::memory_stats();
+  const bool gpu = !ctx.device.is_cpu();
+  const nlohmann::json gpu_mem = gpu ? gpu_memory_json(ctx.device) : nlohmann::json();
   if (evaluate) {
     Stopwatch te;
     const double value = wl.evaluate(model, ctx.config.eval_batch);
     r.eval = Evaluation{wl.metric_name(), value, wl.test_size(), te.seconds()};
     engine::reset_memory_peaks();
+    if (gpu) engine::reset_device_memory_peaks(ctx.device);
   }
   r.wall = wall0 + clock.seconds();
   nlohmann::json record = to_json(r, ctx.arm, ctx.role, ctx.rank, train_mem);
+  if (gpu) record["gpu_memory"] = gpu_mem;
   record.update(extra);
   records.write(record);
   if (ctx.on_record) ctx.on_record(record.dump());

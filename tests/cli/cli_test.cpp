@@ -360,7 +360,8 @@ TEST_F(Cli, DataParallelBatchThatDoesNotSplitOverTheRanksExitsWith2) {
   EXPECT_FALSE(fs::exists(dir_ / "r"));
   j = small_spec();
   j["arms"].push_back({{"name", "ddp-nccl"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "nccl"}});
-  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.arms[2].backend: \"nccl\" needs");
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_),
+                    "spec.arms[2].backend: \"nccl\" reduces GPU memory; this arm runs on the cpu");
 }
 
 json federated_spec(int rounds) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/device.h"
 #include "experiments/spec.h"
 #include "trainers/accumulate/accumulate.h"
 #include "trainers/data_parallel/data_parallel.h"
@@ -198,9 +199,10 @@ TEST(Spec, DataParallelFieldValuesAreChecked) {
                "spec.arms[2].sync_bn");
 }
 
-TEST(Spec, NcclBackendIsRefusedOnACpuOnlyBuild) {
+TEST(Spec, NcclBackendIsRefusedOnACpuArm) {
   expect_error(with_arm({{"name", "d"}, {"regime", "data_parallel"}, {"ranks", 2}, {"backend", "nccl"}}),
-               "spec.arms[2].backend: \"nccl\" needs CUDA GPUs and NCCL");
+               "spec.arms[2].backend: \"nccl\" reduces GPU memory; this arm runs on the cpu (set its device to "
+               "\"cuda\", or use \"gloo\" or \"shm\")");
 }
 
 TEST(Spec, RemoteRolesOfADataParallelArmAreItsRanks) {
@@ -267,10 +269,14 @@ TEST(Spec, AdamAndSchedulesParse) {
   expect_error(j, "spec.train.schedule.name: unknown value \"exponential\"; expected one of \"constant\", \"step\", \"cosine\"");
 }
 
-TEST(Spec, CudaDeviceIsRefusedOnACpuOnlyBuild) {
+// Here: a build without the backend, or one without a GPU; either way the message
+// names the device and why.
+TEST(Spec, CudaDeviceIsRefusedWhereThereIsNoGpu) {
+  if (engine::device_available(engine::Device::cuda(0))) GTEST_SKIP() << "this machine has a GPU";
   json j = valid();
   j["arms"][0]["device"] = "cuda:0";
-  expect_error(j, "spec.arms[0].device");
+  expect_error(j, "spec.arms[0].device: device cuda:0 is not available: " +
+                      std::string(engine::cuda_backend_built() ? "no CUDA device here: " : "this build of Quartet has no CUDA backend"));
 }
 
 TEST(Spec, EmptyArmsAreRefused) {

@@ -16,6 +16,7 @@
 
 #include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
+#include "engine/device.h"
 #include "engine/memory.h"
 #include "engine/safetensors.h"
 #include "trainers/regime.h"
@@ -403,6 +404,26 @@ TEST_F(DataParallel, HostBackendsAreRefusedForAGpuArm) {
     } catch (const SettingsError& e) {
       EXPECT_NE(std::string(e.what()).find("an arm on cuda:0 needs \"nccl\""), std::string::npos) << e.what();
     }
+  }
+}
+
+// NCCL runs one rank a GPU: more ranks on this host than GPUs from the arm's device on
+// are refused before anything starts (in a build without NCCL, for that reason instead).
+TEST_F(DataParallel, AnNcclArmNeedsAGpuForEachLocalRank) {
+  use_workload("mlp");
+  RoleContext c = context("gpu", 1, 1);
+  c.device = engine::Device::cuda(0);
+  const int ranks = engine::cuda_device_count() + 1;
+  try {
+    testing::regime_settings("data_parallel", c, {{"ranks", ranks}, {"backend", "nccl"}});
+    FAIL() << "expected a refusal";
+  } catch (const SettingsError& e) {
+    const std::string what = e.what();
+    if (what.find("needs a build of Quartet with NCCL") != std::string::npos) return;
+    EXPECT_NE(what.find(".ranks: " + std::to_string(ranks) + " ranks on this host need " + std::to_string(ranks) +
+                        " GPUs from cuda:0 on; it has " + std::to_string(ranks - 1) + " (NCCL runs one rank per GPU)"),
+              std::string::npos)
+        << what;
   }
 }
 

@@ -1,5 +1,9 @@
 #include "trainers/data_parallel/data_parallel.h"
 
+#if defined(QUARTET_WITH_NCCL)
+#include "transport/nccl/nccl_collectives.h"
+#endif
+
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -21,6 +25,14 @@ namespace quartet::trainers::data_parallel {
 namespace {
 
 namespace fs = std::filesystem;
+
+bool nccl_built() {
+#if defined(QUARTET_WITH_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
 using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
@@ -48,12 +60,57 @@ class SyncStats final : public engine::StatsReducer {
   CommCounters& counters_;
 };
 
+// NCCL runs on its own stream and the engine's kernels on the device's compute stream:
+// each collective first waits for the kernels queued before it (the gradients it
+// reduces). It waits on the collectives' worker, so backward goes on being queued.
+class AfterCompute final : public transport::Collectives {
+ public:
+  AfterCompute(std::unique_ptr<transport::Collectives> inner, engine::Device device)
+      : inner_(std::move(inner)), device_(device) {}
+  ~AfterCompute() override { stop_worker(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char* backend() const override { return inner_->backend(); }
+
+ protected:
+  void run_all_reduce(std::span<float> data, transport::ReduceOp op) override {
+    engine::device_synchronize(device_);
+    inner_->all_reduce(data, op);
+  }
+  void run_reduce_scatter(std::span<float> data, transport::ReduceOp op) override {
+    engine::device_synchronize(device_);
+    inner_->reduce_scatter(data, op);
+  }
+  void run_all_gather(std::span<const float> input, std::span<float> output) override {
+    engine::device_synchronize(device_);
+    inner_->all_gather(input, output);
+  }
+  void run_broadcast(std::span<float> data, int root) override {
+    engine::device_synchronize(device_);
+    inner_->broadcast(data, root);
+  }
+  void run_barrier() override { inner_->barrier(); }
+
+ private:
+  std::unique_ptr<transport::Collectives> inner_;
+  engine::Device device_;
+};
+
 std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const Settings& s) {
   if (!ctx.coordinator)
     throw std::runtime_error("data_parallel: " + ctx.role + " has no connection to the run's coordinator, which the "
                              "ranks rendezvous through");
   transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + s.backend + "/");
   const int ranks = static_cast<int>(s.ranks);
+  if (s.backend == "nccl") {
+#if defined(QUARTET_WITH_NCCL)
+    transport::NcclOptions o;
+    o.device = ctx.device.index;
+    return std::make_unique<AfterCompute>(transport::make_nccl_collectives(store, ctx.rank, ranks, o), ctx.device);
+#else
+    throw std::runtime_error("data_parallel: this build of Quartet has no NCCL");
+#endif
+  }
   if (s.backend == "shm")
     return transport::make_shm_collectives(store, ctx.rank, ranks, transport::shm_options_from_environment());
   return transport::make_gloo_collectives(store, ctx.rank, ranks, transport::gloo_options_from_environment());
@@ -226,7 +283,14 @@ class RankHook final : public Reducer {
   std::unique_ptr<ShardedModel> sharded_;  // zero 3
 };
 
-void train_data_parallel(const RoleContext& ctx, const Settings& s) {
+// On GPUs each rank has its own: the arm's device plus the rank's place on this host.
+RoleContext on_own_device(RoleContext ctx) {
+  if (!ctx.device.is_cpu()) ctx.device = engine::Device::cuda(ctx.device.index + ctx.rank % engine::cuda_device_count());
+  return ctx;
+}
+
+void train_data_parallel(const RoleContext& arm_ctx, const Settings& s) {
+  const RoleContext ctx = on_own_device(arm_ctx);
   std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   RankHook hook(ctx, s, *model);
   std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, hook.stepped());
@@ -261,12 +325,25 @@ class DataParallel final : public RegimeOf<Settings> {
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
-    if (s.backend == "nccl")
-      throw SettingsError(f.path + ".backend: \"nccl\" needs CUDA GPUs and NCCL, which this build of Quartet lacks; "
-                          "use \"gloo\" or \"shm\" (CPU)");
-    if (!f.device.is_cpu())
+    if (s.backend == "nccl") {
+      if (f.device.is_cpu())
+        throw SettingsError(f.path + ".backend: \"nccl\" reduces GPU memory; this arm runs on the cpu (set its "
+                            "device to \"cuda\", or use \"gloo\" or \"shm\")");
+      if (!nccl_built())
+        throw SettingsError(f.path + ".backend: \"nccl\" needs a build of Quartet with NCCL, which this one lacks; "
+                            "use \"gloo\" or \"shm\" (CPU)");
+      // One rank per GPU (NCCL refuses two ranks of a communicator on one device): rank
+      // r takes the arm's device plus its local index.
+      const int64_t local = s.ranks - static_cast<int64_t>(f.remote.size());
+      const int64_t gpus = engine::cuda_device_count() - f.device.index;
+      if (local > gpus)
+        throw SettingsError(f.path + ".ranks: " + std::to_string(local) + " ranks on this host need " +
+                            std::to_string(local) + " GPUs from " + f.device.str() + " on; it has " +
+                            std::to_string(std::max<int64_t>(gpus, 0)) + " (NCCL runs one rank per GPU)");
+    } else if (!f.device.is_cpu()) {
       throw SettingsError(f.path + ".backend: \"" + s.backend + "\" reduces host memory; an arm on " + f.device.str() +
                           " needs \"nccl\"");
+    }
     const int64_t parts = s.ranks * s.micro_batches;
     if (f.train.batch % parts != 0)
       throw SettingsError(f.path + ".ranks: the batch " + std::to_string(f.train.batch) +
