@@ -21,12 +21,13 @@ import time
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64"])
+    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64", "unet3d-128"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     return p.parse_args()
 
 
@@ -63,14 +64,20 @@ def main():
     reset_peak_rss()
     base_kb = proc_status_kb("VmRSS")
 
+    device = torch.device(args.device)
+    gpu = device.type == "cuda"
+    if gpu:
+        torch.cuda.reset_peak_memory_stats(device)
+        base_gpu = torch.cuda.memory_allocated(device)
     model, _, _, _ = build(args.model)
+    model.to(device)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
     def step(i):
-        x = xs[i % pool_size].clone()
-        y = ys[i % pool_size]
+        x = xs[i % pool_size].clone().to(device)
+        y = ys[i % pool_size].to(device)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -79,10 +86,12 @@ def main():
 
     for i in range(args.warmup):
         step(i)
+    if gpu:
+        torch.cuda.synchronize(device)
     t0, cpu0 = time.perf_counter(), time.process_time()
     for i in range(args.steps):
         loss = step(i)
-    loss = float(loss)
+    loss = float(loss)  # waits for the GPU's queue on cuda
     seconds = time.perf_counter() - t0
     cpu_seconds = time.process_time() - cpu0
 
@@ -99,6 +108,8 @@ def main():
         "samples_per_cpu_s": args.steps * args.batch / cpu_seconds,
         "rss_peak_mb": (peak_kb - base_kb) / 1024.0,
         "loss": loss,
+        "device": args.device,
+        "gpu_peak_mb": (torch.cuda.max_memory_allocated(device) - base_gpu) / 2**20 if gpu else None,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/device.h"
+#include "engine/device_memory.h"
 #include "engine/model.h"
 #include "engine/nn.h"
 #include "engine/ops.h"
@@ -98,7 +100,7 @@ Workload make_workload(const std::string& name, uint64_t seed) {
       return {make_conv3d_stack(seed), {1, side, side, side}, 2, v + 16 * v + 32 * v + 32 + 2};
     }
   }
-  for (int64_t side : {32, 64}) {
+  for (int64_t side : {32, 64, 128}) {
     if (name == "unet3d-" + std::to_string(side)) {  // the registered unet3d, per-voxel cross-entropy
       const int64_t v = side * side * side;
       Workload w{workloads::make_model("unet3d", seed), {1, side, side, side}, 3, 0};
@@ -107,7 +109,7 @@ Workload make_workload(const std::string& name, uint64_t seed) {
     }
   }
   throw std::invalid_argument("unknown model \"" + name +
-                              "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64");
+                              "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128");
 }
 
 struct Options {
@@ -117,10 +119,14 @@ struct Options {
   int steps = 50;
   int warmup = 5;
   uint64_t seed = 1;
+  std::string device = "cpu";
 };
 
 void run(const Options& o) {
   engine::set_compute_threads(o.threads);
+  const engine::Device device = engine::Device::parse(o.device);
+  if (!engine::device_available(device)) throw std::invalid_argument(engine::device_unavailable_reason(device));
+  const bool gpu = !device.is_cpu();
   Workload w = make_workload(o.model, o.seed);
   Shape batch_shape{o.batch};
   for (int64_t s : w.sample) batch_shape.push_back(s);
@@ -142,7 +148,10 @@ void run(const Options& o) {
   engine::reset_memory_peaks();
   const int64_t base_tracked = engine::memory_stats().total_current;
 
+  if (gpu) engine::reset_device_memory_peaks(device);
+  const int64_t base_gpu = gpu ? engine::device_memory_stats(device).allocator.allocated : 0;
   w.model = make_workload(o.model, o.seed).model;
+  w.model->to(device);
   w.model->train();
   engine::SGD opt(w.model->parameters(), {.lr = 0.01f, .momentum = 0.9f});
 
@@ -151,7 +160,7 @@ void run(const Options& o) {
     Tensor x = Tensor::empty(batch_shape);
     std::copy(xs[i % kPool].begin(), xs[i % kPool].end(), x.data());
     opt.zero_grad();
-    Tensor logits = w.model->forward(x);
+    Tensor logits = w.model->forward(x.to(device));
     Tensor loss = w.labels_per_sample == 1 ? engine::cross_entropy(logits, ys[i % kPool])
                                            : engine::cross_entropy(logits, ys[i % kPool], {});
     loss.backward();
@@ -166,6 +175,11 @@ void run(const Options& o) {
   const double cpu_seconds = process_cpu_seconds() - cpu0;
 
   const int64_t peak_kb = proc_status_kb("VmHWM");
+  char gpu_json[96] = R"("device": "cpu", "gpu_peak_mb": null)";
+  if (gpu)
+    std::snprintf(gpu_json, sizeof gpu_json, R"("device": "%s", "gpu_peak_mb": %.3f)", device.str().c_str(),
+                  static_cast<double>(engine::device_memory_stats(device).allocator.allocated_peak - base_gpu) /
+                      (1024.0 * 1024.0));
   const engine::MemStats stats = engine::memory_stats();
   const int64_t params = workloads::parameter_count(*w.model);
   // Parameters, gradients and momentum: three floats per parameter.
@@ -179,12 +193,12 @@ void run(const Options& o) {
   std::printf(
       "{\"side\": \"ours\", \"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %d, "
       "\"seconds\": %.6f, \"samples_per_s\": %.3f, \"samples_per_cpu_s\": %.3f, \"rss_peak_mb\": %.3f, \"tracked_peak_mb\": %.3f, "
-      "%s, \"peak_by_tag_mb\": {\"parameters\": %.3f, "
+      "%s, %s, \"peak_by_tag_mb\": {\"parameters\": %.3f, "
       "\"gradients\": %.3f, \"optimizer_state\": %.3f, \"activations\": %.3f, \"workspace\": %.3f}, "
       "\"loss\": %.6f}\n",
       o.model.c_str(), static_cast<long long>(o.batch), o.threads, o.steps, seconds,
       o.steps * o.batch / seconds, o.steps * o.batch / cpu_seconds, (peak_kb - base_kb) / 1024.0, (stats.total_peak - base_tracked) / mb,
-      analytic_json, tag_peak(engine::MemTag::parameters), tag_peak(engine::MemTag::gradients),
+      analytic_json, gpu_json, tag_peak(engine::MemTag::parameters), tag_peak(engine::MemTag::gradients),
       tag_peak(engine::MemTag::optimizer_state), tag_peak(engine::MemTag::activations),
       tag_peak(engine::MemTag::workspace), last_loss);
 }
@@ -194,12 +208,13 @@ void run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Trains one model for a fixed number of steps and prints samples/s and peak memory as JSON"};
   Options o;
-  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32 or unet3d-64")->capture_default_str();
+  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64 or unet3d-128")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "weights and data seed")->capture_default_str();
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     run(o);
