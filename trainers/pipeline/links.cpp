@@ -130,4 +130,59 @@ void Outbox::loop() {
   }
 }
 
+Inbox::Inbox(transport::Connection& conn, split::Traffic& traffic, const char* kind, Receive receive,
+             std::function<void()> on_error)
+    : conn_(conn), traffic_(traffic), kind_(kind), receive_(std::move(receive)), on_error_(std::move(on_error)),
+      thread_([this] { loop(); }) {}
+
+Inbox::~Inbox() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Inbox::expect(int64_t n) {
+  std::lock_guard lock(mutex_);
+  wanted_ += n;
+  cv_.notify_all();
+}
+
+engine::TensorList Inbox::take() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return error_ || !ready_.empty(); });
+  if (ready_.empty()) std::rethrow_exception(error_);
+  engine::TensorList next = std::move(ready_.front());
+  ready_.pop_front();
+  return next;
+}
+
+void Inbox::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || wanted_ > 0; });
+    if (stopping_) return;
+    lock.unlock();
+    std::exception_ptr error;
+    engine::TensorList got;
+    try {
+      got = count_received(conn_, traffic_, kind_, [&] { return receive_(conn_); });
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) on_error_();
+    lock.lock();
+    if (error) {
+      error_ = error;
+      cv_.notify_all();
+      return;
+    }
+    wanted_ -= 1;
+    ready_.push_back(std::move(got));
+    cv_.notify_all();
+  }
+}
+
 }  // namespace quartet::trainers::pipeline

@@ -2,9 +2,10 @@
 
 // A pipeline stage's links to its neighbours: the connection its upstream neighbour opens
 // to it (through the stage's own server, published in the coordinator's store), the one
-// it opens to its downstream neighbour, and an outbox per connection that sends on a
+// it opens to its downstream neighbour, an outbox per connection that sends on a
 // thread of its own, so that a stage never blocks on a send while its neighbour blocks on
-// one the other way (1F1B's steady state sends both ways at once).
+// one the other way (1F1B's steady state sends both ways at once), and an inbox per
+// connection that reads a step's activations or gradients as they arrive.
 
 #include <condition_variable>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/tensor.h"
 #include "trainers/regime.h"
 #include "trainers/split/split.h"
 #include "transport/connection.h"
@@ -77,6 +79,43 @@ class Outbox {
   std::condition_variable cv_;
   std::deque<std::pair<const char*, Send>> queue_;
   bool busy_ = false;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+// Receives on a thread of its own, ahead of need: each expect(n) lets it read n more
+// messages with `receive` as soon as they arrive, so that a neighbour's send completes
+// while this stage computes rather than when it asks (a micro-batch of megabytes read
+// only at its forward lands milliseconds late and stretches the bubble). take() hands
+// them over in order. Received bytes and frames are filed under `kind`; this thread alone
+// receives on the connection. A failed receive calls `on_error` and is rethrown by take().
+class Inbox {
+ public:
+  using Receive = std::function<engine::TensorList(transport::Connection&)>;
+  Inbox(transport::Connection& conn, split::Traffic& traffic, const char* kind, Receive receive,
+        std::function<void()> on_error);
+  // Stops reading; a receive in progress ends when the connection closes (the caller
+  // closes it first on a failure; after a clean run none is in progress).
+  ~Inbox();
+  Inbox(const Inbox&) = delete;
+  Inbox& operator=(const Inbox&) = delete;
+
+  void expect(int64_t n);
+  engine::TensorList take();
+
+ private:
+  void loop();
+
+  transport::Connection& conn_;
+  split::Traffic& traffic_;
+  const char* kind_;
+  Receive receive_;
+  std::function<void()> on_error_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<engine::TensorList> ready_;
+  int64_t wanted_ = 0;  // messages expected and not yet read
   bool stopping_ = false;
   std::exception_ptr error_;
   std::thread thread_;

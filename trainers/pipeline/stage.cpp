@@ -127,6 +127,7 @@ class Stage {
   transport::Connection* prev_ = nullptr;
   std::unique_ptr<transport::Connection> next_;
   std::unique_ptr<Outbox> to_prev_, to_next_;
+  std::unique_ptr<Inbox> from_prev_, from_next_;  // activations, gradients: read as they arrive
   double lr_ = 0.0;
   int64_t step_ = 0;  // steps done
 };
@@ -144,8 +145,24 @@ void Stage::connect() {
     prev_ = inbound_.wait(transport::Deadline::zero());
   }
   auto on_error = [this] { close_links(); };
-  if (prev_) to_prev_ = std::make_unique<Outbox>(*prev_, traffic_, on_error);
-  if (next_) to_next_ = std::make_unique<Outbox>(*next_, traffic_, on_error);
+  if (prev_) {
+    to_prev_ = std::make_unique<Outbox>(*prev_, traffic_, on_error);
+    from_prev_ = std::make_unique<Inbox>(
+        *prev_, traffic_, "activations",
+        [this](transport::Connection& conn) {
+          return split::receive_engine_tensors(conn, timeout_, kMaxCutTensors, ctx_.device);
+        },
+        on_error);
+  }
+  if (next_) {
+    to_next_ = std::make_unique<Outbox>(*next_, traffic_, on_error);
+    from_next_ = std::make_unique<Inbox>(
+        *next_, traffic_, "gradients",
+        [this](transport::Connection& conn) {
+          return split::receive_engine_tensors(conn, timeout_, kMaxCutTensors, ctx_.device);
+        },
+        on_error);
+  }
 }
 
 void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epoch, StepRecord& r,
@@ -164,6 +181,10 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
   model_->train();
   for (engine::Tensor p : params_) p.zero_grad();
   optimizer_->zero_grad();
+  // This step's activations and gradients are read as they arrive; what follows them on
+  // the downstream connection (the step's end, weights) is read here, in turn.
+  if (from_prev_) from_prev_->expect(m);
+  if (from_next_) from_next_->expect(m);
   std::map<int64_t, InFlight> held;
   int64_t most_held = 0;
   double loss_sum = 0.0;
@@ -174,10 +195,12 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       InFlight f;
       std::vector<int32_t> labels;
       if (!first_) {
-        f.inputs = receive(*prev_, "activations", "the activations of " + mb + " from stage " +
-                                                      std::to_string(stage_ - 1), [&] {
-          return split::receive_engine_tensors(*prev_, timeout_, kMaxCutTensors, ctx_.device);
-        });
+        try {
+          f.inputs = from_prev_->take();
+        } catch (const std::exception& e) {
+          throw std::runtime_error("waiting for the activations of " + mb + " from stage " +
+                                   std::to_string(stage_ - 1) + ": " + e.what());
+        }
         for (engine::Tensor& a : f.inputs) {
           if (a.size(0) != micro)
             throw transport::MessageError("pipeline: activations " + engine::shape_str(a.shape()) +
@@ -215,10 +238,15 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       InFlight f = std::move(it->second);
       held.erase(it);
       engine::TensorList grads;
-      if (!last_)
-        grads = receive(*next_, "gradients", "the gradients of " + mb + " from stage " + std::to_string(stage_ + 1),
-                        [&] { return split::receive_engine_tensors(*next_, timeout_, kMaxCutTensors, ctx_.device,
-                                                                   f.outputs); });
+      if (!last_) {
+        try {
+          grads = from_next_->take();
+          split::check_like(grads, f.outputs, next_->peer());
+        } catch (const std::exception& e) {
+          throw std::runtime_error("waiting for the gradients of " + mb + " from stage " + std::to_string(stage_ + 1) +
+                                   ": " + e.what());
+        }
+      }
       const double start = wall.seconds();
       Stopwatch c;
       if (last_) {
@@ -357,6 +385,8 @@ void Stage::run() {
   struct StopOutboxes {
     Stage& s;
     ~StopOutboxes() {
+      s.from_prev_.reset();
+      s.from_next_.reset();
       s.to_prev_.reset();
       s.to_next_.reset();
     }

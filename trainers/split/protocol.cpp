@@ -49,6 +49,16 @@ engine::TensorList receive_engine_tensors(transport::Connection& conn, transport
   return out;
 }
 
+void check_like(const engine::TensorList& got, const engine::TensorList& like, const std::string& peer) {
+  if (got.size() != like.size())
+    throw MessageError("split: " + std::to_string(got.size()) + " tensors from " + peer + ", expected " +
+                       std::to_string(like.size()));
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i].shape() != like[i].shape())
+      throw MessageError("split: tensor " + std::to_string(i) + " from " + peer + " is " +
+                         engine::shape_str(got[i].shape()) + ", expected " + engine::shape_str(like[i].shape()));
+}
+
 void send_state(transport::Connection& conn, const engine::NamedTensors& state, transport::Deadline timeout) {
   std::vector<engine::HostValues> host;
   host.reserve(state.size());

@@ -78,6 +78,10 @@ struct TurnDone {
 void send_engine_tensors(transport::Connection& conn, const engine::TensorList& tensors, const std::string& name,
                          transport::Deadline timeout);
 
+// Throws transport::MessageError when `got` (tensors that came from `peer`) differs
+// from `like` in number or shape: for tensors received before what they answer was known.
+void check_like(const engine::TensorList& got, const engine::TensorList& like, const std::string& peer);
+
 // Receives one tensors frame as engine tensors on `device` (copies, tagged as the current
 // scope says). Throws transport::MessageError for an empty message, more than
 // `max_tensors` tensors, a shape with more than engine::kMaxDims dims, or, when `like` is
