@@ -279,6 +279,7 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
   struct RolePeak {
     std::map<std::string, double> tags;
     double total = 0.0, rss = 0.0;
+    bool gpu = false;
   };
   std::vector<std::pair<std::string, RolePeak>> per_role;
   for (const RoleRecords& r : arm.roles) {
@@ -286,9 +287,12 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
     bool any = false;
     for (const json& line : r.records) {
       const RecordView rec = read_record(line);
-      if (rec.memory) {
+      // A process on a GPU keeps its tensors there: its tags are the GPU's.
+      const auto& memory = rec.gpu_memory ? rec.gpu_memory : rec.memory;
+      if (memory) {
         any = true;
-        for (const auto& [tag, m] : *rec.memory) {
+        p.gpu = p.gpu || rec.gpu_memory.has_value();
+        for (const auto& [tag, m] : *memory) {
           const double peak = static_cast<double>(m.peak);
           if (tag == "total") p.total = std::max(p.total, peak);
           else p.tags[tag] = std::max(p.tags[tag], peak);
@@ -324,7 +328,7 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
     if (it == kinds.end()) kinds.emplace_back(kind, &p);
     else if (p.total > it->second->total) it->second = &p;
   }
-  for (const auto& [kind, p] : kinds) out.push_back({kinds.size() == 1 ? "" : kind, ordered(p->tags), p->rss});
+  for (const auto& [kind, p] : kinds) out.push_back({kinds.size() == 1 ? "" : kind, ordered(p->tags), p->rss, p->gpu});
   return out;
 }
 

@@ -41,6 +41,7 @@ struct ProcessMemory {
   std::string kind;                                  // "" for a one-process arm
   std::vector<std::pair<std::string, double>> tags;  // parameters, gradients, … in record order
   double rss = 0.0;
+  bool gpu = false;  // the tags are the GPU's (the process trained on one), not host memory
 };
 
 struct ArmResults {

@@ -294,7 +294,10 @@ void memory(QChart* chart, const std::vector<ArmResults>& arms) {
   double top = 0.0;
   for (const ArmResults& a : arms)
     for (const ProcessMemory& p : process_memory(a)) {
-      b.categories << label_of(a) + (p.kind.empty() ? QString() : QString("<br>%1").arg(QString::fromStdString(p.kind)));
+      QString category = label_of(a);
+      if (!p.kind.empty()) category += QString("<br>%1").arg(QString::fromStdString(p.kind));
+      if (p.gpu) category += "<br>(GPU)";
+      b.categories << category;
       std::vector<double> row;
       double sum = 0.0;
       for (const auto& [tag, bytes] : p.tags) {

@@ -67,6 +67,11 @@ RecordView read_record(const json& line) {
     r.memory.emplace();
     for (const auto& [tag, m] : mem.items()) (*r.memory)[tag] = {integer(m, "current"), integer(m, "peak")};
   }
+  if (const json& gpu = member(line, "gpu_memory"); gpu.is_object()) {
+    r.gpu_memory.emplace();
+    for (const auto& [tag, m] : gpu.items())
+      if (m.is_object()) (*r.gpu_memory)[tag] = {integer(m, "current"), integer(m, "peak")};
+  }
   if (member(line, "rss_peak").is_number()) r.rss_peak = integer(line, "rss_peak");
   return r;
 }

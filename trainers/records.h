@@ -49,6 +49,7 @@ struct RecordView : StepRecord {
   std::string type;  // "step", "client_round", …
   std::string role;  // "" when the line has none
   std::optional<std::map<std::string, TagMemory>> memory;  // per tag and "total", when the line has it
+  std::optional<std::map<std::string, TagMemory>> gpu_memory;  // per tag on the arm's GPU, when it ran on one
   std::optional<int64_t> rss_peak;                          // when the line has it
 
   bool is_step() const { return type == "step"; }

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <sstream>
+
 #include "tests/run_fixture.h"
 #include "tests/temp_folder.h"
 
@@ -85,6 +88,34 @@ TEST_F(ResultsModel, MemoryIsPerKindOfProcessAndByTag) {
   for (const auto& [tag, bytes] : single[0].tags)
     if (tag == "parameters") params = bytes;
   EXPECT_GT(params, 0);
+}
+
+// An arm trained on a GPU keeps its tensors there: its memory by tag is the GPU's, and
+// says so; the host's figures of those records are left aside.
+TEST_F(ResultsModel, AGpuArmsMemoryIsTheGpusByTag) {
+  const fs::path dir = copy_fixture(dir_);
+  const fs::path records = dir / "single" / "roles" / "trainer.jsonl";
+  std::istringstream in(read_text(records));
+  std::string out, line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "step")
+      j["gpu_memory"] = {{"device", "cuda:0"},
+                         {"parameters", {{"current", 1048576}, {"peak", 1048576}}},
+                         {"activations", {{"current", 0}, {"peak", 3 * 1048576}}},
+                         {"allocated", 1048576},
+                         {"reserved", 8 * 1048576}};
+    out += j.dump() + "\n";
+  }
+  write_text(records, out);
+  const std::vector<ProcessMemory> single = process_memory(arm(load_run(dir), "single"));
+  ASSERT_EQ(single.size(), size_t{1});
+  EXPECT_TRUE(single[0].gpu);
+  std::map<std::string, double> tags(single[0].tags.begin(), single[0].tags.end());
+  EXPECT_EQ(tags["parameters"], 1048576.0);
+  EXPECT_EQ(tags["activations"], 3.0 * 1048576);
+  EXPECT_EQ(tags["gradients"], 0.0);
+  EXPECT_FALSE(process_memory(arm(load_run(fixture_run()), "single"))[0].gpu);
 }
 
 TEST_F(ResultsModel, ArmWithoutSummaryIsReadFromItsRecords) {
