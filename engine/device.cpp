@@ -89,59 +89,38 @@ void throw_no_backend(const Device& device, const char* op) {
 }
 
 namespace {
-#if defined(QUARTET_WITH_CUDA)
+
+// The allocator of a device this build and machine have; else throws the reason.
 CachingAllocator& allocator_of(const Device& device, const char* op) {
-  if (!device_available(device)) throw_no_backend(device, op);
-  return cuda::allocator(device.index);
-}
+#if defined(QUARTET_WITH_CUDA)
+  if (!device.is_cpu() && device_available(device)) return cuda::allocator(device.index);
 #endif
+  throw_no_backend(device, op);
+}
+
 }  // namespace
 
 void* device_allocate(const Device& device, size_t bytes, MemTag tag) {
+  CachingAllocator& a = allocator_of(device, "allocate");
 #if defined(QUARTET_WITH_CUDA)
-  return allocator_of(device, "allocate").allocate(bytes, tag, cuda::compute_stream(device.index));
+  return a.allocate(bytes, tag, cuda::compute_stream(device.index));
 #else
-  (void)bytes, (void)tag;
-  throw_no_backend(device, "allocate");
+  return a.allocate(bytes, tag);
 #endif
 }
 
-void device_free(const Device& device, void* p) {
-#if defined(QUARTET_WITH_CUDA)
-  allocator_of(device, "free").free(p);
-#else
-  (void)p;
-  throw_no_backend(device, "free");
-#endif
-}
+void device_free(const Device& device, void* p) { allocator_of(device, "free").free(p); }
 
-void device_retag(const Device& device, void* p, MemTag tag) {
-#if defined(QUARTET_WITH_CUDA)
-  allocator_of(device, "retag").retag(p, tag);
-#else
-  (void)p, (void)tag;
-  throw_no_backend(device, "retag");
-#endif
-}
+void device_retag(const Device& device, void* p, MemTag tag) { allocator_of(device, "retag").retag(p, tag); }
 
 DeviceMemStats device_memory_stats(const Device& device) {
-#if defined(QUARTET_WITH_CUDA)
   CachingAllocator& a = allocator_of(device, "memory_stats");
   DeviceMemStats s;
   s.allocator = a.stats();
   std::tie(s.device_used, s.device_total) = a.device_used_total();
   return s;
-#else
-  throw_no_backend(device, "memory_stats");
-#endif
 }
 
-void reset_device_memory_peaks(const Device& device) {
-#if defined(QUARTET_WITH_CUDA)
-  allocator_of(device, "reset_memory_peaks").reset_peaks();
-#else
-  throw_no_backend(device, "reset_memory_peaks");
-#endif
-}
+void reset_device_memory_peaks(const Device& device) { allocator_of(device, "reset_memory_peaks").reset_peaks(); }
 
 }  // namespace quartet::engine
