@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "engine/device.h"
+#include "tests/need_gpu.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "trainers/regime.h"
 #include "workloads/workload.h"
@@ -18,14 +19,6 @@ namespace {
 
 using nlohmann::json;
 using testing::max_abs_diff;
-
-#define QUARTET_NEED_GPU(count)                                                                          \
-  do {                                                                                                   \
-    if (!engine::device_available(engine::Device::cuda(0)))                                              \
-      GTEST_SKIP() << engine::device_unavailable_reason(engine::Device::cuda(0));                        \
-    if (engine::cuda_device_count() < (count))                                                           \
-      GTEST_SKIP() << "needs " << (count) << " GPUs; this machine has " << engine::cuda_device_count(); \
-  } while (0)
 
 class GpuRegimes : public testing::RegimeTest {
  protected:

@@ -11,7 +11,7 @@ using Inputs = std::vector<Tensor>;
 const std::vector<Shape> kShapes = {{7}, {4, 9}, {2, 3, 5, 6}, {3, 1000, 7}};
 
 TEST(CudaActivation, LeakyReluMatchesExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const Shape& s : kShapes)
     expect_same_on_gpu("leaky_relu " + shape_str(s), {random_tensor(s, seed++)},
@@ -20,7 +20,7 @@ TEST(CudaActivation, LeakyReluMatchesExactly) {
 
 // expf and tanhf differ from the host's libm by an ulp or two.
 TEST(CudaActivation, SigmoidMatchesOverAWideRange) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 10;
   for (const Shape& s : kShapes)
     expect_same_on_gpu("sigmoid " + shape_str(s), {random_tensor(s, seed++, -40.0f, 40.0f)},
@@ -28,7 +28,7 @@ TEST(CudaActivation, SigmoidMatchesOverAWideRange) {
 }
 
 TEST(CudaActivation, TanhMatches) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 20;
   for (const Shape& s : kShapes)
     expect_same_on_gpu("tanh " + shape_str(s), {random_tensor(s, seed++, -5.0f, 5.0f)},
@@ -37,7 +37,7 @@ TEST(CudaActivation, TanhMatches) {
 
 // The mask is drawn on the host in both: one seed, one mask, the same values.
 TEST(CudaActivation, DropoutDrawsTheCpuMask) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 30;
   for (const Shape& s : kShapes)
     for (float p : {0.1f, 0.5f})

@@ -10,7 +10,7 @@ namespace {
 using Inputs = std::vector<Tensor>;
 
 TEST(CudaConcat, EveryDimMatchesExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   Generator gen(3);
   uint64_t seed = 1;
   for (int rank = 1; rank <= 5; ++rank)
@@ -31,7 +31,7 @@ TEST(CudaConcat, EveryDimMatchesExactly) {
 
 // A U-Net skip: two feature maps along the channels, large enough for many blocks.
 TEST(CudaConcat, ChannelSkipMatchesExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   expect_same_on_gpu("concat skip", {random_tensor({2, 16, 12, 20, 20}, 1), random_tensor({2, 8, 12, 20, 20}, 2)},
                      [](const Inputs& v) { return concat(v, 1); }, 0.0);
 }

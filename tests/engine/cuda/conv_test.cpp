@@ -72,7 +72,7 @@ std::vector<ConvCase> transpose_cases() {
 }
 
 TEST(CudaConv, ConvForwardAndBackwardMatchCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const ConvCase& c : conv_cases()) {
     const Inputs in = {random_tensor(c.x, seed++), random_tensor(c.w, seed++), random_tensor({c.w[0]}, seed++)};
@@ -85,7 +85,7 @@ TEST(CudaConv, ConvForwardAndBackwardMatchCpu) {
 }
 
 TEST(CudaConv, ConvTransposeForwardAndBackwardMatchCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 100;
   for (const ConvCase& c : transpose_cases()) {
     const Inputs in = {random_tensor(c.x, seed++), random_tensor(c.w, seed++), random_tensor({c.w[1]}, seed++)};
@@ -128,7 +128,7 @@ ConvCase random_case(Generator& gen, bool transposed) {
 }
 
 TEST(CudaConv, RandomGeometriesMatchCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   Generator gen(2024);
   uint64_t seed = 500;
   for (int i = 0; i < 12; ++i) {
@@ -149,7 +149,7 @@ TEST(CudaConv, RandomGeometriesMatchCpu) {
 
 // Only some inputs requiring grad: the kernels skip the undefined gradients.
 TEST(CudaConv, PartialGradientsMatchCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const Tensor x = random_tensor({2, 3, 8, 7}, 201), w = random_tensor({4, 3, 3, 3}, 202);
   const Tensor g = random_tensor({2, 4, 8, 7}, 203);
   for (bool grad_x : {false, true}) {
@@ -167,7 +167,7 @@ TEST(CudaConv, PartialGradientsMatchCpu) {
 // The same backward twice gives the same bits: the chosen cuDNN algorithms are
 // deterministic (or the test names the pass that is not).
 TEST(CudaConv, BackwardRepeatsBitForBit) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   auto run = [](bool transposed) {
     const Tensor x = random_tensor(transposed ? Shape{2, 8, 6, 6, 6} : Shape{2, 8, 12, 12, 12}, 301).to(kGpu);
     const Tensor w = random_tensor(transposed ? Shape{8, 4, 2, 2, 2} : Shape{16, 8, 3, 3, 3}, 302).to(kGpu);
@@ -194,7 +194,7 @@ TEST(CudaConv, BackwardRepeatsBitForBit) {
 // TF32 tensor cores round inputs to 10 mantissa bits: the results stay within ~1e-2
 // of fp32, and switching back gives fp32 again.
 TEST(CudaConv, Tf32ModeStaysCloseAndSwitchesBack) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const ConvCase c{{2, 16, 12, 12, 12}, {16, 16, 3, 3, 3}, {1}, {1}, {1}, {}};
   const Inputs in = {random_tensor(c.x, 401), random_tensor(c.w, 402), random_tensor({16}, 403)};
   const ConvOptions opt = conv_options(c);

@@ -31,7 +31,7 @@ std::vector<std::vector<int64_t>> random_sizes(uint64_t seed) {
 }
 
 TEST(CudaDense, MatmulMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const auto& s : random_sizes(3)) {
     const Inputs in = {random_tensor({s[0], s[1]}, seed++), random_tensor({s[1], s[2]}, seed++)};
@@ -41,7 +41,7 @@ TEST(CudaDense, MatmulMatchesCpu) {
 }
 
 TEST(CudaDense, LinearWithAndWithoutBiasMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 20;
   for (const auto& s : random_sizes(4)) {
     // x (N, in), weight (out, in), bias (out).
@@ -57,7 +57,7 @@ TEST(CudaDense, LinearWithAndWithoutBiasMatchesCpu) {
 // Every transpose pair with alpha and beta, out holding values to scale; and beta = 0
 // over an out full of NaN, which must not leak through.
 TEST(CudaDense, GemmTransposesAlphaAndBeta) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const int64_t m = 37, k = 53, n = 29;
   uint64_t seed = 40;
   for (bool ta : {false, true})
@@ -78,7 +78,7 @@ TEST(CudaDense, GemmTransposesAlphaAndBeta) {
 }
 
 TEST(CudaDense, RowBiasAndColumnSumsMatchCpuAndRepeat) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   for (const Shape& s : {Shape{1, 1}, Shape{7, 13}, Shape{4096, 10}, Shape{3, 5000}, Shape{70000, 3}}) {
     const Tensor x = random_tensor(s, 61), bias = random_tensor({s[1]}, 62);
     Tensor host = x.clone();

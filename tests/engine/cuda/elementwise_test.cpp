@@ -37,7 +37,7 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
 }
 
 TEST(CudaElementwise, AddAndMulMatchExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const Shape& s : random_shapes(11)) {
     const Inputs in = {random_tensor(s, seed++), random_tensor(s, seed++)};
@@ -47,7 +47,7 @@ TEST(CudaElementwise, AddAndMulMatchExactly) {
 }
 
 TEST(CudaElementwise, ScaleAndReluMatchExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 20;
   for (const Shape& s : random_shapes(12)) {
     const Inputs in = {random_tensor(s, seed++)};
@@ -57,7 +57,7 @@ TEST(CudaElementwise, ScaleAndReluMatchExactly) {
 }
 
 TEST(CudaElementwise, ReluPassesNanLikeTheCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Tensor x = Tensor::from_vector({4}, {nan, -1.0f, 0.0f, 2.0f});
   const std::vector<float> y = relu(x.to(kGpu)).to_vector();
@@ -68,7 +68,7 @@ TEST(CudaElementwise, ReluPassesNanLikeTheCpu) {
 }
 
 TEST(CudaElementwise, SumsAgreeWithTheCpuAndRepeat) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   for (const Shape& s : {Shape{1}, Shape{257}, Shape{3, 1000, 7}, Shape{64, 64, 64}}) {
     const Tensor x = random_tensor(s, 31);
     const Tensor d = x.to(kGpu);
@@ -86,7 +86,7 @@ TEST(CudaElementwise, SumsAgreeWithTheCpuAndRepeat) {
 }
 
 TEST(CudaElementwise, FillFromScalarAndFill) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const Tensor scalar = Tensor::from_vector({1}, {3.0f}).to(kGpu);
   Tensor out = Tensor::empty({5, 7}, kGpu);
   cuda::fill_from_scalar(scalar, 0.25f, out);
@@ -96,7 +96,7 @@ TEST(CudaElementwise, FillFromScalarAndFill) {
 }
 
 TEST(CudaElementwise, CopiesBetweenDevicesKeepEveryBit) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const Tensor x = random_tensor({3, 1000, 7}, 41);
   const Tensor d = x.to(kGpu);  // host to device
   const Tensor d2 = d.clone();  // device to device
@@ -109,7 +109,7 @@ TEST(CudaElementwise, CopiesBetweenDevicesKeepEveryBit) {
 }
 
 TEST(CudaElementwise, FlatBufferKernelsMatchTheCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   // Around fp16's limits: 65519 rounds down to 65504, 65520 ties up to inf, tiny values
   // to subnormals or zero.
   std::vector<float> values = {65519.0f, 65520.0f, -70000.0f, 1e-7f, 2.9e-8f, 3.0e-8f, -0.0f, 1.0f / 3.0f};

@@ -20,7 +20,7 @@ std::vector<int32_t> random_targets(const Shape& logits, uint64_t seed) {
 const std::vector<Shape> kClassShapes = {{5, 7}, {3, 4, 9, 10}, {2, 3, 4, 5, 6}, {2, 3, 100, 100}};
 
 TEST(CudaLoss, CrossEntropyMatches) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const Shape& s : kClassShapes)
     for (bool weighted : {false, true}) {
@@ -35,7 +35,7 @@ TEST(CudaLoss, CrossEntropyMatches) {
 }
 
 TEST(CudaLoss, BceWithLogitsMatches) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 20;
   for (const Shape& s : {Shape{7}, Shape{4, 9}, Shape{3, 1000, 7}}) {
     expect_same_on_gpu("bce_with_logits " + shape_str(s),
@@ -46,7 +46,7 @@ TEST(CudaLoss, BceWithLogitsMatches) {
 }
 
 TEST(CudaLoss, MseMatches) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 40;
   for (const Shape& s : {Shape{7}, Shape{4, 9}, Shape{3, 1000, 7}}) {
     expect_same_on_gpu("mse_loss " + shape_str(s), {random_tensor(s, seed), random_tensor(s, seed + 1)},
@@ -56,7 +56,7 @@ TEST(CudaLoss, MseMatches) {
 }
 
 TEST(CudaLoss, SoftDiceMatches) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 60;
   for (const Shape& s : kClassShapes)
     for (bool per_sample : {false, true})
@@ -72,7 +72,7 @@ TEST(CudaLoss, SoftDiceMatches) {
 
 // The device's sums are fixed-order: the same loss bit for bit on every run.
 TEST(CudaLoss, LossesRepeatExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const Shape s = {2, 3, 100, 100};
   const Tensor x = random_tensor(s, 80, -3.0f, 3.0f).to(kGpu);
   const Tensor y = random_tensor(s, 81, 0.0f, 1.0f).to(kGpu);

@@ -30,7 +30,7 @@ class LoneReducer : public StatsReducer {
 };
 
 TEST(CudaNorm, BatchNormTrainingMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const Shape& s : shapes()) {
     const int64_t c = s[1];
@@ -52,7 +52,7 @@ TEST(CudaNorm, BatchNormTrainingMatchesCpu) {
 
 // Running statistics after a few steps, with and without a reducer (shift = running mean).
 TEST(CudaNorm, RunningStatisticsMatchCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   LoneReducer reducer;
   for (StatsReducer* r : {static_cast<StatsReducer*>(nullptr), static_cast<StatsReducer*>(&reducer)}) {
     const Shape s{4, 3, 6, 5};
@@ -71,7 +71,7 @@ TEST(CudaNorm, RunningStatisticsMatchCpu) {
 }
 
 TEST(CudaNorm, BatchNormEvalMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 40;
   for (const Shape& s : shapes()) {
     const int64_t c = s[1];
@@ -87,7 +87,7 @@ TEST(CudaNorm, BatchNormEvalMatchesCpu) {
 }
 
 TEST(CudaNorm, GroupNormMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 80;
   for (const Shape& s : shapes()) {
     const int64_t c = s[1];
@@ -107,7 +107,7 @@ TEST(CudaNorm, GroupNormMatchesCpu) {
 // The sums kernels twice over a tensor whose channels split into many parts: the same
 // bits, and the count exact.
 TEST(CudaNorm, ChannelSumsRepeatBitForBit) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const Shape s{2, 4, 64, 64, 32};
   const Tensor x = random_tensor(s, 120, -1.0f, 3.0f).to(kGpu);
   std::vector<float> first;

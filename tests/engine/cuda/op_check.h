@@ -16,18 +16,11 @@
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
+#include "tests/need_gpu.h"
 
 namespace quartet::engine::cuda_test {
 
 inline const Device kGpu = Device::cuda(0);
-
-// Skips the test where no GPU is at hand, with the reason.
-#define QUARTET_NEED_GPU()                                                            \
-  do {                                                                                \
-    if (!::quartet::engine::device_available(::quartet::engine::cuda_test::kGpu))    \
-      GTEST_SKIP() << ::quartet::engine::device_unavailable_reason(                   \
-          ::quartet::engine::cuda_test::kGpu);                                        \
-  } while (0)
 
 // Host tensor of `shape` with values uniform in [lo, hi) from `seed`.
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -52,7 +52,7 @@ void expect_same_steps(const std::string& name, const MakeOptimizer& make) {
 }
 
 TEST(CudaOptim, SgdStepsMatch) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const std::vector<std::pair<std::string, SgdOptions>> configs = {
       {"sgd", {.lr = 0.1f}},
       {"sgd weight_decay", {.lr = 0.1f, .weight_decay = 0.01f}},
@@ -66,7 +66,7 @@ TEST(CudaOptim, SgdStepsMatch) {
 }
 
 TEST(CudaOptim, AdamStepsMatch) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   expect_same_steps("adam", [](std::vector<Tensor> p) { return std::make_unique<Adam>(std::move(p), AdamOptions{}); });
   expect_same_steps("adam weight_decay", [](std::vector<Tensor> p) {
     return std::make_unique<Adam>(std::move(p), AdamOptions{.lr = 1e-2f, .weight_decay = 0.1f});
@@ -74,7 +74,7 @@ TEST(CudaOptim, AdamStepsMatch) {
 }
 
 TEST(CudaOptim, AdamWStepsMatch) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   expect_same_steps("adamw", [](std::vector<Tensor> p) { return std::make_unique<AdamW>(std::move(p), AdamWOptions{}); });
   expect_same_steps("adamw strong decay", [](std::vector<Tensor> p) {
     return std::make_unique<AdamW>(std::move(p), AdamWOptions{.lr = 1e-2f, .beta1 = 0.8f, .weight_decay = 0.5f});

@@ -65,7 +65,7 @@ void expect_same_bits(const Tensor& host, const Tensor& device, const std::strin
 }
 
 TEST(CudaPool, MaxPoolMatchesCpuExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const PoolCase& c : cases()) {
     const PoolOptions opt = c.opt;
@@ -77,7 +77,7 @@ TEST(CudaPool, MaxPoolMatchesCpuExactly) {
 // Ties go to the first cell in window order, the first NaN wins, and the gradient goes
 // to that winner alone: the same bits as the CPU, forward and backward.
 TEST(CudaPool, MaxPoolTiesAndNansMatchCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 50;
   for (const PoolCase& c : cases()) {
     const Tensor x = tie_heavy(c.x, seed++);
@@ -93,7 +93,7 @@ TEST(CudaPool, MaxPoolTiesAndNansMatchCpu) {
 
 // Forward sums in the CPU's order; backward may differ by a fused multiply-add.
 TEST(CudaPool, AvgPoolMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 100;
   for (const PoolCase& c : cases()) {
     const PoolOptions opt = c.opt;
@@ -103,7 +103,7 @@ TEST(CudaPool, AvgPoolMatchesCpu) {
 }
 
 TEST(CudaPool, GlobalAvgPoolMatchesCpu) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 150;
   for (const Shape& s : {Shape{2, 3, 5}, Shape{4, 6, 7, 9}, Shape{2, 16, 24, 24, 24}, Shape{1, 2, 300, 300}}) {
     expect_same_on_gpu("global_avg_pool " + shape_str(s), {random_tensor(s, seed++)},
@@ -113,7 +113,7 @@ TEST(CudaPool, GlobalAvgPoolMatchesCpu) {
 
 // Inference: no input requires grad, so no argmax is kept; the values are the same.
 TEST(CudaPool, MaxPoolWithoutArgmax) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   const PoolCase c = cases()[3];
   const Tensor x = random_tensor(c.x, 200);
   NoGradScope no_grad;

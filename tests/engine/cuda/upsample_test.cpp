@@ -26,7 +26,7 @@ const std::vector<Case> kCases = {
 };
 
 TEST(CudaUpsample, NearestMatchesExactly) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 1;
   for (const Case& c : kCases)
     expect_same_on_gpu("upsample nearest " + shape_str(c.in), {random_tensor(c.in, seed++)},
@@ -36,7 +36,7 @@ TEST(CudaUpsample, NearestMatchesExactly) {
 // Same taps and order; only where each side fuses a multiply-add may the rounding differ,
 // by an ulp of a partial sum per tap (up to 64 taps a cell in 3D).
 TEST(CudaUpsample, LinearMatches) {
-  QUARTET_NEED_GPU();
+  QUARTET_NEED_GPU(1);
   uint64_t seed = 20;
   for (const Case& c : kCases)
     expect_same_on_gpu("upsample linear " + shape_str(c.in), {random_tensor(c.in, seed++)},
