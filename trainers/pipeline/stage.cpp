@@ -101,6 +101,14 @@ class Stage {
   void train_step(const std::vector<int64_t>& order, int64_t b, int64_t epoch, StepRecord& r, nlohmann::json& info);
   void gather();
   void release_others();
+  // The next tensors `in` has read; a failure names `what` was waited for.
+  engine::TensorList take(Inbox& in, const std::string& what) {
+    try {
+      return in.take();
+    } catch (const std::exception& e) {
+      throw std::runtime_error("waiting for " + what + ": " + e.what());
+    }
+  }
   template <class Fn>
   auto receive(transport::Connection& conn, const char* kind, const std::string& what, Fn&& fn) {
     try {
@@ -145,23 +153,16 @@ void Stage::connect() {
     prev_ = inbound_.wait(transport::Deadline::zero());
   }
   auto on_error = [this] { close_links(); };
+  auto tensors = [this](transport::Connection& conn) {
+    return split::receive_engine_tensors(conn, timeout_, kMaxCutTensors, ctx_.device);
+  };
   if (prev_) {
     to_prev_ = std::make_unique<Outbox>(*prev_, traffic_, on_error);
-    from_prev_ = std::make_unique<Inbox>(
-        *prev_, traffic_, "activations",
-        [this](transport::Connection& conn) {
-          return split::receive_engine_tensors(conn, timeout_, kMaxCutTensors, ctx_.device);
-        },
-        on_error);
+    from_prev_ = std::make_unique<Inbox>(*prev_, traffic_, "activations", tensors, on_error);
   }
   if (next_) {
     to_next_ = std::make_unique<Outbox>(*next_, traffic_, on_error);
-    from_next_ = std::make_unique<Inbox>(
-        *next_, traffic_, "gradients",
-        [this](transport::Connection& conn) {
-          return split::receive_engine_tensors(conn, timeout_, kMaxCutTensors, ctx_.device);
-        },
-        on_error);
+    from_next_ = std::make_unique<Inbox>(*next_, traffic_, "gradients", tensors, on_error);
   }
 }
 
@@ -195,12 +196,7 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       InFlight f;
       std::vector<int32_t> labels;
       if (!first_) {
-        try {
-          f.inputs = from_prev_->take();
-        } catch (const std::exception& e) {
-          throw std::runtime_error("waiting for the activations of " + mb + " from stage " +
-                                   std::to_string(stage_ - 1) + ": " + e.what());
-        }
+        f.inputs = take(*from_prev_, "the activations of " + mb + " from stage " + std::to_string(stage_ - 1));
         for (engine::Tensor& a : f.inputs) {
           if (a.size(0) != micro)
             throw transport::MessageError("pipeline: activations " + engine::shape_str(a.shape()) +
@@ -239,12 +235,12 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       held.erase(it);
       engine::TensorList grads;
       if (!last_) {
+        const std::string what = "the gradients of " + mb + " from stage " + std::to_string(stage_ + 1);
+        grads = take(*from_next_, what);
         try {
-          grads = from_next_->take();
           split::check_like(grads, f.outputs, next_->peer());
         } catch (const std::exception& e) {
-          throw std::runtime_error("waiting for the gradients of " + mb + " from stage " + std::to_string(stage_ + 1) +
-                                   ": " + e.what());
+          throw std::runtime_error("waiting for " + what + ": " + e.what());
         }
       }
       const double start = wall.seconds();
