@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -16,6 +17,16 @@ int64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+int64_t current_rss_bytes() {
+  // statm: size resident shared text lib data dt, in pages
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
 nlohmann::json memory_json(const engine::MemStats& mem) {
@@ -62,6 +73,7 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
       {"messages", r.messages},
       {"memory", memory_json(mem)},
       {"rss_peak", peak_rss_bytes()},
+      {"rss", current_rss_bytes()},
       {"gpu_memory", nullptr},
       {"loss", r.loss},
       {"lr", r.lr},

@@ -45,12 +45,14 @@ nlohmann::json memory_json(const engine::MemStats& mem);
 nlohmann::json gpu_memory_json(const engine::Device& device);
 
 // Serialises a record with memory figures `mem` (per tag current and peak; by default
-// taken now) and this process's peak RSS.
+// taken now) and this process's peak and current RSS.
 nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
                        const engine::MemStats& mem = engine::memory_stats());
 
 // Peak resident set size of this process, bytes.
 int64_t peak_rss_bytes();
+// Resident set size of this process now, bytes (0 where /proc is missing).
+int64_t current_rss_bytes();
 
 // Appends JSON lines to a file, flushing each one.
 class JsonlWriter {

@@ -100,11 +100,10 @@ std::unique_ptr<transport::Connection> join(const RoleContext& ctx, const Server
 }  // namespace
 
 void run_virtual_client(const RoleContext& ctx, const std::string& regime, const ServerKeys& keys,
-                        const std::string& hello_role, const std::string& link, double join_timeout_s, int64_t client,
+                        const std::string& hello_role, const std::string& link, double join_timeout_s, const std::string& who,
                         const std::function<void(transport::Connection&, const transport::Frame&)>& serve) {
   auto log = [&](const char* what, const char* why) {
-    std::fprintf(stderr, "%s %s: client %lld %s: %s\n", regime.c_str(), ctx.role.c_str(),
-                 static_cast<long long>(client), what, why);
+    std::fprintf(stderr, "%s %s: %s %s: %s\n", regime.c_str(), ctx.role.c_str(), who.c_str(), what, why);
   };
   std::unique_ptr<transport::Connection> conn;
   try {
@@ -124,12 +123,12 @@ void run_virtual_client(const RoleContext& ctx, const std::string& regime, const
         throw;
       } catch (const std::exception& e) {
         // The client's own work failed: tell the server, which leaves this client out.
-        transport::send_error_and_close(*conn, "client " + std::to_string(client) + ": " + e.what(), 5s);
+        transport::send_error_and_close(*conn, who + ": " + e.what(), 5s);
         throw;
       }
     }
   } catch (const transport::ConnectionClosed&) {
-    // The server is done (or gone): nothing more to do for this client.
+    // The server is done (or gone): nothing more to do.
   } catch (const std::exception& e) {
     log("stopped", e.what());
   }

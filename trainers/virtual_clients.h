@@ -1,8 +1,8 @@
 #pragma once
 
-// What the federated and split regimes share: virtual clients hosted by pool processes,
-// each with its own connection to a server that publishes its address and token in the
-// coordinator's store.
+// What the federated and split regimes share: virtual clients hosted by pool processes
+// that connect to a server publishing its address and token in the coordinator's store
+// (a split client has its own connection; a federated pool one for all it trains).
 
 #include <cstdint>
 #include <functional>
@@ -60,14 +60,15 @@ struct ServerKeys {
   std::string token;    // coordinator key holding the server's token
 };
 
-// One virtual client's life: join the server (retrying until join_timeout_s; the keys are
+// One connection's life (a split client's, a federated pool's; `who` names it in logs and
+// error frames, "client 7"): join the server (retrying until join_timeout_s; the keys are
 // read again after a failed attempt, as a resumed server publishes new ones), then hand
 // every control frame to `serve` until the server sends shutdown or closes. A `serve` that
 // throws (anything but ConnectionClosed) sends the server an error frame, and the client
-// stops. Failures are logged as "<regime> <role>: client <id> ...", never thrown.
+// stops. Failures are logged as "<regime> <role>: <who> ...", never thrown.
 // requires ctx.coordinator
 void run_virtual_client(const RoleContext& ctx, const std::string& regime, const ServerKeys& keys,
-                        const std::string& hello_role, const std::string& link, double join_timeout_s, int64_t client,
+                        const std::string& hello_role, const std::string& link, double join_timeout_s, const std::string& who,
                         const std::function<void(transport::Connection&, const transport::Frame&)>& serve);
 
 }  // namespace quartet::trainers

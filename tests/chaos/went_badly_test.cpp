@@ -43,7 +43,9 @@ class WentBadly : public quartet::test_util::TempFolderTest {
   }
 };
 
-// Every round asks all four clients; pool1's two miss the 2 s deadline after the kill.
+// Every round asks all four clients. A client pool1 was training when killed is left out
+// of that round (the kill may also land between its clients); pool0 trains all four in
+// the rounds after. Losing a role makes the arm degraded either way.
 TEST_F(WentBadly, AFederatedArmThatLostAPoolEndsDegraded) {
   const json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 4}, {"processes", 2},
                        {"fraction", 1.0}, {"deadline_s", 2.0}, {"rounds", 200}},
@@ -54,12 +56,17 @@ TEST_F(WentBadly, AFederatedArmThatLostAPoolEndsDegraded) {
   ASSERT_EQ(wait_exit(launcher), 3) << file_bytes(dir_ / "launcher.log");
   const json summary = json::parse(file_bytes(run / "fed" / "summary.json"));
   EXPECT_EQ(summary["status"], "degraded");
-  EXPECT_EQ(summary["steps"], 200);  // every round still ran, with the other pool's clients
-  EXPECT_GT(summary["degraded_steps"].get<int64_t>(), 0);
+  EXPECT_EQ(summary["steps"], 200);  // every round still ran
   EXPECT_NE(summary["problem"].get<std::string>().find("lost role pool1"), std::string::npos) << summary.dump();
-  const json last = records_of(run / "fed" / "roles" / "server.jsonl", "step").back();
-  EXPECT_EQ(last["round"]["completed"], 2) << last.dump();  // pool0's two clients, not pool1's
-  EXPECT_NE(last["degraded"].get<std::string>().find("2 of 4 sampled clients"), std::string::npos) << last.dump();
+  const std::vector<json> steps = records_of(run / "fed" / "roles" / "server.jsonl", "step");
+  for (const json& s : steps) {
+    if (s.contains("degraded")) {
+      EXPECT_NE(s["degraded"].get<std::string>().find("3 of 4 sampled clients"), std::string::npos) << s.dump();
+    }
+  }
+  const json& last = steps.back();
+  EXPECT_EQ(last["round"]["completed"], 4) << last.dump();
+  EXPECT_EQ(last["round"]["pools"][0]["clients"].size(), 4u) << last.dump();
   EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "degraded");
   EXPECT_NE(file_bytes(dir_ / "launcher.log").find("pool1"), std::string::npos);
 }

@@ -200,65 +200,123 @@ TEST_F(Federated, CompressedUpdatesCountFewerBytesAndStillTrain) {
   EXPECT_GT(max_abs_diff(final_weights("fp16"), engine::load_safetensors(init_.string())), 1e-4);
 }
 
-// A client that waits for its weights and then pretends to train forever (a straggler),
-// or vanishes mid-round; `behave` says which. Runs until the server closes.
-void misbehaving_client(transport::Coordinator& coord, const std::string& arm, int64_t id, bool vanish,
-                        std::atomic<int>& rounds_seen) {
+enum class PoolFault { vanish, stall, slow };
+
+// A hand-written pool that misbehaves: takes a client's round and its weights, then
+// vanishes (closes as a killed process would), stalls forever (a straggler), or answers
+// after `slow` with the global weights unchanged as the client's update (a valid, slow
+// pool). Runs until the server closes or sends shutdown; `clients` gets each client asked.
+void misbehaving_pool(transport::Coordinator& coord, const std::string& arm, int64_t index, PoolFault fault,
+                      std::vector<int64_t>& clients, std::chrono::milliseconds slow = 0ms) {
   const std::string address = *coord.kv_get(federated::server_address_key(arm), 60000ms);
   const std::string token = *coord.kv_get(federated::server_token_key(arm), 60000ms);
   const auto [host, port] = transport::parse_host_port(address);
   auto conn = transport::Connection::connect(host, port, 30s);
   transport::send_message(*conn, transport::MessageType::hello,
-                          transport::Hello{token, federated::kClientRolePrefix + std::to_string(id)}, 30s);
+                          transport::Hello{token, federated::kPoolRolePrefix + std::to_string(index)}, 30s);
   transport::receive_message<transport::Welcome>(*conn, transport::MessageType::welcome, 30s);
   try {
     for (;;) {
       const transport::Frame f = conn->receive(std::chrono::minutes(5));
       if (f.type == transport::MessageType::shutdown) return;
-      conn->receive(std::chrono::minutes(5));  // the weights
-      ++rounds_seen;
-      if (vanish) {
+      const auto start = transport::decode_message<federated::RoundStart>(f.payload);
+      transport::Frame weights = conn->receive(std::chrono::minutes(5));
+      clients.push_back(start.client);
+      if (fault == PoolFault::vanish) {
         conn->close();  // as a killed process: the socket goes, nothing is said
         return;
       }
+      if (fault == PoolFault::stall) continue;  // never answers; the next frame is shutdown
+      std::this_thread::sleep_for(slow);
+      const transport::TensorsMessage m = transport::decode_tensors(weights.payload);
+      std::vector<transport::TensorRef> refs;
+      for (size_t i = 0; i < m.data.size(); ++i) refs.push_back({m.names[i], m.shapes[i], m.data[i]});
+      transport::send_tensors(*conn, refs, 30s);
+      federated::UpdateDone done;
+      done.round = start.round;
+      done.client = start.client;
+      done.samples = 1;
+      transport::send_message(*conn, transport::MessageType::control, done, 30s);
     }
   } catch (const std::exception&) {
   }
 }
 
-TEST_F(Federated, ClientThatVanishesMidRoundIsLeftOutAndTheRoundCompletes) {
+std::vector<int64_t> pool_clients(const json& round, int64_t pool) {
+  return round["pools"].at(static_cast<size_t>(pool))["clients"].get<std::vector<int64_t>>();
+}
+
+// The client a vanished pool was training is left out of that round; later rounds hand
+// every client to the pools that remain.
+TEST_F(Federated, PoolThatVanishesMidRoundLosesOnlyItsClientAndTheOthersTrainTheRest) {
   const json fl = {{"clients", 3}, {"rounds", 2}, {"processes", 3}, {"min_clients", 2}};
-  std::atomic<int> seen{0};
-  std::thread bad([&] { misbehaving_client(*coordinator_, "fed", 2, /*vanish=*/true, seen); });
+  std::vector<int64_t> asked;
+  std::thread bad([&] { misbehaving_pool(*coordinator_, "fed", 2, PoolFault::vanish, asked); });
   run_arm("fed", fl, 16, {"pool2"});
   bad.join();
-  EXPECT_EQ(seen.load(), 1);
+  EXPECT_EQ(asked, std::vector<int64_t>{2});  // pools take the waiting clients in order
   const auto rounds = round_records("fed");
   ASSERT_EQ(rounds.size(), 2u);
-  for (const json& r : rounds) {
-    EXPECT_EQ(r["round"]["completed"].get<int64_t>(), 2) << r.dump();
-    EXPECT_TRUE(r["round"]["aggregated"].get<bool>());
-    ASSERT_EQ(r["round"]["dropped"].size(), 1u);
-    EXPECT_EQ(r["round"]["dropped"][0]["client"].get<int64_t>(), 2);
-  }
-  EXPECT_EQ(rounds[1]["round"]["dropped"][0]["reason"].get<std::string>(), "not connected");
+  EXPECT_EQ(rounds[0]["round"]["completed"].get<int64_t>(), 2) << rounds[0].dump();
+  ASSERT_EQ(rounds[0]["round"]["dropped"].size(), 1u);
+  EXPECT_EQ(rounds[0]["round"]["dropped"][0]["client"].get<int64_t>(), 2);
+  EXPECT_EQ(rounds[1]["round"]["completed"].get<int64_t>(), 3) << rounds[1].dump();
+  EXPECT_TRUE(rounds[1]["round"]["dropped"].empty());
+  EXPECT_TRUE(pool_clients(rounds[1]["round"], 2).empty());
   EXPECT_TRUE(fs::exists(final_weights_path(dir_ / "fed")));
 }
 
-TEST_F(Federated, StragglerPastTheDeadlineIsLeftOutAndLogged) {
+TEST_F(Federated, StragglerPastTheDeadlineIsLeftOutAndItsPoolGetsNoMoreClients) {
   const json fl = {{"clients", 3}, {"rounds", 2}, {"processes", 3}, {"deadline_s", 1.5}};
-  std::atomic<int> seen{0};
-  std::thread slow([&] { misbehaving_client(*coordinator_, "fed", 1, /*vanish=*/false, seen); });
+  std::vector<int64_t> asked;
+  std::thread slow([&] { misbehaving_pool(*coordinator_, "fed", 1, PoolFault::stall, asked); });
   run_arm("fed", fl, 16, {"pool1"});
   slow.join();
+  EXPECT_EQ(asked, std::vector<int64_t>{1});
   const auto rounds = round_records("fed");
   ASSERT_EQ(rounds.size(), 2u);
   EXPECT_EQ(rounds[0]["round"]["completed"].get<int64_t>(), 2);
   ASSERT_EQ(rounds[0]["round"]["dropped"].size(), 1u);
   EXPECT_NE(rounds[0]["round"]["dropped"][0]["reason"].get<std::string>().find("deadline"), std::string::npos);
   EXPECT_GE(rounds[0]["round"]["time"]["collect"].get<double>(), 1.4);
-  // Still holding round 1's work in round 2: busy, left out again.
-  EXPECT_NE(rounds[1]["round"]["dropped"][0]["reason"].get<std::string>().find("busy"), std::string::npos);
+  // Still holding round 1's client in round 2: the two other pools train all three.
+  EXPECT_EQ(rounds[1]["round"]["completed"].get<int64_t>(), 3) << rounds[1].dump();
+  EXPECT_TRUE(pool_clients(rounds[1]["round"], 1).empty());
+}
+
+// A work queue, not a static placement: while a slow pool holds client 1, the other pool
+// takes every client after it (pool c mod 2 would have given the slow one client 3 too).
+TEST_F(Federated, AFreePoolTakesTheNextWaitingClient) {
+  const json fl = {{"clients", 4}, {"rounds", 1}, {"processes", 2}};
+  std::vector<int64_t> asked;
+  std::thread slow([&] { misbehaving_pool(*coordinator_, "fed", 1, PoolFault::slow, asked, 3000ms); });
+  run_arm("fed", fl, 16, {"pool1"});
+  slow.join();
+  EXPECT_EQ(asked, std::vector<int64_t>{1});
+  const json round = round_records("fed").at(0)["round"];
+  EXPECT_EQ(round["completed"].get<int64_t>(), 4);
+  EXPECT_EQ(pool_clients(round, 0), (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(pool_clients(round, 1), std::vector<int64_t>{1});
+  for (const json& c : round["clients"]) EXPECT_LE(c["started_at"].get<double>(), c["finished_at"].get<double>());
+}
+
+// A topk client's residual lives in the pool that trained it, so it stays on pool c mod P.
+TEST_F(Federated, TopkClientsStayOnThePoolHoldingTheirResidual) {
+  const json fl = {{"clients", 4}, {"rounds", 2}, {"processes", 2}, {"compress", "topk"}, {"topk_fraction", 0.1}};
+  run_arm("fed", fl, 16);
+  for (const json& r : round_records("fed"))
+    for (const json& c : r["round"]["clients"])
+      EXPECT_EQ(c["pool"].get<int64_t>(), c["client"].get<int64_t>() % 2) << c.dump();
+}
+
+// Any pool can train any client: one pool and three give the same weights bit for bit.
+TEST_F(Federated, WeightsDoNotDependOnHowManyPoolsTrainTheClients) {
+  const json one = {{"clients", 6}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 1}};
+  json three = one;
+  three["processes"] = 3;
+  run_arm("one", one, 16);
+  run_arm("three", three, 16);
+  EXPECT_EQ(max_abs_diff(final_weights("one"), final_weights("three")), 0.0);
 }
 
 // The server checkpoints every round: a server that stops after round 2 of 3 and is

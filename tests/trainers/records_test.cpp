@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "trainers/metrics.h"
 
 namespace quartet::trainers {
@@ -129,6 +131,17 @@ TEST(Records, ClockIsTheServerTrainerOrRankZeroWithSteps) {
   EXPECT_EQ(clock_role(server_without_steps)->role, "pool1");
   EXPECT_EQ(clock_role({{"pool0", {round}}}), nullptr);
   EXPECT_FALSE(has_steps({"pool0", {round}}));
+}
+
+// 64 MiB written page by page is resident: the current RSS climbs by about that much.
+TEST(Metrics, CurrentRssFollowsTouchedMemory) {
+  const int64_t before = current_rss_bytes();
+  ASSERT_GT(before, 0);
+  std::vector<char> block(64 << 20);
+  for (size_t i = 0; i < block.size(); i += 4096) block[i] = static_cast<char>(i);
+  const int64_t after = current_rss_bytes();
+  EXPECT_GE(after - before, 60 << 20);
+  EXPECT_EQ(block[4096], static_cast<char>(4096));
 }
 
 }  // namespace

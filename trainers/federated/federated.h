@@ -31,7 +31,7 @@ struct Settings : RegimeSettings {
   std::optional<int64_t> processes;  // pool processes hosting the clients; filled: min(cores, clients)
   std::string compress = "none";     // none, fp16, topk (client -> server updates)
   double topk_fraction = 0.01;
-  double join_timeout_s = 300.0;  // how long the server waits for every client to connect (not a spec field)
+  double join_timeout_s = 300.0;  // how long the server waits for every pool to connect (not a spec field)
 
   static const SettingsTable<Settings>& table();
   StrategyConfig strategy_config() const { return {strategy, mu, server_momentum, server_lr}; }

@@ -1,17 +1,18 @@
 #pragma once
 
-// What a federated server and its clients say to each other, over one
-// transport::Connection per virtual client (so every client has its own counters and
-// link). After the transport's hello (role "fl-client/<id>") the server answers with a
-// Welcome (rank = client id, world_size = clients); then, each round the client is asked:
+// What a federated server and its pools say to each other, over one transport::Connection
+// per pool process. After the transport's hello (role "fl-pool/<p>") the server answers
+// with a Welcome (rank = pool index, world_size = clients). A pool is handed one client
+// at a time, the next one waiting in the round as soon as the last returned (a work
+// queue), and trains it:
 //
-//   server -> client  control  RoundStart
-//   server -> client  tensors  the global weights (state_dict names and shapes)
-//   client -> server  tensors  its new weights            (compress "none")
-//                     control  UpdatePayload: the encoded delta   (fp16, topk)
-//   client -> server  control  UpdateDone: samples, loss, timings
+//   server -> pool  control  RoundStart (which client, which round)
+//   server -> pool  tensors  the global weights (state_dict names and shapes)
+//   pool -> server  tensors  the client's new weights      (compress "none")
+//                   control  UpdatePayload: the encoded delta   (fp16, topk)
+//   pool -> server  control  UpdateDone: samples, loss, timings
 //
-// and at the end: server -> client shutdown. A client that fails sends an error frame.
+// and at the end: server -> pool shutdown. A pool whose client fails sends an error frame.
 
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
@@ -22,10 +23,11 @@
 
 namespace quartet::trainers::federated {
 
-inline constexpr const char* kClientRolePrefix = "fl-client/";
+inline constexpr const char* kPoolRolePrefix = "fl-pool/";
 
 struct RoundStart {
   int64_t round = 0;
+  int64_t client = 0;
   double lr = 0.0;
   double mu = 0.0;
   std::string codec = "none";
@@ -33,7 +35,7 @@ struct RoundStart {
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(round, lr, mu, codec, topk_fraction);
+    ar(round, client, lr, mu, codec, topk_fraction);
   }
 };
 
@@ -62,12 +64,11 @@ struct UpdateDone {
   int64_t steps = 0;
   double loss = 0.0;
   double forward = 0.0, backward = 0.0, optimizer = 0.0, data = 0.0;  // seconds
-  double queue = 0.0;   // waiting for the pool's trainer, seconds
   double upload = 0.0;  // sending the weights or payload frame, seconds
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(round, client, samples, samples_processed, steps, loss, forward, backward, optimizer, data, queue, upload);
+    ar(round, client, samples, samples_processed, steps, loss, forward, backward, optimizer, data, upload);
   }
 };
 

@@ -1,7 +1,7 @@
-// The federated server: listens for the virtual clients, runs the rounds (sample, send
-// weights, wait until the deadline, aggregate with the strategy, evaluate, record,
-// checkpoint). Each client connection is served by its own handler thread (a client
-// proxy); the round loop hands it a job and collects its outcome.
+// The federated server: listens for the pools, runs the rounds (sample, hand each pool
+// the next waiting client whenever it is free, wait until the deadline, aggregate with
+// the strategy, evaluate, record, checkpoint). Each pool connection is served by its own
+// handler thread; the round loop queues the round's clients and collects the outcomes.
 
 #include <algorithm>
 #include <chrono>
@@ -42,59 +42,70 @@ constexpr auto kLateReplyWait = std::chrono::hours(1);
 constexpr auto kSendTimeout = std::chrono::minutes(10);
 
 struct RoundJob {
-  RoundStart start;
+  RoundStart start;                      // start.client: the client this job trains
   std::shared_ptr<const Params> global;  // owned by the job: the round loop moves on without waiting
   const std::vector<std::string>* names = nullptr;
   const std::vector<std::vector<int64_t>>* shapes = nullptr;
+  Clock::time_point began;               // the round's start
+  double started_at = 0.0;               // seconds after began: handed to a pool
 };
 
 struct Outcome {
   int64_t client = 0;
+  int64_t pool = -1;  // -1: no pool took it
   int64_t round = 0;
   bool ok = false;
   std::string error;
   UpdateDone done;
   Params weights;
-  int64_t down = 0, up = 0, messages = 0;  // bytes and frames of this job on the client's connection
+  int64_t down = 0, up = 0, messages = 0;  // bytes and frames of this job on the pool's connection
   double download = 0.0;                   // sending RoundStart and weights, seconds
-  double finished_at = 0.0;                // seconds after dispatch
+  double started_at = 0.0;                 // seconds after the round began
+  double finished_at = 0.0;
 };
 
 struct Slot {
-  transport::Connection* conn = nullptr;  // while a handler serves this client
+  transport::Connection* conn = nullptr;  // while a handler serves this pool
   std::optional<RoundJob> job;
   bool busy = false;
 };
 
-struct FlServer {
-  FlServer(const RoleContext& ctx, const Settings& s) : ctx_(ctx), s_(s), slots_(s.clients) {}
+// Seconds from `from` to now.
+double since(Clock::time_point from) { return std::chrono::duration<double>(Clock::now() - from).count(); }
 
-  // The client proxy: one thread per connected client.
+struct FlServer {
+  FlServer(const RoleContext& ctx, const Settings& s) : ctx_(ctx), s_(s), slots_(s.pools()) {}
+
+  // One thread per connected pool.
   void handle(transport::Connection& conn, const transport::Hello& hello) {
-    const int64_t client = parse_client_role(hello.role, kClientRolePrefix);
+    const int64_t pool = parse_client_role(hello.role, kPoolRolePrefix);
     conn.set_link(transport::link_profile(ctx_.link));
     {
       std::lock_guard lock(mutex_);
-      if (client < 0 || client >= s_.clients || slots_[client].conn) {
-        log("refused " + conn.peer() + ": " + (client < 0 || client >= s_.clients ? "no client " : "a second connection for client ") +
+      if (pool < 0 || pool >= s_.pools() || slots_[pool].conn) {
+        log("refused " + conn.peer() + ": " + (pool < 0 || pool >= s_.pools() ? "no pool " : "a second connection for pool ") +
             hello.role);
-        transport::send_error_and_close(conn, "federated server: no such client or already connected: " + hello.role,
+        transport::send_error_and_close(conn, "federated server: no such pool or already connected: " + hello.role,
                                         5s);
         return;
       }
-      slots_[client].conn = &conn;
+      slots_[pool].conn = &conn;
     }
     transport::send_message(conn, MessageType::welcome,
-                            transport::Welcome{static_cast<int32_t>(client), static_cast<int32_t>(s_.clients), "{}"},
+                            transport::Welcome{static_cast<int32_t>(pool), static_cast<int32_t>(s_.clients), "{}"},
                             30s);
+    {
+      std::lock_guard lock(mutex_);
+      dispatch_locked();  // a pool joining mid-round takes waiting clients at once
+    }
     cv_.notify_all();
     try {
-      serve(conn, client);
+      serve(conn, pool);
     } catch (...) {
-      release(client, conn);
+      release(pool, conn);
       throw;
     }
-    release(client, conn);
+    release(pool, conn);
   }
 
   void log(const std::string& line) {
@@ -102,23 +113,88 @@ struct FlServer {
     std::fflush(stderr);
   }
 
-  // Frees the slot unless the client has since reconnected on another connection.
-  void release(int64_t client, const transport::Connection& conn) {
-    std::lock_guard lock(mutex_);
-    if (slots_[client].conn != &conn) return;
-    slots_[client].conn = nullptr;
-    slots_[client].busy = false;
-    slots_[client].job.reset();
+  // Frees the slot; a job it was handed but never sent goes back to the round's queue.
+  void release(int64_t pool, const transport::Connection& conn) {
+    {
+      std::lock_guard lock(mutex_);
+      if (slots_[pool].conn != &conn) return;
+      Slot& sl = slots_[pool];
+      if (sl.job && round_open_ && sl.job->start.round == round_job_.start.round)
+        waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), sl.job->start.client),
+                        sl.job->start.client);
+      sl = Slot{};
+      dispatch_locked();
+    }
     cv_.notify_all();
   }
 
-  void serve(transport::Connection& conn, int64_t client) {
+  // A topk client's error-feedback residual lives in the pool that trained it, so such a
+  // client always goes to pool c mod P; any other client to whichever pool is free.
+  bool may_train(int64_t client, int64_t pool) const { return s_.compress != "topk" || client % s_.pools() == pool; }
+
+  // Hands every free pool the smallest waiting client it may train. Clients then finish
+  // nearly in ascending order, the order the average adds them in, so the server holds
+  // few updates (OrderedAverage). A waiting client that no connected pool may train is
+  // left out of the round at once.
+  void dispatch_locked() {
+    if (!round_open_) return;
+    for (int64_t p = 0; p < s_.pools(); ++p) {
+      Slot& sl = slots_[p];
+      if (!sl.conn || sl.busy) continue;
+      const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](int64_t c) { return may_train(c, p); });
+      if (it == waiting_.end()) continue;
+      RoundJob job = round_job_;
+      job.start.client = *it;
+      job.started_at = since(job.began);
+      waiting_.erase(it);
+      sl.job = std::move(job);
+      sl.busy = true;
+    }
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      bool takeable = false;
+      for (int64_t p = 0; p < s_.pools() && !takeable; ++p) takeable = slots_[p].conn && may_train(*it, p);
+      if (takeable) {
+        ++it;
+        continue;
+      }
+      Outcome out;
+      out.client = *it;
+      out.round = round_job_.start.round;
+      out.error = s_.compress == "topk" ? "its pool (pool" + std::to_string(*it % s_.pools()) +
+                                              ", which holds its topk residual) is not connected"
+                                        : "no pool connected";
+      outcomes_.push_back(std::move(out));
+      it = waiting_.erase(it);
+    }
+  }
+
+  // Opens a round: its clients wait, ascending, for free pools.
+  void begin_round(RoundJob job, const std::vector<int64_t>& clients) {
+    {
+      std::lock_guard lock(mutex_);
+      std::erase_if(outcomes_, [&](const Outcome& o) { return o.round < job.start.round; });
+      round_job_ = std::move(job);
+      waiting_ = clients;
+      std::sort(waiting_.begin(), waiting_.end());
+      round_open_ = true;
+      dispatch_locked();
+    }
+    cv_.notify_all();
+  }
+
+  // Closes the round; returns the clients no pool took before then.
+  std::vector<int64_t> end_round() {
+    std::lock_guard lock(mutex_);
+    round_open_ = false;
+    return std::exchange(waiting_, {});
+  }
+
+  void serve(transport::Connection& conn, int64_t pool) {
     for (;;) {
       RoundJob job;
-      Clock::time_point dispatched;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || slots_[client].job.has_value(); });
+        cv_.wait(lock, [&] { return stopping_ || slots_[pool].job.has_value(); });
         if (stopping_) {
           lock.unlock();
           try {
@@ -127,68 +203,77 @@ struct FlServer {
           }
           return;
         }
-        job = std::move(*slots_[client].job);
-        slots_[client].job.reset();
-        dispatched = dispatched_at_;
+        job = std::move(*slots_[pool].job);
+        slots_[pool].job.reset();
       }
-      Outcome out;
-      out.client = client;
-      out.round = job.start.round;
-      const transport::Counters before = conn.counters();
-      try {
-        Stopwatch t;
-        transport::send_message(conn, MessageType::control, job.start, kSendTimeout);
-        std::vector<transport::TensorRef> refs;
-        for (size_t i = 0; i < job.global->size(); ++i)
-          refs.push_back({(*job.names)[i], (*job.shapes)[i], (*job.global)[i]});
-        transport::send_tensors(conn, refs, kSendTimeout);
-        out.download = t.seconds();
-        const auto reply_deadline = std::chrono::duration_cast<transport::Deadline>(
-            std::chrono::duration<double>(s_.deadline_s)) + kLateReplyWait;
-        transport::Frame payload = conn.receive(reply_deadline);
-        if (job.start.codec == "none") {
-          transport::expect_type(payload, MessageType::tensors, conn.peer());
-          out.weights = transport::decode_tensors(payload.payload).data;
-        } else {
-          transport::expect_type(payload, MessageType::control, conn.peer());
-          const UpdatePayload p = transport::decode_message<UpdatePayload>(payload.payload);
-          size_t n = 0;
-          for (const auto& t2 : *job.global) n += t2.size();
-          const std::vector<float> delta =
-              job.start.codec == "fp16" ? decode_fp16(p.bytes, n) : decode_topk(p.bytes, n);
-          out.weights = *job.global;
-          size_t at = 0;
-          for (auto& w : out.weights)
-            for (float& v : w) v += delta[at++];
-        }
-        payload.payload = {};
-        out.done = transport::receive_message<UpdateDone>(conn, MessageType::control, reply_deadline);
-        if (out.done.client != client || out.done.round != job.start.round)
-          throw std::runtime_error("update for client " + std::to_string(out.done.client) + " round " +
-                                   std::to_string(out.done.round) + " on client " + std::to_string(client) +
-                                   "'s connection in round " + std::to_string(job.start.round));
-        if (!shaped_like(out.weights, *job.global)) throw std::runtime_error("update shaped unlike the model");
-        out.ok = true;
-      } catch (const std::exception& e) {
-        out.ok = false;
-        out.error = e.what();
-      }
-      const transport::Counters after = conn.counters();
-      out.down = after.bytes_sent - before.bytes_sent;
-      out.up = after.bytes_received - before.bytes_received;
-      out.messages = (after.messages_sent - before.messages_sent) + (after.messages_received - before.messages_received);
-      out.finished_at = std::chrono::duration<double>(Clock::now() - dispatched).count();
+      Outcome out = run_job(conn, pool, job);
       const bool failed = !out.ok;
       {
         std::lock_guard lock(mutex_);
-        slots_[client].busy = false;
-        // A failed client is gone at once, so the next round does not hand it a job.
-        if (failed) slots_[client].conn = nullptr;
+        slots_[pool].busy = false;
+        // A failed pool is gone at once, so no more clients are handed to it.
+        if (failed) slots_[pool].conn = nullptr;
         outcomes_.push_back(std::move(out));
+        dispatch_locked();
       }
       cv_.notify_all();
-      if (failed) return;  // the connection is broken or the client gave up; it may reconnect
+      if (failed) return;  // the connection is broken or the pool gave up
     }
+  }
+
+  // Sends a client's round to its pool and receives the update; failures become the outcome.
+  Outcome run_job(transport::Connection& conn, int64_t pool, const RoundJob& job) {
+    const int64_t client = job.start.client;
+    Outcome out;
+    out.client = client;
+    out.pool = pool;
+    out.round = job.start.round;
+    out.started_at = job.started_at;
+    const transport::Counters before = conn.counters();
+    try {
+      Stopwatch t;
+      transport::send_message(conn, MessageType::control, job.start, kSendTimeout);
+      std::vector<transport::TensorRef> refs;
+      for (size_t i = 0; i < job.global->size(); ++i)
+        refs.push_back({(*job.names)[i], (*job.shapes)[i], (*job.global)[i]});
+      transport::send_tensors(conn, refs, kSendTimeout);
+      out.download = t.seconds();
+      const auto reply_deadline = std::chrono::duration_cast<transport::Deadline>(
+          std::chrono::duration<double>(s_.deadline_s)) + kLateReplyWait;
+      transport::Frame payload = conn.receive(reply_deadline);
+      if (job.start.codec == "none") {
+        transport::expect_type(payload, MessageType::tensors, conn.peer());
+        out.weights = transport::decode_tensors(payload.payload).data;
+      } else {
+        transport::expect_type(payload, MessageType::control, conn.peer());
+        const UpdatePayload p = transport::decode_message<UpdatePayload>(payload.payload);
+        size_t n = 0;
+        for (const auto& t2 : *job.global) n += t2.size();
+        const std::vector<float> delta = job.start.codec == "fp16" ? decode_fp16(p.bytes, n) : decode_topk(p.bytes, n);
+        out.weights = *job.global;
+        size_t at = 0;
+        for (auto& w : out.weights)
+          for (float& v : w) v += delta[at++];
+      }
+      payload.payload = {};
+      out.done = transport::receive_message<UpdateDone>(conn, MessageType::control, reply_deadline);
+      if (out.done.client != client || out.done.round != job.start.round)
+        throw std::runtime_error("update for client " + std::to_string(out.done.client) + " round " +
+                                 std::to_string(out.done.round) + " from pool " + std::to_string(pool) +
+                                 ", which was asked for client " + std::to_string(client) + " round " +
+                                 std::to_string(job.start.round));
+      if (!shaped_like(out.weights, *job.global)) throw std::runtime_error("update shaped unlike the model");
+      out.ok = true;
+    } catch (const std::exception& e) {
+      out.ok = false;
+      out.error = e.what();
+    }
+    const transport::Counters after = conn.counters();
+    out.down = after.bytes_sent - before.bytes_sent;
+    out.up = after.bytes_received - before.bytes_received;
+    out.messages = (after.messages_sent - before.messages_sent) + (after.messages_received - before.messages_received);
+    out.finished_at = since(job.began);
+    return out;
   }
 
   static bool shaped_like(const Params& a, const Params& b) {
@@ -202,19 +287,42 @@ struct FlServer {
   const Settings& s_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<Slot> slots_;
+  std::vector<Slot> slots_;          // one per pool
   std::deque<Outcome> outcomes_;
-  Clock::time_point dispatched_at_;
+  RoundJob round_job_;               // the open round's job, its client not yet set
+  std::vector<int64_t> waiting_;     // the open round's clients no pool has taken yet, ascending
+  bool round_open_ = false;
   bool stopping_ = false;
 
   void stop_clients() {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
+      round_open_ = false;
     }
     cv_.notify_all();
   }
 };
+
+// Per pool: the clients it trained this round, its busy seconds (from handing it a client
+// to that client's update), when it finished its last, and its idle seconds before the
+// round's collection ended (nothing left to give it, or waiting for it to join).
+nlohmann::json pool_times(const std::vector<Outcome>& got, int64_t pools, double collect) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t p = 0; p < pools; ++p) {
+    nlohmann::json clients = nlohmann::json::array();
+    double busy = 0.0, last = 0.0;
+    for (const Outcome& o : got) {
+      if (o.pool != p) continue;
+      clients.push_back(o.client);
+      busy += o.finished_at - o.started_at;
+      last = std::max(last, o.finished_at);
+    }
+    out.push_back({{"pool", p}, {"clients", clients}, {"busy", busy}, {"finished_at", last},
+                   {"idle", std::max(0.0, collect - busy)}});
+  }
+  return out;
+}
 
 void log_drop(int64_t round, const nlohmann::json& d) {
   std::fprintf(stderr, "federated server: round %lld leaves out client %lld: %s\n", static_cast<long long>(round),
@@ -324,7 +432,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   so.address = ctx.coordinator->options().host;
   so.port = 0;
   so.token = transport::make_token();
-  so.max_connections = static_cast<size_t>(s.clients) + 16;
+  so.max_connections = static_cast<size_t>(s.pools()) + 16;
   so.log = [](const std::string& line) { std::fprintf(stderr, "federated server: %s\n", line.c_str()); };
   transport::Server server(so, [&fl](transport::Connection& c, const transport::Hello& h) { fl.handle(c, h); });
   // However the rounds end (a checkpoint on a full disk throws), the handlers parked on
@@ -333,7 +441,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   ctx.coordinator->kv_set(server_token_key(ctx.arm), so.token);
   ctx.coordinator->kv_set(server_address_key(ctx.arm), so.address + ":" + std::to_string(server.port()));
 
-  // Every client joins before the first round (up to join_timeout_s; late ones may join later).
+  // Every pool joins before the first round (up to join_timeout_s; late ones may join later).
   {
     std::unique_lock lock(fl.mutex_);
     fl.cv_.wait_for(lock, std::chrono::duration<double>(s.join_timeout_s), [&] {
@@ -351,43 +459,26 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     Stopwatch round_clock;
     const std::vector<int64_t> sampled = sample_clients(s.clients, per_round, cfg.seed, round);
     RoundJob job;
-    job.start = RoundStart{round, schedule->lr_at(round - 1), strategy->proximal_mu(), s.compress, s.topk_fraction};
+    job.start = RoundStart{round, -1, schedule->lr_at(round - 1), strategy->proximal_mu(), s.compress,
+                           s.topk_fraction};
     job.global = std::make_shared<const Params>(global);
     job.names = &names;
     job.shapes = &shapes;
+    job.began = Clock::now();
+    const auto deadline = job.began + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(s.deadline_s));
     nlohmann::json dropped = nlohmann::json::array();
-    std::vector<int64_t> asked;
-    {
-      std::lock_guard lock(fl.mutex_);
-      fl.outcomes_.erase(std::remove_if(fl.outcomes_.begin(), fl.outcomes_.end(),
-                                        [&](const Outcome& o) { return o.round < round; }),
-                         fl.outcomes_.end());
-      fl.dispatched_at_ = Clock::now();
-      for (int64_t c : sampled) {
-        Slot& sl = fl.slots_[c];
-        if (!sl.conn) {
-          dropped.push_back({{"client", c}, {"reason", "not connected"}});
-        } else if (sl.busy) {
-          dropped.push_back({{"client", c}, {"reason", "still busy with an earlier round"}});
-        } else {
-          sl.busy = true;
-          sl.job = job;
-          asked.push_back(c);
-        }
-      }
-    }
-    fl.cv_.notify_all();
+    const double lr = job.start.lr;
+    fl.begin_round(std::move(job), sampled);
 
-    // Collect until every asked client answered or failed, or the deadline. Each update
+    // Collect until every sampled client answered or failed, or the deadline. Each update
     // goes into the average as it arrives (OrderedAverage holds only those ahead of a
     // slower client); `got` keeps the rest of each outcome, without its weights.
     std::vector<Outcome> got;
     std::vector<size_t> sizes;
     for (const std::vector<float>& t : global) sizes.push_back(t.size());
-    OrderedAverage average(asked, std::move(sizes));
-    const auto deadline = fl.dispatched_at_ + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(s.deadline_s));
-    while (got.size() < asked.size()) {
+    OrderedAverage average(sampled, std::move(sizes));
+    while (got.size() < sampled.size()) {
       std::vector<Outcome> fresh;
       {
         std::unique_lock lock(fl.mutex_);
@@ -419,6 +510,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
       }
       if (fresh.empty() && Clock::now() >= deadline) break;
     }
+    const std::vector<int64_t> unstarted = fl.end_round();
     const double collect = round_clock.seconds();
     nlohmann::json per_client = nlohmann::json::array();
     std::vector<int64_t> hist(static_cast<size_t>(partition.num_classes), 0);
@@ -426,9 +518,12 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     double loss_weighted = 0.0, t_download = 0.0, t_compute = 0.0, t_upload = 0.0, fastest = 1e300;
     StepRecord r;
     std::sort(got.begin(), got.end(), [](const Outcome& a, const Outcome& b) { return a.client < b.client; });
-    for (const int64_t c : asked)
-      if (std::none_of(got.begin(), got.end(), [&](const Outcome& o) { return o.client == c; }))
-        dropped.push_back({{"client", c}, {"reason", "missed the deadline of " + std::to_string(s.deadline_s) + " s"}});
+    const std::string limit = "the deadline of " + std::to_string(s.deadline_s) + " s";
+    for (const int64_t c : sampled)
+      if (std::find(unstarted.begin(), unstarted.end(), c) != unstarted.end())
+        dropped.push_back({{"client", c}, {"reason", "not started before " + limit + ": every pool was busy"}});
+      else if (std::none_of(got.begin(), got.end(), [&](const Outcome& o) { return o.client == c; }))
+        dropped.push_back({{"client", c}, {"reason", "missed " + limit}});
     for (Outcome& o : got) {
       round_down += o.down;
       round_up += o.up;
@@ -441,8 +536,8 @@ void run_server(const RoleContext& ctx, const Settings& s) {
       const double compute = d.forward + d.backward + d.optimizer + d.data;
       per_client.push_back({{"client", o.client}, {"samples", d.samples}, {"samples_processed", d.samples_processed},
                             {"loss", d.loss}, {"bytes_down", o.down}, {"bytes_up", o.up},
-                            {"download", o.download}, {"compute", compute}, {"queue", d.queue},
-                            {"upload", d.upload}, {"finished_at", o.finished_at}});
+                            {"pool", o.pool}, {"started_at", o.started_at}, {"download", o.download},
+                            {"compute", compute}, {"upload", d.upload}, {"finished_at", o.finished_at}});
       t_download = std::max(t_download, o.download);
       t_compute = std::max(t_compute, compute);
       t_upload = std::max(t_upload, d.upload);
@@ -490,7 +585,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     r.samples = pos.samples;
     r.epoch = static_cast<double>(pos.samples) / static_cast<double>(train_size);
     r.loss = weight_total > 0 ? loss_weighted / static_cast<double>(weight_total) : 0.0;
-    r.lr = job.start.lr;
+    r.lr = lr;
     r.comm_exposed = t_download + t_upload;
     r.bytes_sent = totals["bytes_sent"].get<int64_t>();
     r.bytes_received = totals["bytes_received"].get<int64_t>();
@@ -510,6 +605,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
         {"updates_held_peak", average.peak_held()},
         {"dropped", dropped},
         {"clients", per_client},
+        {"pools", pool_times(got, s.pools(), collect)},
         {"model_bytes", model_bytes},
         {"bytes", {{"down", round_down}, {"up", round_up}, {"total", round_down + round_up}, {"messages", round_messages}}},
         {"time", {{"download", t_download}, {"compute", t_compute}, {"upload", t_upload},

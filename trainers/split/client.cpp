@@ -215,7 +215,8 @@ void run_pool(const RoleContext& ctx, const Settings& settings, int64_t index) {
     threads.emplace_back([&pool, c] {
       ClientState cs;
       run_virtual_client(pool.ctx, "split", {server_address_key(pool.ctx.arm), server_token_key(pool.ctx.arm)},
-                         kClientRolePrefix + std::to_string(c), pool.ctx.link, pool.settings.join_timeout_s, c,
+                         kClientRolePrefix + std::to_string(c), pool.ctx.link, pool.settings.join_timeout_s,
+                         "client " + std::to_string(c),
                          [&](transport::Connection& conn, const transport::Frame& frame) {
                            const Turn turn = transport::decode_message<Turn>(frame.payload);
                            run_turn(pool, cs, conn, c, turn);
