@@ -464,6 +464,35 @@ TEST(Spec, FederatedFieldsAreCheckedAndNamed) {
   expect_error(j, "spec.arms[0].clients: only the federated and split regimes take clients");
 }
 
+// FedOpt's server rate defaults to 0.1 (its steps are about eta per coordinate); FedAvgM's
+// to 1.0; a rate given is kept.
+TEST(Spec, FederatedServerLrDefaultsByStrategy) {
+  json j = federated_arm();
+  EXPECT_EQ(parse_spec(j).json["arms"][0]["server_lr"], 1.0);
+  j["arms"][0]["strategy"] = "fedadam";
+  const json a = parse_spec(j).json["arms"][0];
+  EXPECT_EQ(a["server_lr"], 0.1);
+  EXPECT_EQ(a["beta1"], 0.9);
+  EXPECT_EQ(a["beta2"], 0.99);
+  EXPECT_EQ(a["tau"], 1e-3);
+  j["arms"][0]["server_lr"] = 0.5;
+  EXPECT_EQ(parse_spec(j).json["arms"][0]["server_lr"], 0.5);
+}
+
+TEST(Spec, FederatedServerOptimizerFieldsAreCheckedAndNamed) {
+  json j = federated_arm();  // 8 clients, fraction 0.5: 4 a round
+  j["arms"][0]["tau"] = 1e-6;  // strategy fedavg
+  expect_error(j, "spec.arms[0].tau: only for the strategies fedadagrad, fedadam and fedyogi, this arm has strategy fedavg");
+  j = federated_arm();
+  j["arms"][0]["strategy"] = "fedadagrad";
+  j["arms"][0]["beta2"] = 0.9;
+  expect_error(j, "spec.arms[0].beta2: only for the strategies fedadam and fedyogi, this arm has strategy fedadagrad");
+  j = federated_arm();
+  j["arms"][0]["strategy"] = "fedyogi";
+  j["arms"][0]["tau"] = 0.0;
+  expect_error(j, "spec.arms[0].tau");
+}
+
 TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
   json j = federated_arm();
   j["arms"][0]["processes"] = 3;

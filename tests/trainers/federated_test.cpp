@@ -277,5 +277,24 @@ TEST_F(Federated, ResumedServerEndsWithTheWeightsOfAnUninterruptedRun) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(rounds[i]["step"].get<int64_t>(), i + 1);
 }
 
+// FedAdam's m and v are checkpointed with the weights: a resumed FedAdam server also ends
+// where an uninterrupted run ends.
+TEST_F(Federated, ResumedFedAdamServerEndsWithTheWeightsOfAnUninterruptedRun) {
+  json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2}, {"strategy", "fedadam"},
+             {"server_lr", 0.01}};
+  run_arm("straight", fl, 16);
+  json two = fl;
+  two["rounds"] = 2;
+  run_arm("resumed", two, 16);
+  run_arm("resumed", fl, 16, {}, /*resume=*/true);
+  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  const auto st = engine::read_safetensors(checkpoint_path(dir_ / "resumed").string());
+  const auto has = [&](const std::string& prefix) {
+    return std::any_of(st.tensors.begin(), st.tensors.end(), [&](const auto& t) { return t.first.starts_with(prefix); });
+  };
+  EXPECT_TRUE(has("strategy/"));   // m
+  EXPECT_TRUE(has("strategy.1/"));  // v
+}
+
 }  // namespace
 }  // namespace quartet::trainers

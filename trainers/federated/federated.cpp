@@ -12,7 +12,8 @@ class Federated final : public RegimeOf<Settings> {
  public:
   std::string_view name() const override { return "federated"; }
   std::string_view summary() const override {
-    return "a server and K virtual clients on a pool of processes; FedAvg, FedProx, FedAvgM";
+    return "a server and K virtual clients on a pool of processes; FedAvg, FedProx, FedAvgM, FedAdagrad, FedAdam, "
+           "FedYogi";
   }
   std::string_view step_unit() const override { return "round"; }
   CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
@@ -38,9 +39,31 @@ class Federated final : public RegimeOf<Settings> {
     if (s.min_clients > s.clients)
       throw SettingsError(f.path + ".min_clients: expected at most clients (" + std::to_string(s.clients) + "), got " +
                           std::to_string(s.min_clients));
+    complete_server_optimizer(s, f, given);
     if (!s.processes) s.processes = std::min(f.cores, s.clients);
     check_processes(*s.processes, s.clients, f);
   }
+
+  // A field that only some settings use, given other than its default where it means
+  // nothing, is refused (a run's spec.json, which roles parse, holds every default).
+  static void only_with(const nlohmann::json& given, const ArmFacts& f, const char* field, bool applies,
+                        const std::string& who_takes_it, const std::string& this_arm) {
+    if (!applies && given.contains(field) && given.at(field) != Settings::table().at(field).default_value)
+      throw SettingsError(f.path + "." + field + ": only for " + who_takes_it + ", this arm has " + this_arm);
+  }
+
+  static void complete_server_optimizer(Settings& s, const ArmFacts& f, const nlohmann::json& given) {
+    const bool fedopt = s.strategy == "fedadagrad" || s.strategy == "fedadam" || s.strategy == "fedyogi";
+    const std::string strategy = "strategy " + s.strategy;
+    only_with(given, f, "beta1", fedopt, "the strategies fedadagrad, fedadam and fedyogi", strategy);
+    only_with(given, f, "beta2", s.strategy == "fedadam" || s.strategy == "fedyogi",
+              "the strategies fedadam and fedyogi", strategy);
+    only_with(given, f, "tau", fedopt, "the strategies fedadagrad, fedadam and fedyogi", strategy);
+    // The adaptive steps are about server_lr per coordinate whatever the update's size, so
+    // they want a smaller rate than FedAvgM's (Flower's FedAdam and FedAdagrad: 0.1).
+    if (!s.server_lr) s.server_lr = fedopt ? 0.1 : 1.0;
+  }
+
   std::vector<std::string> roles_of(const Settings& s) const override { return server_and_pools(s.pools()); }
   void run(const RoleContext& ctx, const Settings& s) const override {
     if (ctx.role == "server") return run_server(ctx, s);

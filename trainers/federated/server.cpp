@@ -222,6 +222,10 @@ void log_drop(int64_t round, const nlohmann::json& d) {
   std::fflush(stderr);
 }
 
+// A strategy's state is whole copies of the model's shapes (FedAvgM: its velocity; FedOpt:
+// m, v): copy 0 under strategy/, copy j under strategy.j/.
+std::string strategy_prefix(size_t copy) { return copy == 0 ? "strategy/" : "strategy." + std::to_string(copy) + "/"; }
+
 // Checkpoint: global weights, strategy state and the position, one safetensors file.
 void save_server_checkpoint(const std::filesystem::path& path, const engine::NamedTensors& names_like,
                             const Params& global, const Params& strategy_state, const Position& pos) {
@@ -229,9 +233,11 @@ void save_server_checkpoint(const std::filesystem::path& path, const engine::Nam
   for (size_t i = 0; i < global.size(); ++i)
     tensors.emplace_back("model/" + names_like[i].first,
                          engine::Tensor::from_vector(names_like[i].second.shape(), global[i]));
-  for (size_t i = 0; i < strategy_state.size(); ++i)
-    tensors.emplace_back("strategy/" + names_like[i].first,
-                         engine::Tensor::from_vector(names_like[i].second.shape(), strategy_state[i]));
+  for (size_t i = 0; i < strategy_state.size(); ++i) {
+    const auto& [name, like] = names_like[i % names_like.size()];
+    tensors.emplace_back(strategy_prefix(i / names_like.size()) + name,
+                         engine::Tensor::from_vector(like.shape(), strategy_state[i]));
+  }
   const nlohmann::json p = {{"epochs_done", pos.epochs_done}, {"step", pos.step},
                             {"samples", pos.samples},         {"wall", pos.wall},
                             {"records_bytes", pos.records_bytes}, {"extra", pos.extra}};
@@ -258,7 +264,13 @@ bool load_server_checkpoint(const std::filesystem::path& path, const engine::Nam
     }
   };
   take("model/", global, true);
-  take("strategy/", strategy_state, false);
+  strategy_state.clear();
+  for (size_t copy = 0;; ++copy) {
+    Params part;
+    take(strategy_prefix(copy), part, false);
+    if (part.empty()) break;
+    strategy_state.insert(strategy_state.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
   auto it = f.metadata.find("quartet.position");
   if (it == f.metadata.end()) throw std::runtime_error(path.string() + ": not a Quartet checkpoint (no position)");
   const nlohmann::json j = nlohmann::json::parse(it->second);

@@ -22,7 +22,14 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::server_momentum, "server_momentum", "fedavgm: server momentum beta; other strategies: 0")
         .at_least(0.0)
         .at_most(1.0);
-    t.add(&S::server_lr, "server_lr", "fedavgm: server learning rate").above(0.0);
+    t.add(&S::server_lr, "server_lr",
+          "server learning rate eta of fedavgm (default 1.0) and fedadagrad, fedadam, fedyogi (default 0.1)")
+        .above(0.0);
+    t.add(&S::beta1, "beta1", "fedadagrad, fedadam, fedyogi: server momentum of the pseudo-gradient")
+        .at_least(0.0)
+        .at_most(1.0);
+    t.add(&S::beta2, "beta2", "fedadam, fedyogi: decay of the second moment").at_least(0.0).at_most(1.0);
+    t.add(&S::tau, "tau", "fedadagrad, fedadam, fedyogi: adaptivity tau, added to sqrt(v)").above(0.0);
     t.add(&S::deadline_s, "deadline_s", "seconds a round waits for its clients; later updates are left out")
         .above(0.0);
     t.add(&S::min_clients, "min_clients", "fewest updates a round averages (else it keeps the weights); <= clients")
