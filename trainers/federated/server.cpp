@@ -391,12 +391,12 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     fl.cv_.notify_all();
 
     // Collect until every asked client answered or failed, or the deadline. Each update
-    // goes into the average as it arrives (OrderedAverage holds only those ahead of a
-    // slower client); `got` keeps the rest of each outcome, without its weights.
+    // goes to the aggregator as it arrives (the mean holds only those ahead of a slower
+    // client, a robust aggregator all); `got` keeps the rest of each outcome, without its weights.
     std::vector<Outcome> got;
     std::vector<size_t> sizes;
     for (const std::vector<float>& t : global) sizes.push_back(t.size());
-    OrderedAverage average(asked, std::move(sizes));
+    RoundAggregator average(s.aggregator_config(), asked, std::move(sizes));
     const auto deadline = fl.dispatched_at_ + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(s.deadline_s));
     while (got.size() < asked.size()) {
@@ -472,8 +472,18 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     for (const auto& dj : dropped) log_drop(round, dj);
 
     Stopwatch agg;
-    const bool aggregated = average.added() >= s.min_clients;
-    if (aggregated) global = strategy->aggregate(global, average.finish());
+    bool aggregated = average.added() >= s.min_clients;
+    std::string refused;  // why a robust aggregator could not take the round's updates
+    if (aggregated) {
+      std::optional<Params> combined;
+      try {
+        combined = average.finish();
+      } catch (const std::invalid_argument& e) {
+        refused = e.what();
+        aggregated = false;
+      }
+      if (combined) global = strategy->aggregate(global, std::move(*combined));
+    }
 #ifdef __GLIBC__
     // The updates were decoded on the handler threads, into glibc's per-thread arenas,
     // which keep freed memory cached: without this the server's resident set climbs by
@@ -515,6 +525,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
         {"index", round},
         {"rounds", s.rounds},
         {"strategy", strategy->name()},
+        {"aggregator", s.aggregator},
         {"compress", s.compress},
         {"sampled", sampled},
         {"completed", per_client.size()},
@@ -533,7 +544,8 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     if (!dropped.empty() || !aggregated)
       rec["degraded"] = "round " + std::to_string(round) + ": " + std::to_string(per_client.size()) + " of " +
                         std::to_string(sampled.size()) + " sampled clients' updates" +
-                        (aggregated ? "" : ", too few to average (the weights were kept)") +
+                        (aggregated ? "" : refused.empty() ? ", too few to average (the weights were kept)"
+                                                           : ", not aggregated (the weights were kept): " + refused) +
                         (dropped.empty() ? "" : "; first left out: client " + dropped[0]["client"].dump() + ", " +
                                                     dropped[0]["reason"].get<std::string>());
     write(rec);
