@@ -464,6 +464,77 @@ TEST(Spec, FederatedFieldsAreCheckedAndNamed) {
   expect_error(j, "spec.arms[0].clients: only the federated and split regimes take clients");
 }
 
+// FedOpt's server rate defaults to 0.1 (its steps are about eta per coordinate); FedAvgM's
+// to 1.0; a rate given is kept.
+TEST(Spec, FederatedServerLrDefaultsByStrategy) {
+  json j = federated_arm();
+  EXPECT_EQ(parse_spec(j).json["arms"][0]["server_lr"], 1.0);
+  j["arms"][0]["strategy"] = "fedadam";
+  const json a = parse_spec(j).json["arms"][0];
+  EXPECT_EQ(a["server_lr"], 0.1);
+  EXPECT_EQ(a["beta1"], 0.9);
+  EXPECT_EQ(a["beta2"], 0.99);
+  EXPECT_EQ(a["tau"], 1e-3);
+  EXPECT_EQ(a["aggregator"], "mean");
+  j["arms"][0]["server_lr"] = 0.5;
+  EXPECT_EQ(parse_spec(j).json["arms"][0]["server_lr"], 0.5);
+}
+
+TEST(Spec, FederatedServerOptimizerAndAggregatorFieldsAreCheckedAndNamed) {
+  json j = federated_arm();  // 8 clients, fraction 0.5: 4 a round
+  j["arms"][0]["tau"] = 1e-6;  // strategy fedavg
+  expect_error(j, "spec.arms[0].tau: only for the strategies fedadagrad, fedadam and fedyogi, this arm has strategy fedavg");
+  j = federated_arm();
+  j["arms"][0]["strategy"] = "fedadagrad";
+  j["arms"][0]["beta2"] = 0.9;
+  expect_error(j, "spec.arms[0].beta2: only for the strategies fedadam and fedyogi, this arm has strategy fedadagrad");
+  j = federated_arm();
+  j["arms"][0]["strategy"] = "fedyogi";
+  j["arms"][0]["tau"] = 0.0;
+  expect_error(j, "spec.arms[0].tau");
+  j = federated_arm();
+  j["arms"][0]["aggregator"] = "geometric_median";
+  expect_error(j, "spec.arms[0].aggregator");
+  j = federated_arm();
+  j["arms"][0]["aggregator"] = "krum";  // krum_byzantine 1 needs more than 4
+  expect_error(j, "spec.arms[0].krum_byzantine: 1 needs more than 2f + 2 = 4 clients a round, got 4");
+  j["arms"][0]["krum_byzantine"] = 0;
+  j["arms"][0]["krum_select"] = 5;
+  expect_error(j, "spec.arms[0].krum_select: 5 exceeds n - f = 4");
+  j["arms"][0]["krum_select"] = 4;
+  EXPECT_NO_THROW(parse_spec(j));
+  j = federated_arm();
+  j["arms"][0]["krum_select"] = 2;  // aggregator mean
+  expect_error(j, "spec.arms[0].krum_select: only for the krum aggregator, this arm has aggregator mean");
+  j = federated_arm();
+  j["arms"][0]["aggregator"] = "trimmed_mean";
+  j["arms"][0]["trim_fraction"] = 0.5;  // drops 2 of 4 at each end
+  expect_error(j, "spec.arms[0].trim_fraction: 0.5 drops 2 from each end of the round's 4 clients");
+  j["arms"][0]["trim_fraction"] = 0.2;  // floor(0.8) = 0
+  expect_error(j, "spec.arms[0].trim_fraction: 0.2 of the 4 clients a round asks trims none");
+  j["arms"][0]["trim_fraction"] = 0.25;
+  EXPECT_NO_THROW(parse_spec(j));
+  j["arms"][0]["trim_fraction"] = 0.6;
+  expect_error(j, "spec.arms[0].trim_fraction");
+}
+
+TEST(Spec, FederatedByzantineClientsAreFewerThanClients) {
+  json j = federated_arm();
+  j["arms"][0]["byzantine_clients"] = 8;
+  expect_error(j, "spec.arms[0].byzantine_clients: expected fewer than clients (8), got 8");
+  j = federated_arm();
+  j["arms"][0]["byzantine_attack"] = "scale";  // no byzantine clients
+  expect_error(j, "spec.arms[0].byzantine_attack: only for arms with byzantine_clients >= 1, this arm has byzantine_clients 0");
+  j["arms"][0]["byzantine_clients"] = 2;
+  j["arms"][0]["byzantine_attack"] = "noise";
+  expect_error(j, "spec.arms[0].byzantine_attack");
+  j["arms"][0]["byzantine_attack"] = "scale";
+  j["arms"][0]["byzantine_scale"] = -4.0;
+  const json a = parse_spec(j).json["arms"][0];
+  EXPECT_EQ(a["byzantine_clients"], 2);
+  EXPECT_EQ(a["byzantine_scale"], -4.0);
+}
+
 TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
   json j = federated_arm();
   j["arms"][0]["processes"] = 3;

@@ -266,6 +266,24 @@ TEST_F(Federated, PoolThatVanishesMidRoundLosesOnlyItsClientAndTheOthersTrainThe
   EXPECT_TRUE(fs::exists(final_weights_path(dir_ / "fed")));
 }
 
+// Krum with f = 1 needs 5 updates; when a client vanishes, its round has 4, keeps the
+// old weights and says why.
+TEST_F(Federated, KrumRoundShortOfUpdatesKeepsTheWeightsAndSaysWhy) {
+  const json fl = {{"clients", 5}, {"rounds", 1}, {"processes", 5}, {"aggregator", "krum"}, {"krum_byzantine", 1}};
+  std::vector<int64_t> asked;
+  std::thread bad([&] { misbehaving_pool(*coordinator_, "fed", 4, PoolFault::vanish, asked); });
+  run_arm("fed", fl, 16, {"pool4"});
+  bad.join();
+  const auto rounds = round_records("fed");
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0]["round"]["completed"].get<int64_t>(), 4);
+  EXPECT_FALSE(rounds[0]["round"]["aggregated"].get<bool>());
+  EXPECT_NE(rounds[0]["degraded"].get<std::string>().find("krum_byzantine: 1 needs more than 2f + 2 = 4 clients"),
+            std::string::npos)
+      << rounds[0]["degraded"];
+  EXPECT_EQ(max_abs_diff(final_weights("fed"), engine::load_safetensors(init_.string())), 0.0);
+}
+
 TEST_F(Federated, StragglerPastTheDeadlineIsLeftOutAndItsPoolGetsNoMoreClients) {
   const json fl = {{"clients", 3}, {"rounds", 2}, {"processes", 3}, {"deadline_s", 1.5}};
   std::vector<int64_t> asked;
@@ -333,6 +351,52 @@ TEST_F(Federated, ResumedServerEndsWithTheWeightsOfAnUninterruptedRun) {
   const auto rounds = round_records("resumed");
   ASSERT_EQ(rounds.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(rounds[i]["step"].get<int64_t>(), i + 1);
+}
+
+// FedAdam's m and v are checkpointed with the weights: a resumed FedAdam server also ends
+// where an uninterrupted run ends.
+TEST_F(Federated, ResumedFedAdamServerEndsWithTheWeightsOfAnUninterruptedRun) {
+  json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2}, {"strategy", "fedadam"},
+             {"server_lr", 0.01}};
+  run_arm("straight", fl, 16);
+  json two = fl;
+  two["rounds"] = 2;
+  run_arm("resumed", two, 16);
+  run_arm("resumed", fl, 16, {}, /*resume=*/true);
+  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  const auto st = engine::read_safetensors(checkpoint_path(dir_ / "resumed").string());
+  const auto has = [&](const std::string& prefix) {
+    return std::any_of(st.tensors.begin(), st.tensors.end(), [&](const auto& t) { return t.first.starts_with(prefix); });
+  };
+  EXPECT_TRUE(has("strategy/"));   // m
+  EXPECT_TRUE(has("strategy.1/"));  // v
+}
+
+// Client 0 of 5 sends its update flipped and scaled by 20. The mean follows it far from
+// the run without the attack; the coordinate-wise median takes an honest client's value
+// in every coordinate, so it stays about as near the clean run as that run is to the
+// initial weights (the median of 4 honest updates is not their mean: 0.023 against 0.020
+// when measured), while the mean lands over 10 times as far.
+TEST_F(Federated, MedianKeepsAByzantineClientFromDraggingTheModel) {
+  const json clean = {{"clients", 5}, {"rounds", 2}, {"processes", 2}};
+  json attacked = clean;
+  attacked["byzantine_clients"] = 1;
+  attacked["byzantine_attack"] = "sign_flip";
+  attacked["byzantine_scale"] = 20.0;
+  json median = attacked;
+  median["aggregator"] = "median";
+  run_arm("clean", clean, 16);
+  run_arm("mean", attacked, 16);
+  run_arm("median", median, 16);
+  const auto init = engine::load_safetensors(init_.string());
+  const double moved = max_abs_diff(final_weights("clean"), init);
+  const double mean_off = max_abs_diff(final_weights("mean"), final_weights("clean"));
+  const double median_off = max_abs_diff(final_weights("median"), final_weights("clean"));
+  std::printf("clean run moved %.4g; attacked mean %.4g from it, median %.4g\n", moved, mean_off, median_off);
+  EXPECT_GT(mean_off, 5.0 * moved);  // (4 d - 20 d) / 5: the mean steps backwards, 3 times as far
+  EXPECT_LT(median_off, 2.0 * moved);
+  EXPECT_LT(median_off, 0.2 * mean_off);
+  EXPECT_EQ(round_records("median").at(0)["round"]["aggregator"], "median");
 }
 
 }  // namespace

@@ -36,6 +36,21 @@ int64_t params_bytes(const Params& p) {
   return n;
 }
 
+std::vector<std::string> byzantine_attacks() { return {"sign_flip", "scale"}; }
+
+void corrupt_update(Params& weights, const Params& global, const std::string& attack, double scale) {
+  if (attack != "sign_flip" && attack != "scale")
+    throw std::invalid_argument("unknown byzantine_attack \"" + attack + "\"; known: sign_flip, scale");
+  if (weights.size() != global.size()) throw std::invalid_argument("corrupt_update: weights and global differ in shape");
+  const double s = attack == "sign_flip" ? -scale : scale;
+  for (size_t t = 0; t < weights.size(); ++t) {
+    if (weights[t].size() != global[t].size())
+      throw std::invalid_argument("corrupt_update: tensor " + std::to_string(t) + " differs in size");
+    for (size_t k = 0; k < weights[t].size(); ++k)
+      weights[t][k] = static_cast<float>(global[t][k] + s * (static_cast<double>(weights[t][k]) - global[t][k]));
+  }
+}
+
 LocalResult train_client(engine::Model& model, const workloads::Workload& wl, const std::vector<int64_t>& indices,
                          const Params& global, const LocalConfig& cfg, int64_t client, int64_t round) {
   if (indices.empty()) throw std::invalid_argument("client " + std::to_string(client) + " has no samples");

@@ -5,6 +5,7 @@
 // weights. The pool processes of trainers/federated/federated.cpp call it; tests call it directly.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/model.h"
@@ -45,5 +46,13 @@ struct LocalResult {
 // requires indices non-empty
 LocalResult train_client(engine::Model& model, const workloads::Workload& wl, const std::vector<int64_t>& indices,
                          const Params& global, const LocalConfig& cfg, int64_t client, int64_t round);
+
+std::vector<std::string> byzantine_attacks();
+
+// A Byzantine client's reply in place of its honest weights w, elementwise:
+//   sign_flip: global - scale (w - global)      scale: global + scale (w - global)
+// It is applied where the client builds its reply, so the bytes sent and the time taken
+// are a real client's. requires weights shaped as global; throws for an unknown attack
+void corrupt_update(Params& weights, const Params& global, const std::string& attack, double scale);
 
 }  // namespace quartet::trainers::federated

@@ -76,6 +76,8 @@ void serve_round(Pool& pool, transport::Connection& conn, const RoundStart& star
                           start.round);
     memory = engine::memory_stats();
   }
+  if (client < pool.settings.byzantine_clients)
+    corrupt_update(result.weights, global, pool.settings.byzantine_attack, pool.settings.byzantine_scale);
 
   UpdateDone done;
   done.round = start.round;

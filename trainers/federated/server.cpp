@@ -330,6 +330,10 @@ void log_drop(int64_t round, const nlohmann::json& d) {
   std::fflush(stderr);
 }
 
+// A strategy's state is whole copies of the model's shapes (FedAvgM: its velocity; FedOpt:
+// m, v): copy 0 under strategy/, copy j under strategy.j/.
+std::string strategy_prefix(size_t copy) { return copy == 0 ? "strategy/" : "strategy." + std::to_string(copy) + "/"; }
+
 // Checkpoint: global weights, strategy state and the position, one safetensors file.
 void save_server_checkpoint(const std::filesystem::path& path, const engine::NamedTensors& names_like,
                             const Params& global, const Params& strategy_state, const Position& pos) {
@@ -337,9 +341,11 @@ void save_server_checkpoint(const std::filesystem::path& path, const engine::Nam
   for (size_t i = 0; i < global.size(); ++i)
     tensors.emplace_back("model/" + names_like[i].first,
                          engine::Tensor::from_vector(names_like[i].second.shape(), global[i]));
-  for (size_t i = 0; i < strategy_state.size(); ++i)
-    tensors.emplace_back("strategy/" + names_like[i].first,
-                         engine::Tensor::from_vector(names_like[i].second.shape(), strategy_state[i]));
+  for (size_t i = 0; i < strategy_state.size(); ++i) {
+    const auto& [name, like] = names_like[i % names_like.size()];
+    tensors.emplace_back(strategy_prefix(i / names_like.size()) + name,
+                         engine::Tensor::from_vector(like.shape(), strategy_state[i]));
+  }
   const nlohmann::json p = {{"epochs_done", pos.epochs_done}, {"step", pos.step},
                             {"samples", pos.samples},         {"wall", pos.wall},
                             {"records_bytes", pos.records_bytes}, {"extra", pos.extra}};
@@ -366,7 +372,13 @@ bool load_server_checkpoint(const std::filesystem::path& path, const engine::Nam
     }
   };
   take("model/", global, true);
-  take("strategy/", strategy_state, false);
+  strategy_state.clear();
+  for (size_t copy = 0;; ++copy) {
+    Params part;
+    take(strategy_prefix(copy), part, false);
+    if (part.empty()) break;
+    strategy_state.insert(strategy_state.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
   auto it = f.metadata.find("quartet.position");
   if (it == f.metadata.end()) throw std::runtime_error(path.string() + ": not a Quartet checkpoint (no position)");
   const nlohmann::json j = nlohmann::json::parse(it->second);
@@ -472,12 +484,12 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     fl.begin_round(std::move(job), sampled);
 
     // Collect until every sampled client answered or failed, or the deadline. Each update
-    // goes into the average as it arrives (OrderedAverage holds only those ahead of a
-    // slower client); `got` keeps the rest of each outcome, without its weights.
+    // goes to the aggregator as it arrives (the mean holds only those ahead of a slower
+    // client, a robust aggregator all); `got` keeps the rest of each outcome, without its weights.
     std::vector<Outcome> got;
     std::vector<size_t> sizes;
     for (const std::vector<float>& t : global) sizes.push_back(t.size());
-    OrderedAverage average(sampled, std::move(sizes));
+    RoundAggregator average(s.aggregator_config(), sampled, std::move(sizes));
     while (got.size() < sampled.size()) {
       std::vector<Outcome> fresh;
       {
@@ -555,8 +567,18 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     for (const auto& dj : dropped) log_drop(round, dj);
 
     Stopwatch agg;
-    const bool aggregated = average.added() >= s.min_clients;
-    if (aggregated) global = strategy->aggregate(global, average.finish());
+    bool aggregated = average.added() >= s.min_clients;
+    std::string refused;  // why a robust aggregator could not take the round's updates
+    if (aggregated) {
+      std::optional<Params> combined;
+      try {
+        combined = average.finish();
+      } catch (const std::invalid_argument& e) {
+        refused = e.what();
+        aggregated = false;
+      }
+      if (combined) global = strategy->aggregate(global, std::move(*combined));
+    }
 #ifdef __GLIBC__
     // The updates were decoded on the handler threads, into glibc's per-thread arenas,
     // which keep freed memory cached: without this the server's resident set climbs by
@@ -598,6 +620,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
         {"index", round},
         {"rounds", s.rounds},
         {"strategy", strategy->name()},
+        {"aggregator", s.aggregator},
         {"compress", s.compress},
         {"sampled", sampled},
         {"completed", per_client.size()},
@@ -617,7 +640,8 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     if (!dropped.empty() || !aggregated)
       rec["degraded"] = "round " + std::to_string(round) + ": " + std::to_string(per_client.size()) + " of " +
                         std::to_string(sampled.size()) + " sampled clients' updates" +
-                        (aggregated ? "" : ", too few to average (the weights were kept)") +
+                        (aggregated ? "" : refused.empty() ? ", too few to average (the weights were kept)"
+                                                           : ", not aggregated (the weights were kept): " + refused) +
                         (dropped.empty() ? "" : "; first left out: client " + dropped[0]["client"].dump() + ", " +
                                                     dropped[0]["reason"].get<std::string>());
     write(rec);

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "trainers/federated/client.h"
 #include "trainers/federated/compress.h"
 #include "trainers/federated/federated.h"
 #include "trainers/federated/roles.h"
@@ -22,7 +23,33 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::server_momentum, "server_momentum", "fedavgm: server momentum beta; other strategies: 0")
         .at_least(0.0)
         .at_most(1.0);
-    t.add(&S::server_lr, "server_lr", "fedavgm: server learning rate").above(0.0);
+    t.add(&S::server_lr, "server_lr",
+          "server learning rate eta of fedavgm (default 1.0) and fedadagrad, fedadam, fedyogi (default 0.1)")
+        .above(0.0);
+    t.add(&S::beta1, "beta1", "fedadagrad, fedadam, fedyogi: server momentum of the pseudo-gradient")
+        .at_least(0.0)
+        .at_most(1.0);
+    t.add(&S::beta2, "beta2", "fedadam, fedyogi: decay of the second moment").at_least(0.0).at_most(1.0);
+    t.add(&S::tau, "tau", "fedadagrad, fedadam, fedyogi: adaptivity tau, added to sqrt(v)").above(0.0);
+    t.add(&S::aggregator, "aggregator",
+          "how the round's client weights are combined before the strategy: mean (sample-weighted, FedAvg's), "
+          "median, trimmed_mean or krum (robust to corrupted updates)")
+        .allowed(aggregator_names());
+    t.add(&S::trim_fraction, "trim_fraction",
+          "trimmed_mean: fraction of the round's clients dropped at each end, per coordinate")
+        .at_least(0.0)
+        .at_most(0.5);
+    t.add(&S::krum_byzantine, "krum_byzantine", "krum: Byzantine clients f tolerated; a round needs more than 2f + 2")
+        .at_least(0);
+    t.add(&S::krum_select, "krum_select", "krum: clients m of lowest score averaged (1: Krum, more: multi-Krum)")
+        .at_least(1);
+    t.add(&S::byzantine_clients, "byzantine_clients",
+          "clients 0 .. k-1 send corrupted updates (an attack to test aggregators against); fewer than clients")
+        .at_least(0);
+    t.add(&S::byzantine_attack, "byzantine_attack",
+          "sign_flip: global - s (w - global); scale: global + s (w - global), s = byzantine_scale")
+        .allowed(byzantine_attacks());
+    t.add(&S::byzantine_scale, "byzantine_scale", "the attack's factor s");
     t.add(&S::deadline_s, "deadline_s", "seconds a round waits for its clients; later updates are left out")
         .above(0.0);
     t.add(&S::min_clients, "min_clients", "fewest updates a round averages (else it keeps the weights); <= clients")

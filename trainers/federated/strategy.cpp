@@ -31,22 +31,25 @@ size_t index_of(const std::vector<int64_t>& order, int64_t client) {
 
 }  // namespace
 
+void check_result(const ClientResult& r, std::span<const size_t> sizes, const std::string& who) {
+  if (r.samples < 1)
+    throw std::invalid_argument(who + ": client " + std::to_string(r.client) + " reports " + std::to_string(r.samples) +
+                                " samples; expected >= 1");
+  if (r.weights.size() != sizes.size())
+    throw std::invalid_argument(who + ": client " + std::to_string(r.client) + " sent " +
+                                std::to_string(r.weights.size()) + " tensors, expected " + std::to_string(sizes.size()));
+  for (size_t t = 0; t < sizes.size(); ++t)
+    if (r.weights[t].size() != sizes[t])
+      throw std::invalid_argument(who + ": client " + std::to_string(r.client) + " tensor " + std::to_string(t) +
+                                  " has " + std::to_string(r.weights[t].size()) + " values, expected " +
+                                  std::to_string(sizes[t]));
+}
+
 size_t OrderedAverage::check(const ClientResult& r) const {
   const size_t i = index_of(order_, r.client);
   if (state_[i] != 0)
     throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " answered twice");
-  if (r.samples < 1)
-    throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " reports " +
-                                std::to_string(r.samples) + " samples; expected >= 1");
-  if (r.weights.size() != sizes_.size())
-    throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " sent " +
-                                std::to_string(r.weights.size()) + " tensors, expected " +
-                                std::to_string(sizes_.size()));
-  for (size_t t = 0; t < sizes_.size(); ++t)
-    if (r.weights[t].size() != sizes_[t])
-      throw std::invalid_argument("FedAvg: client " + std::to_string(r.client) + " tensor " + std::to_string(t) +
-                                  " has " + std::to_string(r.weights[t].size()) + " values, expected " +
-                                  std::to_string(sizes_[t]));
+  check_result(r, sizes_, "FedAvg");
   return i;
 }
 
@@ -149,6 +152,42 @@ void server_momentum_step(Params& global, const Params& average, Params& velocit
   }
 }
 
+namespace {
+
+void zeros_like(Params& p, const Params& like) {
+  if (!p.empty()) return;
+  p.resize(like.size());
+  for (size_t t = 0; t < like.size(); ++t) p[t].assign(like[t].size(), 0.0f);
+}
+
+double sign(double x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : 0.0; }
+
+}  // namespace
+
+void fedopt_step(Params& global, const Params& average, Params& m, Params& v, Adaptivity kind, double server_lr,
+                 double beta1, double beta2, double tau) {
+  if (average.size() != global.size()) throw std::invalid_argument("fedopt_step: average and global differ in tensor count");
+  zeros_like(m, global);
+  zeros_like(v, global);
+  for (size_t t = 0; t < global.size(); ++t) {
+    if (average[t].size() != global[t].size() || m[t].size() != global[t].size() || v[t].size() != global[t].size())
+      throw std::invalid_argument("fedopt_step: tensor " + std::to_string(t) + " differs in size");
+    for (size_t k = 0; k < global[t].size(); ++k) {
+      const double d = static_cast<double>(average[t][k]) - global[t][k];
+      const double mk = beta1 * m[t][k] + (1.0 - beta1) * d;
+      double vk = v[t][k];
+      switch (kind) {
+        case Adaptivity::adagrad: vk += d * d; break;
+        case Adaptivity::adam: vk = beta2 * vk + (1.0 - beta2) * d * d; break;
+        case Adaptivity::yogi: vk -= (1.0 - beta2) * d * d * sign(vk - d * d); break;
+      }
+      m[t][k] = static_cast<float>(mk);
+      v[t][k] = static_cast<float>(vk);
+      global[t][k] = static_cast<float>(global[t][k] + server_lr * mk / (std::sqrt(vk) + tau));
+    }
+  }
+}
+
 void add_proximal_gradient(std::span<float> grad, std::span<const float> weights, std::span<const float> global,
                            float mu) {
   if (grad.size() != weights.size() || weights.size() != global.size())
@@ -179,7 +218,7 @@ std::vector<int64_t> sample_clients(int64_t num_clients, int64_t count, uint64_t
   return ids;
 }
 
-std::vector<std::string> strategy_names() { return {"fedavg", "fedprox", "fedavgm"}; }
+std::vector<std::string> strategy_names() { return {"fedavg", "fedprox", "fedavgm", "fedadagrad", "fedadam", "fedyogi"}; }
 
 namespace {
 
@@ -217,13 +256,49 @@ class FedAvgM : public Strategy {
   Params velocity_;
 };
 
+// The state is m's tensors then v's, so that a checkpoint holds both.
+class FedOpt : public Strategy {
+ public:
+  FedOpt(std::string name, Adaptivity kind, const StrategyConfig& c) : name_(std::move(name)), kind_(kind), c_(c) {}
+  std::string name() const override { return name_; }
+  Params aggregate(const Params& global, Params average) override {
+    Params next = global;
+    fedopt_step(next, average, m_, v_, kind_, c_.server_lr, c_.beta1, c_.beta2, c_.tau);
+    return next;
+  }
+  Params state() const override {
+    Params s = m_;
+    s.insert(s.end(), v_.begin(), v_.end());
+    return s;
+  }
+  void load_state(Params state) override {
+    if (state.size() % 2 != 0)
+      throw std::invalid_argument(name_ + ": saved state holds " + std::to_string(state.size()) +
+                                  " tensors; expected m's and v's, as many each");
+    const auto half = state.begin() + static_cast<std::ptrdiff_t>(state.size() / 2);
+    m_.assign(std::make_move_iterator(state.begin()), std::make_move_iterator(half));
+    v_.assign(std::make_move_iterator(half), std::make_move_iterator(state.end()));
+  }
+
+ private:
+  std::string name_;
+  Adaptivity kind_;
+  StrategyConfig c_;
+  Params m_, v_;
+};
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const StrategyConfig& c) {
   if (c.name == "fedavg") return std::make_unique<FedAvg>();
   if (c.name == "fedprox") return std::make_unique<FedProx>(c.mu);
   if (c.name == "fedavgm") return std::make_unique<FedAvgM>(c.server_momentum, c.server_lr);
-  throw std::invalid_argument("unknown strategy \"" + c.name + "\"; known: fedavg, fedprox, fedavgm");
+  if (c.name == "fedadagrad") return std::make_unique<FedOpt>(c.name, Adaptivity::adagrad, c);
+  if (c.name == "fedadam") return std::make_unique<FedOpt>(c.name, Adaptivity::adam, c);
+  if (c.name == "fedyogi") return std::make_unique<FedOpt>(c.name, Adaptivity::yogi, c);
+  std::string known;
+  for (const std::string& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown strategy \"" + c.name + "\"; known: " + known);
 }
 
 }  // namespace quartet::trainers::federated

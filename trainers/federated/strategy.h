@@ -25,6 +25,10 @@ struct ClientResult {
   Params weights;
 };
 
+// Throws std::invalid_argument naming the client when samples < 1 or its weights are not
+// shaped as `sizes` (values per tensor); `who` starts the message.
+void check_result(const ClientResult& r, std::span<const size_t> sizes, const std::string& who);
+
 // FedAvg's weighted mean sum_k n_k w_k / sum_k n_k, fed one client at a time in any
 // order. Each result is added to a double accumulator once every client before it (in
 // ascending client order) has been added or skipped, and its weights are then released:
@@ -79,6 +83,21 @@ Params weighted_average(std::span<const ClientResult> results);
 // requires average shaped as global
 void server_momentum_step(Params& global, const Params& average, Params& velocity, double beta, double server_lr);
 
+// FedOpt (Reddi et al. 2021, "Adaptive Federated Optimization", Algorithm 2): the
+// pseudo-gradient d = average - global (a step towards the clients) drives an adaptive
+// server optimizer, elementwise, without bias correction (as Flower's strategies):
+//   m = beta1 m + (1 - beta1) d
+//   v = v + d^2                                  adagrad
+//   v = beta2 v + (1 - beta2) d^2                adam
+//   v = v - (1 - beta2) d^2 sign(v - d^2)        yogi (sign(0) = 0)
+//   global += server_lr m / (sqrt(v) + tau)
+// Empty m and v start at zero (Flower's choice; the paper asks v_{-1} >= tau^2, which
+// only matters where d stays 0). Each element is computed in double and stored as float.
+// requires average shaped as global, m and v empty or shaped as global
+enum class Adaptivity { adagrad, adam, yogi };
+void fedopt_step(Params& global, const Params& average, Params& m, Params& v, Adaptivity kind, double server_lr,
+                 double beta1, double beta2, double tau);
+
 // FedProx (Li et al. 2020): the gradient of (mu / 2) ||w - w_global||^2 added to a local
 // gradient: grad += mu * (weights - global). requires equal sizes.
 void add_proximal_gradient(std::span<float> grad, std::span<const float> weights, std::span<const float> global,
@@ -95,10 +114,11 @@ std::vector<int64_t> sample_clients(int64_t num_clients, int64_t count, uint64_t
 
 // The arm's strategy settings (federated::Settings, which holds their defaults).
 struct StrategyConfig {
-  std::string name;               // fedavg, fedprox, fedavgm
+  std::string name;               // fedavg, fedprox, fedavgm, fedadagrad, fedadam, fedyogi
   double mu = 0.0;                // fedprox: proximal weight
   double server_momentum = 0.0;   // fedavgm: beta
-  double server_lr = 1.0;         // fedavgm: server learning rate
+  double server_lr = 1.0;         // fedavgm and the FedOpt strategies: server learning rate
+  double beta1 = 0.9, beta2 = 0.99, tau = 1e-3;  // the FedOpt strategies
 };
 
 std::vector<std::string> strategy_names();
@@ -112,7 +132,8 @@ class Strategy {
   // The next global weights from the current ones and the weighted mean of this round's
   // results (OrderedAverage). requires average shaped as global
   virtual Params aggregate(const Params& global, Params average) = 0;
-  // Server state kept across rounds (FedAvgM's velocity), for checkpoints; empty when none.
+  // Server state kept across rounds, for checkpoints: FedAvgM's velocity, FedOpt's m then
+  // v; each a copy of the model's shapes, in its order. Empty when none (yet).
   virtual Params state() const { return {}; }
   virtual void load_state(Params /*state*/) {}
 };

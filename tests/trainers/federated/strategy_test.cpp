@@ -100,6 +100,74 @@ TEST(FlStrategy, FedAvgMWithoutMomentumEqualsFedAvg) {
   EXPECT_FALSE(m->state().empty());
 }
 
+// FedAdam by hand (beta1 = 0.5, beta2 = 0.75, eta = 1, tau = 0.5), one weight:
+// round 1: g = 1, average 2: d = 1, m = 0.5, v = 0.25 * 1 = 0.25, g = 1 + 0.5 / (0.5 + 0.5) = 1.5
+// round 2: average 1.5: d = 0, m = 0.25, v = 0.75 * 0.25 = 0.1875,
+//          g = 1.5 + 0.25 / (sqrt(0.1875) + 0.5) = 1.5 + 0.25 / 0.9330127 = 1.7679492
+TEST(FlStrategy, FedAdamTwoRoundsByHand) {
+  Params global = {{1.0f}}, m, v;
+  fedopt_step(global, {{2.0f}}, m, v, Adaptivity::adam, 1.0, 0.5, 0.75, 0.5);
+  EXPECT_FLOAT_EQ(m[0][0], 0.5f);
+  EXPECT_FLOAT_EQ(v[0][0], 0.25f);
+  EXPECT_FLOAT_EQ(global[0][0], 1.5f);
+  fedopt_step(global, {{1.5f}}, m, v, Adaptivity::adam, 1.0, 0.5, 0.75, 0.5);
+  EXPECT_FLOAT_EQ(m[0][0], 0.25f);
+  EXPECT_FLOAT_EQ(v[0][0], 0.1875f);
+  EXPECT_NEAR(global[0][0], 1.7679492f, 1e-6);
+}
+
+// FedAdagrad by hand (beta1 = 0.5, eta = 1, tau = 0.5; beta2 takes no part), one weight:
+// round 1: g = 0, average 2: d = 2, m = 1, v = 4, g = 1 / (2 + 0.5) = 0.4
+// round 2: average 1.4: d = 1, m = 0.5 + 0.5 = 1, v = 4 + 1 = 5,
+//          g = 0.4 + 1 / (sqrt(5) + 0.5) = 0.4 + 0.3654880 = 0.7654880
+TEST(FlStrategy, FedAdagradTwoRoundsByHand) {
+  Params global = {{0.0f}}, m, v;
+  fedopt_step(global, {{2.0f}}, m, v, Adaptivity::adagrad, 1.0, 0.5, 0.123, 0.5);
+  EXPECT_FLOAT_EQ(m[0][0], 1.0f);
+  EXPECT_FLOAT_EQ(v[0][0], 4.0f);
+  EXPECT_FLOAT_EQ(global[0][0], 0.4f);
+  fedopt_step(global, {{1.4f}}, m, v, Adaptivity::adagrad, 1.0, 0.5, 0.123, 0.5);
+  EXPECT_NEAR(m[0][0], 1.0f, 1e-6);
+  EXPECT_NEAR(v[0][0], 5.0f, 1e-5);
+  EXPECT_NEAR(global[0][0], 0.7654880f, 1e-6);
+}
+
+// FedYogi by hand (beta1 = 0, beta2 = 0.5, eta = 1, tau = 0), one weight; v grows while
+// d^2 > v and shrinks (unlike Adam, by (1 - beta2) d^2, not towards it) once d^2 < v:
+// round 1: g = 0, average 2: d = 2, m = 2, v = 0 - 0.5 * 4 * sign(0 - 4) = 2,
+//          g = 2 / sqrt(2) = 1.4142136
+// round 2: average g + 1: d = 1, m = 1, v = 2 - 0.5 * 1 * sign(2 - 1) = 1.5,
+//          g = 1.4142136 + 1 / sqrt(1.5) = 1.4142136 + 0.8164966 = 2.2307102
+TEST(FlStrategy, FedYogiTwoRoundsByHand) {
+  Params global = {{0.0f}}, m, v;
+  fedopt_step(global, {{2.0f}}, m, v, Adaptivity::yogi, 1.0, 0.0, 0.5, 0.0);
+  EXPECT_FLOAT_EQ(m[0][0], 2.0f);
+  EXPECT_FLOAT_EQ(v[0][0], 2.0f);
+  EXPECT_FLOAT_EQ(global[0][0], 1.4142136f);
+  fedopt_step(global, {{global[0][0] + 1.0f}}, m, v, Adaptivity::yogi, 1.0, 0.0, 0.5, 0.0);
+  EXPECT_NEAR(m[0][0], 1.0f, 1e-6);
+  EXPECT_FLOAT_EQ(v[0][0], 1.5f);
+  EXPECT_NEAR(global[0][0], 2.2307102f, 1e-6);
+}
+
+// The strategy object keeps m and v between rounds and hands them over whole: a strategy
+// restored from another's state() continues bit for bit.
+TEST(FlStrategy, FedOptStateRoundTripsForCheckpoints) {
+  for (const std::string name : {"fedadagrad", "fedadam", "fedyogi"}) {
+    StrategyConfig c{.name = name, .server_lr = 0.1};
+    auto a = make_strategy(c);
+    EXPECT_TRUE(a->state().empty());
+    Params g = {{0.0f, 1.0f}, {2.0f}};
+    g = a->aggregate(g, {{0.5f, 0.75f}, {2.5f}});
+    ASSERT_EQ(a->state().size(), 4u) << name;  // m and v, two tensors each
+    auto b = make_strategy(c);
+    b->load_state(a->state());
+    const Params next = {{0.25f, 1.5f}, {1.0f}};
+    EXPECT_EQ(a->aggregate(g, next), b->aggregate(g, next)) << name;
+    EXPECT_THROW(b->load_state({{1.0f}}), std::invalid_argument);
+  }
+}
+
 TEST(FlStrategy, FedProxAddsMuTimesDistanceToTheGradient) {
   std::vector<float> g = {1.0f, 1.0f};
   add_proximal_gradient(g, std::vector<float>{2.0f, 0.0f}, std::vector<float>{1.0f, 1.0f}, 0.5f);
