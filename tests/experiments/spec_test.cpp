@@ -464,6 +464,23 @@ TEST(Spec, FederatedFieldsAreCheckedAndNamed) {
   expect_error(j, "spec.arms[0].clients: only the federated and split regimes take clients");
 }
 
+// DP-FedAvg's noise is scaled by the clip: noise without a clip is refused, as is a delta
+// outside (0, 1) and a negative clip.
+TEST(Spec, FederatedDpFieldsAreCheckedTogether) {
+  json j = federated_arm();
+  j["arms"][0]["dp_noise_multiplier"] = 1.0;
+  expect_error(j, "spec.arms[0].dp_noise_multiplier: noise needs a clip to scale it; give dp_clip > 0 as well");
+  j["arms"][0]["dp_clip"] = 0.5;
+  const ExperimentSpec s = parse_spec(j);
+  EXPECT_EQ(s.json["arms"][0]["dp_delta"], 1e-5);
+  j["arms"][0]["dp_delta"] = 1.0;
+  expect_error(j, "spec.arms[0].dp_delta: expected a number > 0 and < 1, got 1.0");
+  j["arms"][0]["dp_delta"] = 0.0;
+  expect_error(j, "spec.arms[0].dp_delta: expected a number > 0, got 0.0");
+  j["arms"][0]["dp_clip"] = -1.0;
+  expect_error(j, "spec.arms[0].dp_clip: expected a number ≥ 0, got -1.0");
+}
+
 TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
   json j = federated_arm();
   j["arms"][0]["processes"] = 3;

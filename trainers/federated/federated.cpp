@@ -8,6 +8,14 @@
 namespace quartet::trainers::federated {
 namespace {
 
+// DP-FedAvg's noise is scaled by the clip, so it needs one; delta is a probability below 1.
+void check_privacy(const Settings& s, const std::string& path, const nlohmann::json& given) {
+  if (s.dp_noise_multiplier > 0.0 && s.dp_clip == 0.0)
+    throw SettingsError(path + ".dp_noise_multiplier: noise needs a clip to scale it; give dp_clip > 0 as well");
+  if (s.dp_delta >= 1.0)
+    throw SettingsError(path + ".dp_delta: expected a number > 0 and < 1, got " + given.at("dp_delta").dump());
+}
+
 class Federated final : public RegimeOf<Settings> {
  public:
   std::string_view name() const override { return "federated"; }
@@ -38,6 +46,7 @@ class Federated final : public RegimeOf<Settings> {
     if (s.min_clients > s.clients)
       throw SettingsError(f.path + ".min_clients: expected at most clients (" + std::to_string(s.clients) + "), got " +
                           std::to_string(s.min_clients));
+    check_privacy(s, f.path, given);
     if (!s.processes) s.processes = std::min(f.cores, s.clients);
     check_processes(*s.processes, s.clients, f);
   }
