@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -187,8 +188,36 @@ std::vector<std::string> problems(const RunResults& run) {
   return out;
 }
 
+Table privacy_table(const std::vector<ArmResults>& arms) {
+  Table t{{"arm", "clip S", "noise z", "sampling rate q", "rounds", "epsilon", "delta", "final quality"},
+          {false, true, true, true, true, true, true, true},
+          {}};
+  for (const ArmResults& a : arms) {
+    const json& p = member(a.summary, "privacy");
+    if (!p.is_object()) continue;
+    const json& eps = member(p, "epsilon");
+    const std::vector<EvalPoint> evals = eval_points(a);
+    char delta[32];
+    std::snprintf(delta, sizeof delta, "%g", number(p, "delta"));
+    t.rows.push_back({a.name, fixed(number(p, "clip"), 3), fixed(number(p, "noise_multiplier"), 2),
+                      fixed(number(p, "sampling_rate"), 3), std::to_string(integer(p, "rounds")),
+                      eps.is_number() ? fixed(eps.get<double>(), 2) : "∞ (no noise)", delta,
+                      evals.empty() ? "—" : fixed(evals.back().value, 4)});
+  }
+  return t;
+}
+
+std::string privacy_table_note() {
+  return "Client-level (epsilon, delta)-DP of the released global weights after all rounds (DP-FedAvg, RDP "
+         "accountant for the sampled Gaussian mechanism; docs/federated.md).";
+}
+
 std::string summary_markdown(const RunResults& run) {
-  return to_markdown(arms_table(run.arms)) + "\n" + arms_table_note() + "\n";
+  std::string md = to_markdown(arms_table(run.arms)) + "\n" + arms_table_note() + "\n";
+  const Table privacy = privacy_table(run.arms);
+  if (!privacy.rows.empty())
+    md.append("\n").append(to_markdown(privacy)).append("\n").append(privacy_table_note()).append("\n");
+  return md;
 }
 
 std::string projection_markdown(const RunResults& run) {

@@ -38,6 +38,12 @@ struct ChartImage {
 Table arms_table(const std::vector<ArmResults>& arms);
 std::string arms_table_note();
 
+// One row per arm with differential privacy (its summary's "privacy"): clip, noise,
+// sampling rate, rounds, the final epsilon at its delta, and its final quality; empty
+// rows when no arm has DP.
+Table privacy_table(const std::vector<ArmResults>& arms);
+std::string privacy_table_note();
+
 // One row per arm: its critical path per epoch, measured and projected time per epoch
 // on every link profile (projection_links()).
 Table projection_table(const std::vector<ArmResults>& arms);
@@ -48,7 +54,7 @@ std::string environment_line(const RunResults& run);
 // The run's warnings and its arms' errors, one sentence each.
 std::vector<std::string> problems(const RunResults& run);
 
-// Markdown: the arms' table and its note; the projection's assumptions and table.
+// Markdown: the arms' table and its note (and the privacy table when an arm has DP); the projection's assumptions and table.
 std::string summary_markdown(const RunResults& run);
 std::string projection_markdown(const RunResults& run);
 

@@ -62,6 +62,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   json evals = json::array();
   int64_t nonfinite = 0, degraded = 0;
   json first_nonfinite = nullptr, first_degraded = nullptr;
+  json privacy = nullptr;  // the last step's privacy account (federated arms with DP)
   for (size_t i = 0; i < roles.size(); ++i) {
     int64_t role_sent = 0, role_received = 0;
     for (const json& line : roles[i]) {
@@ -94,6 +95,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
           }
       }
       if (!r.is_step()) continue;
+      if (const json& p = trainers::member(line, "privacy"); p.is_object()) privacy = p;
       samples = std::max(samples, r.samples);
       steps = std::max(steps, r.step);
       wall = std::max(wall, r.wall);
@@ -150,6 +152,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   s["nonfinite_loss_steps"] = nonfinite;
   s["first_nonfinite_step"] = first_nonfinite;
   s["degraded_steps"] = degraded;
+  s["privacy"] = privacy;
   s["first_degraded"] = first_degraded;
   return s;
 }

@@ -95,6 +95,8 @@ std::string report_html(const RunResults& run, const std::string& image_ext) {
   for (const std::string& p : problems(run)) out << "<p class=\"problem\">" << escape_html(p) << "</p>\n";
   out << "<h2>Summary (measured)</h2>\n" << to_html(arms_table(run.arms)) << "<p>" << escape_html(arms_table_note())
       << "</p>\n";
+  if (const analysis::Table privacy = analysis::privacy_table(run.arms); !privacy.rows.empty())
+    out << to_html(privacy) << "<p>" << escape_html(analysis::privacy_table_note()) << "</p>\n";
   bool pipeline_heading = false;
   for (const analysis::ArmResults& a : run.arms) {
     const std::vector<analysis::StageFigures> stages = analysis::pipeline_stages(a);

@@ -153,5 +153,25 @@ TEST(Results, StepArmsReportTheirStepToTargetWithoutRounds) {
   EXPECT_FALSE(s["to_target"].contains("rounds"));
 }
 
+// A DP arm's summary keeps its last round's privacy account, and summary.md adds the
+// privacy table; an arm without DP has none and no row.
+TEST(Results, DpArmSummaryCarriesTheFinalEpsilonAndTheTableShowsIt) {
+  std::vector<std::vector<json>> dp = federated_records();
+  for (int64_t i = 0; i < 3; ++i)
+    dp[0][i]["privacy"] = {{"clip", 0.5},          {"noise_multiplier", 1.0}, {"noise_std", 0.01},
+                           {"sampling_rate", 0.25}, {"clipped", 3},            {"update_norm_median", 0.7},
+                           {"rounds", i + 1},       {"epsilon", 0.5 * (i + 1)}, {"delta", 1e-5}};
+  dp[0][2]["privacy"]["epsilon"] = 1.234;
+  const json s = summarize_arm("dp", "federated", dp, std::nullopt, 1000);
+  EXPECT_EQ(s["privacy"]["rounds"], 3);
+  EXPECT_DOUBLE_EQ(s["privacy"]["epsilon"].get<double>(), 1.234);
+  const json plain = summarize_arm("fed", "federated", federated_records(), std::nullopt, 1000);
+  EXPECT_TRUE(plain["privacy"].is_null());
+  const std::string table = summary_table("run", {plain, s});
+  EXPECT_NE(table.find("| dp | 0.500 | 1.00 | 0.250 | 3 | 1.23 | 1e-05 | 0.8000 |"), std::string::npos) << table;
+  EXPECT_EQ(table.find("| fed | 0."), std::string::npos) << table;
+  EXPECT_EQ(summary_table("run", {plain}).find("epsilon"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace quartet::analysis

@@ -535,6 +535,26 @@ TEST(Spec, FederatedByzantineClientsAreFewerThanClients) {
   EXPECT_EQ(a["byzantine_scale"], -4.0);
 }
 
+// DP-FedAvg's noise is scaled by the clip: noise without a clip is refused, as is a delta
+// outside (0, 1), a negative clip, and a clip with an aggregator other than the mean.
+TEST(Spec, FederatedDpFieldsAreCheckedTogether) {
+  json j = federated_arm();
+  j["arms"][0]["dp_noise_multiplier"] = 1.0;
+  expect_error(j, "spec.arms[0].dp_noise_multiplier: noise needs a clip to scale it; give dp_clip > 0 as well");
+  j["arms"][0]["dp_clip"] = 0.5;
+  const ExperimentSpec s = parse_spec(j);
+  EXPECT_EQ(s.json["arms"][0]["dp_delta"], 1e-5);
+  j["arms"][0]["aggregator"] = "median";
+  expect_error(j, "spec.arms[0].dp_clip: DP-FedAvg's noise is calibrated for aggregator mean, this arm has median");
+  j["arms"][0]["aggregator"] = "mean";
+  j["arms"][0]["dp_delta"] = 1.0;
+  expect_error(j, "spec.arms[0].dp_delta: expected a number > 0 and < 1, got 1.0");
+  j["arms"][0]["dp_delta"] = 0.0;
+  expect_error(j, "spec.arms[0].dp_delta: expected a number > 0, got 0.0");
+  j["arms"][0]["dp_clip"] = -1.0;
+  expect_error(j, "spec.arms[0].dp_clip: expected a number ≥ 0, got -1.0");
+}
+
 TEST(Spec, FederatedRolesAreTheServerAndThePoolProcesses) {
   json j = federated_arm();
   j["arms"][0]["processes"] = 3;

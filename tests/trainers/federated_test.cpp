@@ -17,6 +17,7 @@
 #include "engine/safetensors.h"
 #include "engine/threads.h"
 #include "trainers/federated/client.h"
+#include "trainers/federated/privacy.h"
 #include "trainers/federated/protocol.h"
 #include "trainers/federated/roles.h"
 #include "trainers/training_loop.h"
@@ -397,6 +398,37 @@ TEST_F(Federated, MedianKeepsAByzantineClientFromDraggingTheModel) {
   EXPECT_LT(median_off, 2.0 * moved);
   EXPECT_LT(median_off, 0.2 * mean_off);
   EXPECT_EQ(round_records("median").at(0)["round"]["aggregator"], "median");
+}
+
+// DP-FedAvg: every round records the epsilon spent so far, the accountant's value for q =
+// 2 / 4 and that many rounds; the noise comes from (seed, round), so a resumed server
+// (which also resumes the account) ends with the weights of a straight run.
+TEST_F(Federated, DpRoundsRecordTheirEpsilonAndResumeBitForBit) {
+  json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2},
+             {"dp_clip", 0.05}, {"dp_noise_multiplier", 1.0}, {"dp_delta", 1e-4}};
+  run_arm("straight", fl, 16);
+  json two = fl;
+  two["rounds"] = 2;
+  run_arm("resumed", two, 16);
+  run_arm("resumed", fl, 16, {}, /*resume=*/true);
+  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  const std::vector<double> orders = federated::default_rdp_orders();
+  for (const std::string arm : {"straight", "resumed"}) {
+    const auto rounds = round_records(arm);
+    ASSERT_EQ(rounds.size(), 3u);
+    for (int64_t i = 0; i < 3; ++i) {
+      const json& p = rounds[i]["privacy"];
+      EXPECT_EQ(p["rounds"].get<int64_t>(), i + 1) << arm;
+      EXPECT_DOUBLE_EQ(p["delta"].get<double>(), 1e-4);
+      const std::vector<double> rdp = federated::compute_rdp(0.5, 1.0, i + 1, orders);
+      const double expected = federated::privacy_spent(orders, rdp, 1e-4).epsilon;
+      EXPECT_DOUBLE_EQ(p["epsilon"].get<double>(), expected) << arm << " round " << i + 1;
+      EXPECT_DOUBLE_EQ(p["noise_std"].get<double>(), 1.0 * 0.05 / 2);
+    }
+  }
+  run_arm("plain", json{{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2}}, 16);
+  EXPECT_GT(max_abs_diff(final_weights("straight"), final_weights("plain")), 0.0);
+  EXPECT_FALSE(round_records("plain")[0].contains("privacy"));
 }
 
 }  // namespace

@@ -8,6 +8,18 @@
 namespace quartet::trainers::federated {
 namespace {
 
+// DP-FedAvg's noise is scaled by the clip, so it needs one; delta is a probability below 1.
+void check_privacy(const Settings& s, const std::string& path, const nlohmann::json& given) {
+  if (s.dp_noise_multiplier > 0.0 && s.dp_clip == 0.0)
+    throw SettingsError(path + ".dp_noise_multiplier: noise needs a clip to scale it; give dp_clip > 0 as well");
+  if (s.dp_delta >= 1.0)
+    throw SettingsError(path + ".dp_delta: expected a number > 0 and < 1, got " + given.at("dp_delta").dump());
+  // The noise is scaled to the mean's sensitivity, S / n; a median or Krum has another.
+  if (s.dp_clip > 0.0 && s.aggregator != "mean")
+    throw SettingsError(path + ".dp_clip: DP-FedAvg's noise is calibrated for aggregator mean, this arm has " +
+                        s.aggregator);
+}
+
 class Federated final : public RegimeOf<Settings> {
  public:
   std::string_view name() const override { return "federated"; }
@@ -24,7 +36,8 @@ class Federated final : public RegimeOf<Settings> {
            "the server), then the server's aggregation; clients that shared a pool process here run on their own "
            "machines in the projection.";
   }
-  // A lost pool only costs its clients' updates (left out of rounds by the deadline).
+  // A lost pool only costs the update of the client it was training; the other pools
+  // take its share of later rounds.
   bool essential(const std::string& role) const override { return role == "server"; }
 
  protected:
@@ -42,6 +55,7 @@ class Federated final : public RegimeOf<Settings> {
     complete_server_optimizer(s, f, given);
     complete_aggregator(s, f, given);
     complete_byzantine(s, f, given);
+    check_privacy(s, f.path, given);
     if (!s.processes) s.processes = std::min(f.cores, s.clients);
     check_processes(*s.processes, s.clients, f);
   }

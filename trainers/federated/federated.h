@@ -13,6 +13,7 @@
 #include <string>
 
 #include "trainers/federated/robust.h"
+#include "trainers/federated/privacy.h"
 #include "trainers/federated/strategy.h"
 #include "trainers/regime.h"
 #include "workloads/partition.h"
@@ -45,12 +46,16 @@ struct Settings : RegimeSettings {
   std::string compress = "none";     // none, fp16, topk (client -> server updates)
   double topk_fraction = 0.01;
   double join_timeout_s = 300.0;  // how long the server waits for every pool to connect (not a spec field)
+  double dp_clip = 0.0;              // DP-FedAvg's S: L2 bound on each client's update; 0: no DP
+  double dp_noise_multiplier = 0.0;  // z: the mean of n clipped updates gets N(0, (z S / n)^2)
+  double dp_delta = 1e-5;            // the delta epsilon is accounted at
 
   static const SettingsTable<Settings>& table();
   StrategyConfig strategy_config() const {
     return {strategy, mu, server_momentum, server_lr.value(), beta1, beta2, tau};
   }
   AggregatorConfig aggregator_config() const { return {aggregator, trim_fraction, krum_byzantine, krum_select}; }
+  DpConfig dp_config() const { return {dp_clip, dp_noise_multiplier, dp_delta}; }
   int64_t pools() const { return processes.value_or(1); }
 };
 

@@ -399,6 +399,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   const TrainConfig& cfg = ctx.config;
   const workloads::Partition partition = client_partition(s.partition, s.clients, cfg.seed, wl);
   std::unique_ptr<Strategy> strategy = make_strategy(s.strategy_config());
+  DpFedAvg dp(s.dp_config(), s.clients, clients_per_round(s.clients, s.fraction, s.min_clients), cfg.seed);
 
   std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   const engine::NamedTensors state = model->state_dict();
@@ -418,6 +419,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     if (load_server_checkpoint(checkpoint_path(ctx.arm_dir), state, global, strategy_state, pos)) {
       strategy->load_state(std::move(strategy_state));
       if (pos.extra.contains("totals")) totals = pos.extra["totals"];
+      dp.resume(pos.extra.value("dp_rounds", int64_t{0}));
     }
   }
   JsonlWriter records(records_path(ctx.arm_dir, ctx.role).string(),
@@ -510,7 +512,8 @@ void run_server(const RoleContext& ctx, const Settings& s) {
       for (Outcome& o : fresh) {
         if (o.ok) {
           try {
-            average.add({o.client, o.done.samples, std::move(o.weights)});
+            const int64_t weight = dp.admit(o.weights, global, o.done.samples);
+            average.add({o.client, weight, std::move(o.weights)});
           } catch (const std::invalid_argument& e) {  // e.g. a client claiming 0 samples: left out
             o.ok = false;
             o.error = e.what();
@@ -577,7 +580,10 @@ void run_server(const RoleContext& ctx, const Settings& s) {
         refused = e.what();
         aggregated = false;
       }
-      if (combined) global = strategy->aggregate(global, std::move(*combined));
+      if (combined) {
+        dp.release(*combined, round, average.added());
+        global = strategy->aggregate(global, std::move(*combined));
+      }
     }
 #ifdef __GLIBC__
     // The updates were decoded on the handler threads, into glibc's per-thread arenas,
@@ -644,10 +650,11 @@ void run_server(const RoleContext& ctx, const Settings& s) {
                                                            : ", not aggregated (the weights were kept): " + refused) +
                         (dropped.empty() ? "" : "; first left out: client " + dropped[0]["client"].dump() + ", " +
                                                     dropped[0]["reason"].get<std::string>());
+    if (dp.enabled()) rec["privacy"] = dp.record();
     write(rec);
     pos.wall = wall0 + clock.seconds();
     pos.records_bytes = records.bytes();
-    pos.extra = {{"totals", totals}};
+    pos.extra = {{"totals", totals}, {"dp_rounds", dp.rounds()}};
     save_server_checkpoint(checkpoint_path(ctx.arm_dir), state, global, strategy->state(), pos);
   }
   load_params(*model, global);

@@ -61,6 +61,14 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::topk_fraction, "topk_fraction", "compress topk: fraction of the update's values sent")
         .above(0.0)
         .at_most(1.0);
+    t.add(&S::dp_clip, "dp_clip",
+          "DP-FedAvg: L2 bound S on each client's update (clipped at the server); 0: no differential privacy")
+        .at_least(0.0);
+    t.add(&S::dp_noise_multiplier, "dp_noise_multiplier",
+          "DP-FedAvg: noise multiplier z; the unweighted mean of n clipped updates gets Gaussian noise of std z S / n")
+        .at_least(0.0);
+    t.add(&S::dp_delta, "dp_delta", "DP-FedAvg: the delta at which the rounds' epsilon is accounted, < 1")
+        .above(0.0);
     return t;
   }();
   return t;
