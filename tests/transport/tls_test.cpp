@@ -62,9 +62,10 @@ class TlsTest : public ::testing::Test {
   }
 
   // An echo server over TLS whose log lines the test reads.
-  void start_server(std::shared_ptr<const Tls> tls) {
+  void start_server(std::shared_ptr<const Tls> tls, Deadline hello_timeout = kLongTimeout) {
     ServerOptions options;
     options.token = token_;
+    options.hello_timeout = hello_timeout;
     options.tls = std::move(tls);
     options.refusal_log_interval = std::chrono::milliseconds(1);
     options.log = [this](const std::string& line) {
@@ -175,6 +176,28 @@ TEST_F(TlsTest, APlaintextClientIsToldAtOnceAndTheServerServesOn) {
   EXPECT_THAT(wait_for_log("plaintext"), HasSubstr("this server speaks TLS only"));
   expect_echo(*connect_and_hello(certs_->client().get()));
   EXPECT_EQ(server_->stats().refused, 1);
+}
+
+TEST_F(TlsTest, AWrongTokenIsToldThroughTls) {
+  start_server(certs_->server());
+  auto c = Connection::connect("127.0.0.1", server_->port(), kLongTimeout, certs_->client().get());
+  send_message(*c, MessageType::hello, Hello{make_token(), "test", kProtocolVersion}, kLongTimeout);
+  try {
+    receive_message<Welcome>(*c, MessageType::welcome, kLongTimeout);
+    FAIL() << "a wrong token was not refused";
+  } catch (const RemoteError& e) {
+    EXPECT_EQ(e.text(), "wrong token");
+  }
+}
+
+TEST_F(TlsTest, AClientThatStallsMidHandshakeIsRefusedAtTheHelloDeadline) {
+  start_server(certs_->server(), std::chrono::milliseconds(200));
+  testing::RawClient stalled(server_->port());
+  const std::byte record_start[] = {std::byte{22}, std::byte{3}, std::byte{1}};  // a handshake record, cut short
+  stalled.write(record_start);
+  EXPECT_TRUE(stalled.wait_until_closed_by_peer());
+  EXPECT_THAT(wait_for_log("no hello"), HasSubstr("no hello within"));
+  expect_echo(*connect_and_hello(certs_->client().get()));
 }
 
 TEST_F(TlsTest, MutualAuthRefusesAClientWithoutACertificate) {
