@@ -23,6 +23,7 @@
 #include "analysis/summary.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
+#include "experiments/certs_command.h"
 #include "experiments/environment.h"
 #include "experiments/process.h"
 #include "experiments/progress.h"
@@ -106,6 +107,12 @@ void spawn_role(Child& c, const fs::path& exe, const fs::path& run_dir, const st
   o.env = {{"QUARTET_THREADS", std::to_string(threads)},
            {"QUARTET_TOKEN", coordinator.token()},
            {"QUARTET_COORDINATOR", coordinator.address()}};
+  // The run's TLS settings (absolute paths) go the token's way: never in argv.
+  if (const auto& tls = coordinator.tls()) {
+    const transport::TlsFiles& f = tls->files();
+    o.env.insert({{"QUARTET_TLS_CERT", f.cert}, {"QUARTET_TLS_KEY", f.key}, {"QUARTET_TLS_CA", f.ca},
+                  {"QUARTET_TLS_CLIENT_CA", f.client_ca}});
+  }
   int output = -1;
   o.output = &output;
   c.pid = spawn_process(exe, o);
@@ -151,8 +158,10 @@ struct ArmOutcome {
 // record files as local roles' own appends; vanished roles fail their arm.
 class RunCoordinator {
  public:
-  RunCoordinator(const fs::path& run_dir, const std::string& listen) : run_dir_(run_dir) {
+  RunCoordinator(const fs::path& run_dir, const std::string& listen, std::shared_ptr<const transport::Tls> tls)
+      : run_dir_(run_dir) {
     transport::CoordinatorOptions o;
+    o.tls = std::move(tls);
     const auto colon = listen.rfind(':');
     if (colon == std::string::npos) {
       o.host = listen;
@@ -289,7 +298,9 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   for (Child& c : children) {
     if (c.remote) {
       std::cerr << "quartet: arm " << arm.name << " waits for role " << c.role << " from another host: run there\n"
-                << "  QUARTET_TOKEN=<the run's token> quartet role --coordinator "
+                << "  QUARTET_TOKEN=<the run's token> "
+                << (rc.coordinator().tls() ? "QUARTET_TLS_CERT=<cert> QUARTET_TLS_KEY=<key> QUARTET_TLS_CA=<ca> " : "")
+                << "quartet role --coordinator "
                 << rc.coordinator().address() << " --arm " << arm.name << " --role " << c.role << "\n";
       continue;
     }
@@ -472,6 +483,7 @@ void write_initial_weights(const ExperimentSpec& spec, const workloads::Workload
 }  // namespace
 
 int run_experiment(const RunOptions& opt) {
+  const std::shared_ptr<const transport::Tls> tls = load_tls(opt.tls);  // bad settings fail before the run folder
   std::unique_ptr<Progress> progress = make_progress(opt.progress);
   fs::path run_dir;
   ExperimentSpec spec;
@@ -515,12 +527,10 @@ int run_experiment(const RunOptions& opt) {
   SignalGuard signals;
   g_signal = 0;
   const fs::path exe = self_executable();
-  RunCoordinator coordinator(run_dir, opt.listen);
+  RunCoordinator coordinator(run_dir, opt.listen, tls);
   if (!std::getenv("QUARTET_TOKEN")) {
     // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
-    const fs::path token_file = run_dir / "token";
-    write_file_atomically(token_file, coordinator.coordinator().token() + "\n");
-    ::chmod(token_file.c_str(), 0600);
+    write_file_atomically(run_dir / "token", coordinator.coordinator().token() + "\n", 0600);
   }
   progress->run_started(run_dir.string(), static_cast<int>(spec.arms.size()));
   std::vector<json> summaries;
@@ -577,6 +587,7 @@ int run_role(const RoleOptions& opt) {
     }
     co.arm = opt.arm;
     co.role = opt.role;
+    co.tls = load_tls(opt.tls);
     client = std::make_unique<transport::CoordinatorClient>(co);
   }
 

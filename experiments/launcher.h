@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <string>
 
+#include "transport/tls.h"
+
 namespace quartet::experiments {
 
 struct RunOptions {
@@ -12,6 +14,7 @@ struct RunOptions {
   std::filesystem::path resume;       // continue this run folder
   std::string progress = "bar";       // bar, jsonl or none
   std::string listen = "127.0.0.1";   // the coordinator's address: HOST or HOST:PORT
+  transport::TlsFiles tls;            // --tls-*: empty: QUARTET_TLS_*, else plain TCP
 };
 
 // `quartet run`: makes the run folder, runs the arms one after another, each as its
@@ -28,6 +31,7 @@ struct RoleOptions {
   std::string arm;
   std::string role;
   bool resume = false;
+  transport::TlsFiles tls;        // --tls-*: empty: QUARTET_TLS_*, else plain TCP
 };
 
 // `quartet role`: one role of one arm. A local role (run_dir) reads the spec from the

@@ -6,6 +6,7 @@
 
 #include "engine/safetensors.h"
 #include "experiments/bench_collectives.h"
+#include "experiments/certs_command.h"
 #include "experiments/inspect_command.h"
 #include "experiments/launcher.h"
 #include "experiments/phantom_command.h"
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--listen", run.listen,
                       "the coordinator's address, HOST or HOST:PORT (default 127.0.0.1, a fresh port); another "
                       "address lets roles on other hosts join");
+  add_tls_options(*run_cmd, run.tls);
 
   std::string validate_path;
   auto* validate_cmd = app.add_subcommand("validate", "Check an experiment file; exit code 2 with the reason if bad");
@@ -141,6 +143,10 @@ int main(int argc, char** argv) {
   role_cmd->add_option("--arm", role.arm, "arm name")->required();
   role_cmd->add_option("--role", role.role, "role name")->required();
   role_cmd->add_flag("--resume", role.resume, "continue from the arm's checkpoint");
+  add_tls_options(*role_cmd, role.tls);
+
+  CertsOptions certs_opts;
+  CLI::App* certs_cmd = add_certs_command(app, certs_opts);
 
   try {
     app.parse(argc, argv);
@@ -170,6 +176,7 @@ int main(int argc, char** argv) {
     if (*phantom_cmd) return phantom_main(phantom_opts);
     if (*predict_cmd) return predict_main(predict_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
+    if (*certs_cmd) return certs_main(certs_opts);
     if (*report_cmd) return report_main(report_opts, argc, argv);
     if (*bench.rank) return bench_collectives_rank_main(bench_rank_opts);
     if (*role_cmd) {

@@ -12,9 +12,10 @@ namespace quartet::experiments {
 
 using nlohmann::json;
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+void write_file_atomically(const std::filesystem::path& path, const std::string& text, mode_t mode) {
   const std::filesystem::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp.c_str());  // a leftover of a crash would keep its own mode
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) throw std::runtime_error(tmp.string() + ": cannot create: " + std::strerror(errno));
   size_t done = 0;
   while (done < text.size()) {

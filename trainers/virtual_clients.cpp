@@ -85,7 +85,8 @@ std::unique_ptr<transport::Connection> join(const RoleContext& ctx, const Server
     const std::string token = ctx.coordinator->kv_wait(keys.token, std::chrono::minutes(1));
     try {
       const auto [host, port] = transport::parse_host_port(address);
-      std::unique_ptr<transport::Connection> conn = transport::Connection::connect(host, port, 30s);
+      std::unique_ptr<transport::Connection> conn =
+          transport::Connection::connect(host, port, 30s, ctx.coordinator->options().tls.get());
       conn->set_link(transport::link_profile(link));
       transport::send_message(*conn, transport::MessageType::hello, transport::Hello{token, hello_role}, 30s);
       transport::receive_message<transport::Welcome>(*conn, transport::MessageType::welcome, 60s);

@@ -64,7 +64,8 @@ std::string seconds_text(Deadline d) {
   return text;
 }
 
-std::unique_ptr<Connection> Connection::connect(const std::string& host, uint16_t port, Deadline timeout) {
+std::unique_ptr<Connection> Connection::connect(const std::string& host, uint16_t port, Deadline timeout,
+                                               const Tls* tls) {
   const auto deadline = Clock::now() + timeout;
   const std::string where = host + ":" + std::to_string(port);
   asio::error_code ec;
@@ -97,13 +98,20 @@ std::unique_ptr<Connection> Connection::connect(const std::string& host, uint16_
       socklen_t len = sizeof err;
       if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     }
-    if (err == 0) return std::make_unique<Connection>(std::move(socket));
+    if (err == 0 && tls == nullptr) return std::make_unique<Connection>(std::move(socket));
+    if (err == 0) {
+      auto session = TlsSession::client(*tls, fd, host);
+      auto connection = std::make_unique<Connection>(std::move(socket), std::move(session));
+      connection->handshake(deadline, timeout);
+      return connection;
+    }
     last_error = std::strerror(err);
   }
   throw std::runtime_error("cannot connect to " + where + ": " + last_error);
 }
 
-Connection::Connection(asio::ip::tcp::socket socket) : socket_(socket_context()) {
+Connection::Connection(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls)
+    : socket_(socket_context()), tls_(std::move(tls)) {
   if (!socket.is_open()) throw std::invalid_argument("Connection needs an open socket");
   const auto protocol = socket.local_endpoint().protocol();
   socket_.assign(protocol, socket.release());
@@ -194,7 +202,90 @@ void Connection::send(MessageType type, std::span<const std::span<const std::byt
   add_sent(0, 1);
 }
 
+void Connection::handshake(Clock::time_point deadline, Deadline timeout) {
+  for (;;) {
+    TlsSession::Want want;
+    try {
+      want = tls_call([&] { return TlsSession::Io{tls_->handshake(peer_), 0}; }).want;
+    } catch (const std::exception&) {
+      close();
+      throw;
+    }
+    if (want == TlsSession::Want::done) return;
+    if (!tls_wait(want, deadline)) {
+      close();
+      throw TimeoutError("TLS handshake with " + peer_ + " timed out after " + seconds_text(timeout) +
+                         " (is the server speaking TLS?)");
+    }
+  }
+}
+
+TlsSession::Io Connection::tls_call(const std::function<TlsSession::Io()>& op) {
+  std::lock_guard lock(tls_mutex_);
+  // Counted before a throw too: what crossed the socket crossed it.
+  struct Count {
+    Connection& c;
+    ~Count() {
+      const uint64_t read = c.tls_->raw_bytes_read(), written = c.tls_->raw_bytes_written();
+      c.add_received(static_cast<int64_t>(read - c.tls_read_seen_), 0);
+      c.add_sent(static_cast<int64_t>(written - c.tls_written_seen_), 0);
+      c.tls_read_seen_ = read;
+      c.tls_written_seen_ = written;
+    }
+  } count{*this};
+  return op();
+}
+
+bool Connection::tls_wait(TlsSession::Want want, Clock::time_point deadline) {
+  return poll_until(socket_.native_handle(), want == TlsSession::Want::read ? POLLIN : POLLOUT, deadline);
+}
+
+void Connection::write_tls(std::span<const std::span<const std::byte>> pieces, Clock::time_point deadline,
+                           size_t total) {
+  size_t sent = 0;
+  for (const auto& piece : pieces) {
+    for (size_t done = 0; done < piece.size();) {
+      TlsSession::Io io;
+      try {
+        io = tls_call([&] { return tls_->write(piece.subspan(done)); });
+      } catch (const std::exception& e) {
+        const bool local = is_closed();
+        const std::string alert = local ? "" : parting_alert();
+        close();
+        if (local) throw ConnectionClosed("connection to " + peer_ + " closed during a send");
+        throw std::runtime_error("send to " + peer_ + " failed after " + std::to_string(sent) + " of " +
+                                 std::to_string(total) + " bytes: " + e.what() + alert);
+      }
+      if (io.want == TlsSession::Want::done) {
+        done += io.bytes;
+        sent += io.bytes;
+      } else if (!tls_wait(io.want, deadline)) {
+        close();
+        throw TimeoutError("timed out sending to " + peer_ + " after " + std::to_string(sent) + " of " +
+                           std::to_string(total) + " bytes (the peer is not reading)");
+      }
+    }
+  }
+}
+
+std::string Connection::parting_alert() {
+  try {
+    std::byte one[1];
+    tls_call([&] { return tls_->read(one); });
+  } catch (const TlsError& e) {
+    return std::string(" (") + e.what() + ")";
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
 void Connection::write_all(std::span<const std::span<const std::byte>> pieces, Clock::time_point deadline) {
+  if (tls_) {
+    size_t total = 0;
+    for (const auto& piece : pieces) total += piece.size();
+    write_tls(pieces, deadline, total);
+    return;
+  }
   std::vector<asio::const_buffer> buffers;
   buffers.reserve(pieces.size());
   size_t total = 0;
@@ -239,7 +330,30 @@ void Connection::write_all(std::span<const std::span<const std::byte>> pieces, C
   }
 }
 
+size_t Connection::read_exact_tls(std::span<std::byte> out, Clock::time_point deadline, const char* what) {
+  size_t got = 0;
+  while (got < out.size()) {
+    TlsSession::Io io;
+    try {
+      io = tls_call([&] { return tls_->read(out.subspan(got)); });
+    } catch (const std::exception& e) {
+      close();
+      throw std::runtime_error(std::string("receiving ") + what + " from " + peer_ + " failed: " + e.what());
+    }
+    if (io.want == TlsSession::Want::done) {
+      if (io.bytes == 0) return got;  // the peer closed
+      got += io.bytes;
+    } else if (!tls_wait(io.want, deadline)) {
+      close();
+      throw TimeoutError(std::string("timed out receiving ") + what + " from " + peer_ + " (got " +
+                         std::to_string(got) + " of " + std::to_string(out.size()) + " bytes)");
+    }
+  }
+  return got;
+}
+
 size_t Connection::read_exact(std::span<std::byte> out, Clock::time_point deadline, const char* what) {
+  if (tls_) return read_exact_tls(out, deadline, what);
   size_t got = 0;
   while (got < out.size()) {
     asio::error_code ec;

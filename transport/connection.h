@@ -8,12 +8,18 @@
 // most what is left of its deadline, so a peer that stops sending (or reading) costs a
 // TimeoutError, never a hang. Sockets share one process-wide io_context that is never
 // run, so a connection costs one file descriptor and no thread.
+//
+// With TLS (transport/tls.h) the same loop drives OpenSSL on the same socket: a call that
+// wants the socket readable or writable waits in poll() like a plain one, the handshake
+// included, so a peer that stalls mid-handshake costs a TimeoutError too. The counters
+// then count what crossed the socket: TLS records, their headers and the handshake.
 
 #include <asio.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,11 +29,12 @@
 
 #include "transport/frame.h"
 #include "transport/link.h"
+#include "transport/tls.h"
 
 namespace quartet::transport {
 
 struct Counters {
-  int64_t bytes_sent = 0;      // headers included: what crossed the socket
+  int64_t bytes_sent = 0;      // headers (and TLS records) included: what crossed the socket
   int64_t bytes_received = 0;
   int64_t messages_sent = 0;
   int64_t messages_received = 0;
@@ -56,11 +63,16 @@ class ConnectionClosed : public std::runtime_error {
 class Connection {
  public:
   // Connects to host:port (an IP address or a name) within `timeout`; TCP_NODELAY on.
-  // Throws std::runtime_error naming the address and the reason (refused, timed out).
-  static std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, Deadline timeout);
-  // Takes an accepted, open socket (servers); the socket's io_context need not outlive
-  // the connection.
-  explicit Connection(asio::ip::tcp::socket socket);
+  // With `tls`, the TLS handshake is done within the same `timeout`, and the server's
+  // certificate must chain to tls->files().ca and name `host` (an IP SAN for an address).
+  // Throws std::runtime_error naming the address and the reason (refused, timed out),
+  // TlsError when the handshake fails (the reason: "certificate verify failed (certificate
+  // has expired)"), TimeoutError when it stalls.
+  static std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, Deadline timeout,
+                                             const Tls* tls = nullptr);
+  // Takes an accepted, open socket (servers), with its TLS session when the handshake was
+  // done on it; the socket's io_context need not outlive the connection.
+  explicit Connection(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -102,8 +114,21 @@ class Connection {
   // descriptor itself is released by the destructor.
   void close();
   bool is_closed() const;
+  bool is_tls() const { return tls_ != nullptr; }
 
  private:
+  void handshake(std::chrono::steady_clock::time_point deadline, Deadline timeout);
+  // One TLS call under tls_mutex_; counts the bytes it moved across the socket.
+  TlsSession::Io tls_call(const std::function<TlsSession::Io()>& op);
+  // Waits until the socket can do what a TLS call wants; false at the deadline.
+  bool tls_wait(TlsSession::Want want, std::chrono::steady_clock::time_point deadline);
+  void write_tls(std::span<const std::span<const std::byte>> pieces, std::chrono::steady_clock::time_point deadline,
+                 size_t total);
+  // After a TLS send failed on a reset: the alert the peer sent before it (a server
+  // refusing this end's certificate under TLS 1.3 says so only after the handshake), as
+  // " (TLS read failed: tlsv13 alert certificate required)"; "" when none is readable.
+  std::string parting_alert();
+  size_t read_exact_tls(std::span<std::byte> out, std::chrono::steady_clock::time_point deadline, const char* what);
   void write_all(std::span<const std::span<const std::byte>> pieces, std::chrono::steady_clock::time_point deadline);
   // Reads exactly out.size() bytes; returns how many arrived before the peer closed.
   size_t read_exact(std::span<std::byte> out, std::chrono::steady_clock::time_point deadline, const char* what);
@@ -121,6 +146,12 @@ class Connection {
   mutable std::mutex close_mutex_;
   std::condition_variable close_cv_;  // wakes a send() waiting on its link
   bool closed_ = false;
+  // Declared after socket_, so the session goes first. OpenSSL's SSL object takes one
+  // call at a time: the sender and the receiver take turns at it, never while waiting.
+  std::unique_ptr<TlsSession> tls_;
+  std::mutex tls_mutex_;
+  uint64_t tls_read_seen_ = 0;  // raw bytes already counted; guarded by tls_mutex_
+  uint64_t tls_written_seen_ = 0;
 };
 
 // "127.0.0.1:43210", "[::1]:43210": a peer as log lines and errors name it.

@@ -303,6 +303,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(option
   so.address = options_.host;
   so.port = options_.port;
   so.token = options_.token;
+  so.tls = options_.tls;
   so.max_connections = options_.max_connections;
   so.log = options_.log;
   try {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "transport/frame.h"
+#include "transport/tls.h"
 
 namespace quartet::transport {
 
@@ -55,6 +56,7 @@ struct CoordinatorOptions {
   std::string host = "127.0.0.1";  // listen address; another host's roles need a reachable one
   uint16_t port = 0;               // 0: a fresh port from the OS
   std::string token;               // empty: a fresh make_token()
+  std::shared_ptr<const Tls> tls;  // set: roles connect with TLS (Server's ServerOptions::tls)
   // A registered role that sends nothing (not even a heartbeat) for this long has vanished.
   std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(15);
   // Called for every step record a remote role sends, in the order that role sent them;
@@ -82,6 +84,7 @@ class Coordinator {
   const std::string& host() const { return options_.host; }
   uint16_t port() const;
   const std::string& token() const { return options_.token; }
+  const std::shared_ptr<const Tls>& tls() const { return options_.tls; }  // null: plain TCP
   std::string address() const;  // "127.0.0.1:40123"
 
   // The same store remote roles use. kv_get waits up to `wait` for the key; nullopt
@@ -112,6 +115,9 @@ struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   std::string token;            // empty: the environment's QUARTET_TOKEN
+  // Set: TLS to the coordinator, whose certificate must name `host`. A role's servers and
+  // its connections to other roles use the same settings.
+  std::shared_ptr<const Tls> tls;
   std::string arm;              // register as this arm's role...
   std::string role;             // ...(empty role: connect without registering)
   int requested_rank = -1;      // -1: the next free rank

@@ -53,7 +53,7 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
   const std::string who = options_.role.empty() ? std::string("a connection") : "role " + options_.role;
   const auto give_up = std::chrono::steady_clock::now() + options_.timeout;
   for (auto backoff = kFirstBusyBackoff;; backoff = std::min(2 * backoff, kLastBusyBackoff)) {
-    connection_ = Connection::connect(options_.host, options_.port, options_.timeout);
+    connection_ = Connection::connect(options_.host, options_.port, options_.timeout, options_.tls.get());
     try {
       join();
       break;

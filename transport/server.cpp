@@ -1,7 +1,9 @@
 #include "transport/server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
-#include <array>
+#include <cerrno>
 #include <cstdio>
 #include <stdexcept>
 
@@ -28,17 +30,28 @@ const std::string kAddressFull = "over the per-address cap";
 const std::string kShareFull = "over the unauthenticated cap";
 const std::string kNoSlot = "too many connections";
 const std::string kStopping = "server shutting down";
+const std::string kPlaintext = "plaintext to a TLS server";
+const std::string kTlsFailed = "TLS handshake failed";
 
 // Best effort, and never a wait on the accept thread: one non-blocking send, which the
 // empty buffer of a connection that was only read from takes whole; then the close.
-void tell_and_close(asio::ip::tcp::socket& socket, const std::string& text) {
+// Through `tls` when the connection has finished its handshake.
+void tell_and_close(asio::ip::tcp::socket& socket, TlsSession* tls, const std::string& text) {
   asio::error_code ec;
   if (!text.empty()) {
     const auto payload = encode_message(ErrorMessage{text});
     std::byte header[kFrameHeaderBytes];
     encode_header(MessageType::error, payload, header);
-    const std::array<asio::const_buffer, 2> frame{asio::buffer(header), asio::buffer(payload)};
-    socket.send(frame, 0, ec);
+    std::vector<std::byte> frame(std::begin(header), std::end(header));
+    frame.insert(frame.end(), payload.begin(), payload.end());
+    if (tls == nullptr) {
+      socket.send(asio::buffer(frame), 0, ec);
+    } else {
+      try {
+        tls->write(frame);
+      } catch (const std::exception&) {
+      }
+    }
   }
   socket.close(ec);
 }
@@ -54,7 +67,9 @@ struct Server::Pending {
   std::byte header_bytes[kFrameHeaderBytes]{};
   FrameHeader header;
   std::vector<std::byte> payload;
-  bool released = false;  // no longer unauthenticated: admitted or refused
+  std::unique_ptr<TlsSession> tls;
+  bool tls_ready = false;  // handshake done: what it is told goes through tls
+  bool released = false;   // no longer unauthenticated: admitted or refused
 };
 
 Server::Server(ServerOptions options, Handler handler)
@@ -65,6 +80,7 @@ Server::Server(ServerOptions options, Handler handler)
       log_timer_(io_),
       refusal_log_(options_.refusal_log_interval, [this](const std::string& line) { log(line); }) {
   if (options_.token.empty()) throw std::invalid_argument("Server needs a token (make_token())");
+  if (options_.tls) options_.tls->server_context();  // throws without a certificate
   if (!handler_) throw std::invalid_argument("Server needs a handler");
   if (options_.max_connections == 0 || options_.max_unauthenticated == 0 ||
       options_.max_unauthenticated_per_address == 0)
@@ -128,7 +144,81 @@ void Server::start_pending(asio::ip::tcp::socket socket) {
     const std::string why = "no hello within " + seconds_text(options_.hello_timeout);
     refuse(p, kNoHello, "timed out: " + why, why);
   });
-  read_header(p);
+  if (options_.tls)
+    expect_tls(p);
+  else
+    read_header(p);
+}
+
+void Server::expect_tls(const PendingPtr& p) {
+  p->socket.async_wait(asio::socket_base::wait_read, [this, p](const asio::error_code& ec) {
+    if (p->released) return;
+    // A TLS connection opens with a handshake record (content type 22).
+    std::byte first{};
+    const ssize_t n = ec ? 0 : ::recv(p->socket.native_handle(), &first, 1, MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return expect_tls(p);
+    if (n <= 0) return refuse(p, kClosedEarly, "peer " + p->peer + " closed the connection", "");
+    if (first != std::byte{22})
+      return refuse(p, kPlaintext, "plaintext from " + p->peer + ": this server speaks TLS only",
+                    "this server speaks TLS only: give the role the run's TLS settings (QUARTET_TLS_CERT, "
+                    "QUARTET_TLS_KEY, QUARTET_TLS_CA)");
+    try {
+      p->tls = TlsSession::server(*options_.tls, p->socket.native_handle());
+    } catch (const std::exception& e) {
+      return refuse(p, kTlsFailed, e.what(), "");
+    }
+    tls_handshake(p);
+  });
+}
+
+void Server::tls_handshake(const PendingPtr& p) {
+  TlsSession::Want want;
+  try {
+    want = p->tls->handshake(p->peer);
+  } catch (const std::exception& e) {
+    return refuse(p, kTlsFailed, e.what(), "");
+  }
+  if (want == TlsSession::Want::done) {
+    p->tls_ready = true;
+    return read_header(p);
+  }
+  const auto wait = want == TlsSession::Want::read ? asio::socket_base::wait_read : asio::socket_base::wait_write;
+  p->socket.async_wait(wait, [this, p](const asio::error_code& ec) {
+    if (p->released) return;
+    if (ec) return refuse(p, kClosedEarly, "peer " + p->peer + " closed the connection", "");
+    tls_handshake(p);
+  });
+}
+
+void Server::read_into(const PendingPtr& p, std::span<std::byte> buffer, ReadDone done) {
+  if (p->tls)
+    tls_read(p, buffer, 0, std::move(done));
+  else
+    asio::async_read(p->socket, asio::buffer(buffer.data(), buffer.size()), std::move(done));
+}
+
+void Server::tls_read(const PendingPtr& p, std::span<std::byte> buffer, size_t got, ReadDone done) {
+  while (got < buffer.size()) {
+    TlsSession::Io io;
+    try {
+      io = p->tls->read(buffer.subspan(got));
+    } catch (const std::exception& e) {
+      return refuse(p, kBadHello, std::string(e.what()) + " from " + p->peer, "");
+    }
+    if (io.want == TlsSession::Want::done) {
+      if (io.bytes == 0) return done(asio::error::eof, got);
+      got += io.bytes;
+      continue;
+    }
+    const auto wait = io.want == TlsSession::Want::read ? asio::socket_base::wait_read : asio::socket_base::wait_write;
+    p->socket.async_wait(wait, [this, p, buffer, got, done = std::move(done)](const asio::error_code& ec) {
+      if (p->released) return;
+      if (ec) return done(ec, got);
+      tls_read(p, buffer, got, done);
+    });
+    return;
+  }
+  done({}, got);
 }
 
 void Server::make_room_for(const std::string& address) {
@@ -155,7 +245,7 @@ void Server::make_room_for(const std::string& address) {
 }
 
 void Server::read_header(const PendingPtr& p) {
-  asio::async_read(p->socket, asio::buffer(p->header_bytes), [this, p](const asio::error_code& ec, size_t n) {
+  read_into(p, p->header_bytes, [this, p](const asio::error_code& ec, size_t n) {
     if (p->released) return;
     if (ec) {
       if (n == 0)
@@ -184,7 +274,7 @@ void Server::read_header(const PendingPtr& p) {
 }
 
 void Server::read_payload(const PendingPtr& p) {
-  asio::async_read(p->socket, asio::buffer(p->payload), [this, p](const asio::error_code& ec, size_t n) {
+  read_into(p, p->payload, [this, p](const asio::error_code& ec, size_t n) {
     if (p->released) return;
     if (ec) {
       refuse(p, kClosedEarly,
@@ -232,7 +322,7 @@ bool Server::release(Pending& p) {
 void Server::refuse(PendingPtr p, const std::string& reason, const std::string& detail,
                     const std::string& tell) {
   if (!release(*p)) return;
-  tell_and_close(p->socket, tell);
+  tell_and_close(p->socket, p->tls_ready ? p->tls.get() : nullptr, tell);
   note_refusal(p->address, p->peer, reason, detail);
 }
 
@@ -276,7 +366,7 @@ void Server::admit(const PendingPtr& p, const Hello& hello) {
   }
   release(*p);
   accepted_.fetch_add(1);
-  start_worker(std::move(p->socket), hello);
+  start_worker(std::move(p->socket), std::move(p->tls), hello);
 }
 
 void Server::reap_finished_locked() {
@@ -291,13 +381,14 @@ void Server::reap_finished_locked() {
   }
 }
 
-void Server::start_worker(asio::ip::tcp::socket socket, Hello hello) {
+void Server::start_worker(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls, Hello hello) {
   std::lock_guard lock(mutex_);
   auto& worker = workers_.emplace_back();
   try {
-    worker.thread = std::thread([this, &worker, s = std::move(socket), h = std::move(hello)]() mutable {
-      serve(std::move(s), h, worker);
-    });
+    worker.thread = std::thread(
+        [this, &worker, s = std::move(socket), t = std::move(tls), h = std::move(hello)]() mutable {
+          serve(std::move(s), std::move(t), h, worker);
+        });
   } catch (const std::system_error& e) {
     workers_.pop_back();
     refused_.fetch_add(1);
@@ -305,10 +396,11 @@ void Server::start_worker(asio::ip::tcp::socket socket, Hello hello) {
   }
 }
 
-void Server::serve(asio::ip::tcp::socket socket, const Hello& hello, Worker& worker) {
+void Server::serve(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls, const Hello& hello,
+                   Worker& worker) {
   std::unique_ptr<Connection> connection;
   try {
-    connection = std::make_unique<Connection>(std::move(socket));
+    connection = std::make_unique<Connection>(std::move(socket), std::move(tls));
   } catch (const std::exception& e) {
     log(std::string("cannot set up an accepted connection: ") + e.what());
   }

@@ -15,6 +15,11 @@
 // one of the max_connections slots (and a thread). A refused connection is told why
 // with an error frame before it is closed; refusals are logged through a RefusalLog
 // (the first in full, then a summary at most every refusal_log_interval).
+//
+// With TLS set, a connection's first bytes must be a TLS handshake: plaintext is refused
+// at once (told so in a plaintext error frame), and a failed handshake (a client
+// certificate missing or not from client_ca) is refused and logged with OpenSSL's
+// reason. The handshake runs on the accept thread like the hello, within hello_timeout.
 
 #include <asio.hpp>
 #include <atomic>
@@ -38,6 +43,7 @@ struct ServerOptions {
   std::string address = "127.0.0.1";  // where to listen; "0.0.0.0" for every interface
   uint16_t port = 0;                  // 0: the OS chooses (see Server::port())
   std::string token;                  // required: what every Hello must carry
+  std::shared_ptr<const Tls> tls;     // set: TLS only (needs a certificate); null: plain TCP
   Deadline hello_timeout = std::chrono::seconds(10);
   uint32_t max_hello_bytes = 64 * 1024;               // frame limit before the hello
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;   // frame limit after it
@@ -99,6 +105,13 @@ class Server {
   void accept_next();
   // The hello, step by step, on the accept thread.
   void start_pending(asio::ip::tcp::socket socket);
+  // TLS: refuses plaintext, then steps the handshake as the socket allows.
+  void expect_tls(const PendingPtr& p);
+  void tls_handshake(const PendingPtr& p);
+  using ReadDone = std::function<void(const asio::error_code&, size_t)>;
+  // Reads buffer whole (through TLS when p has it), then calls done; eof when the peer closed.
+  void read_into(const PendingPtr& p, std::span<std::byte> buffer, ReadDone done);
+  void tls_read(const PendingPtr& p, std::span<std::byte> buffer, size_t got, ReadDone done);
   void make_room_for(const std::string& address);
   void read_header(const PendingPtr& p);
   void read_payload(const PendingPtr& p);
@@ -111,8 +124,8 @@ class Server {
   void note_refusal(const std::string& address, const std::string& peer, const std::string& reason,
                     const std::string& detail);
   void arm_log_timer();
-  void start_worker(asio::ip::tcp::socket socket, Hello hello);
-  void serve(asio::ip::tcp::socket socket, const Hello& hello, Worker& worker);
+  void start_worker(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls, Hello hello);
+  void serve(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls, const Hello& hello, Worker& worker);
   void log(const std::string& line) const;
   void reap_finished_locked();
   bool stopping() const;

@@ -446,6 +446,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   so.address = ctx.coordinator->options().host;
   so.port = 0;
   so.token = transport::make_token();
+  so.tls = ctx.coordinator->options().tls;
   so.max_connections = static_cast<size_t>(s.pools()) + 16;
   so.log = [](const std::string& line) { std::fprintf(stderr, "federated server: %s\n", line.c_str()); };
   transport::Server server(so, [&fl](transport::Connection& c, const transport::Hello& h) { fl.handle(c, h); });

@@ -59,7 +59,8 @@ std::unique_ptr<transport::Connection> connect_downstream(const RoleContext& ctx
     }
     try {
       const auto [host, port] = transport::parse_host_port(address);
-      std::unique_ptr<transport::Connection> conn = transport::Connection::connect(host, port, 30s);
+      std::unique_ptr<transport::Connection> conn =
+          transport::Connection::connect(host, port, 30s, ctx.coordinator->options().tls.get());
       conn->set_link(transport::link_profile(ctx.link));
       transport::send_message(*conn, transport::MessageType::hello, transport::Hello{token, hello_role(to - 1)}, 30s);
       transport::receive_message<transport::Welcome>(*conn, transport::MessageType::welcome, 60s);

@@ -367,6 +367,7 @@ void Stage::run() {
     transport::ServerOptions so;
     so.address = ctx_.coordinator->options().host;
     so.token = transport::make_token();
+    so.tls = ctx_.coordinator->options().tls;
     so.max_connections = 4;
     const std::string role = ctx_.role;
     so.log = [role](const std::string& line) { std::fprintf(stderr, "pipeline %s: %s\n", role.c_str(), line.c_str()); };

@@ -351,6 +351,7 @@ void SplitServer::run() {
   transport::ServerOptions so;
   so.address = ctx_.coordinator->options().host;
   so.token = transport::make_token();
+  so.tls = ctx_.coordinator->options().tls;
   so.max_connections = static_cast<size_t>(s_.clients) + 16;
   so.log = [](const std::string& line) { log(line); };
   transport::Server server(so, [this](transport::Connection& c, const transport::Hello& h) {

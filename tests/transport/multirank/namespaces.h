@@ -14,7 +14,7 @@
 
 namespace quartet::transport::testing {
 
-bool have_ip_tool() {
+inline bool have_ip_tool() {
   for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
     if (access(p, X_OK) == 0) return true;
   return false;
