@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/cuda/cublas_loader.h"
 #include "engine/cuda/runtime.h"
 #include "engine/cuda/segment_sum.cuh"
 
@@ -36,13 +37,13 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
       QUARTET_CUDA_CHECK(cudaMemsetAsync(out.device_data(), 0, static_cast<size_t>(out.numel()) * sizeof(float),
                                          ctx.compute));
     else if (beta != 1.0f)
-      QUARTET_CUDA_CHECK(cublasSscal(ctx.cublas, blas_int(out.numel(), "M * N"), &beta, out.device_data(), 1));
+      QUARTET_CUDA_CHECK(cublas().sscal(ctx.cublas, blas_int(out.numel(), "M * N"), &beta, out.device_data(), 1));
     return;
   }
   const bool tf32 = allow_tf32();
-  QUARTET_CUDA_CHECK(cublasSetMathMode(ctx.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  QUARTET_CUDA_CHECK(cublas().set_math_mode(ctx.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const int lda = blas_int(a.size(1), "lda"), ldb = blas_int(b.size(1), "ldb");
-  QUARTET_CUDA_CHECK(cublasGemmEx(ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+  QUARTET_CUDA_CHECK(cublas().gemm_ex(ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   n, m, k, &alpha, b.device_data(), CUDA_R_32F, ldb,
                                   a.device_data(), CUDA_R_32F, lda, &beta, out.device_data(),
                                   CUDA_R_32F, n, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,

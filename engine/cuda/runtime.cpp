@@ -1,5 +1,7 @@
 #include "engine/cuda/runtime.h"
 
+#include "engine/cuda/cublas_loader.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -29,8 +31,8 @@ std::unique_ptr<DeviceContext> make_context(int index) {
   QUARTET_CUDA_CHECK(cudaGetDeviceProperties(&c->props, index));
   QUARTET_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
   QUARTET_CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
-  QUARTET_CUDA_CHECK(cublasCreate(&c->cublas));
-  QUARTET_CUDA_CHECK(cublasSetStream(c->cublas, c->compute));
+  QUARTET_CUDA_CHECK(cublas().create(&c->cublas));
+  QUARTET_CUDA_CHECK(cublas().set_stream(c->cublas, c->compute));
   QUARTET_CUDA_CHECK(cudnnCreate(&c->cudnn));
   QUARTET_CUDA_CHECK(cudnnSetStream(c->cudnn, c->compute));
   return c;
@@ -46,8 +48,8 @@ void check(cudaError_t status, const char* what) {
 
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuBLAS: ") + what + " failed: " + cublasGetStatusName(status) + " (" +
-                             cublasGetStatusString(status) + ")");
+    throw std::runtime_error(std::string("cuBLAS: ") + what + " failed: " + cublas().status_name(status) + " (" +
+                             cublas().status_string(status) + ")");
 }
 
 void check(cudnnStatus_t status, const char* what) {
