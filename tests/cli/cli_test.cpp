@@ -615,13 +615,9 @@ namespace {
 // joining from the other through the coordinator, Gloo between 192.0.2.1 and 192.0.2.2;
 // the weights equal single's.
 TEST_F(Cli, DataParallelTrainsAcrossTwoHostsInNetworkNamespaces) {
-  using quartet::transport::testing::have_ip_tool;
   using quartet::transport::testing::TwoNamespaces;
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-  if (!have_ip_tool()) GTEST_SKIP() << "the ip tool (iproute2) is missing";
   TwoNamespaces ns;
-  if (const std::string failed = ns.create(); !failed.empty())
-    GTEST_SKIP() << "cannot create network namespaces here: `" << failed << "` failed";
+  if (const std::string why = ns.create(); !why.empty()) GTEST_SKIP() << why;
 
   json j = small_spec();
   j["train"]["epochs"] = 1;

@@ -95,13 +95,9 @@ TEST_F(Tls, PipelineAndSplitArmsRunOverTlsOnLoopback) {
 // the server and pool0 in one network namespace (192.0.2.1), pool1 joining from the other
 // (192.0.2.2). A pool without the TLS settings is refused first; the run then finishes.
 TEST_F(Tls, FederatedArmRunsOverMutualTlsAcrossTwoHostsInNetworkNamespaces) {
-  using quartet::transport::testing::have_ip_tool;
   using quartet::transport::testing::TwoNamespaces;
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-  if (!have_ip_tool()) GTEST_SKIP() << "the ip tool (iproute2) is missing";
   TwoNamespaces ns;
-  if (const std::string failed = ns.create(); !failed.empty())
-    GTEST_SKIP() << "cannot create network namespaces here: `" << failed << "` failed";
+  if (const std::string why = ns.create(); !why.empty()) GTEST_SKIP() << why;
 
   const fs::path certs = dir_ / "certs";
   ASSERT_EQ(quartet({"certs", "--out", certs.string(), "--hosts", "192.0.2.1,192.0.2.2"}, dir_).code, 0);

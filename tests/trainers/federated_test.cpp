@@ -125,6 +125,17 @@ class Federated : public test_util::TempFolderTest {
     return out;
   }
 
+  // Runs `fl` (3 rounds) as arm "straight", and as arm "resumed": 2 rounds (the
+  // checkpoint a server killed in round 3 leaves), then resumed to 3; the two end equal.
+  void run_straight_and_resumed(const json& fl) {
+    run_arm("straight", fl, 16);
+    json two = fl;
+    two["rounds"] = 2;
+    run_arm("resumed", two, 16);
+    run_arm("resumed", fl, 16, {}, /*resume=*/true);
+    EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  }
+
   engine::NamedTensors final_weights(const std::string& arm) {
     return engine::load_safetensors(final_weights_path(dir_ / arm).string());
   }
@@ -343,12 +354,7 @@ TEST_F(Federated, WeightsDoNotDependOnHowManyPoolsTrainTheClients) {
 TEST_F(Federated, ResumedServerEndsWithTheWeightsOfAnUninterruptedRun) {
   json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2}, {"strategy", "fedavgm"},
              {"server_momentum", 0.9}};
-  run_arm("straight", fl, 16);
-  json two = fl;
-  two["rounds"] = 2;  // the checkpoint after round 2 is what a server killed in round 3 leaves
-  run_arm("resumed", two, 16);
-  run_arm("resumed", fl, 16, {}, /*resume=*/true);
-  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  run_straight_and_resumed(fl);
   const auto rounds = round_records("resumed");
   ASSERT_EQ(rounds.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(rounds[i]["step"].get<int64_t>(), i + 1);
@@ -359,12 +365,7 @@ TEST_F(Federated, ResumedServerEndsWithTheWeightsOfAnUninterruptedRun) {
 TEST_F(Federated, ResumedFedAdamServerEndsWithTheWeightsOfAnUninterruptedRun) {
   json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2}, {"strategy", "fedadam"},
              {"server_lr", 0.01}};
-  run_arm("straight", fl, 16);
-  json two = fl;
-  two["rounds"] = 2;
-  run_arm("resumed", two, 16);
-  run_arm("resumed", fl, 16, {}, /*resume=*/true);
-  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  run_straight_and_resumed(fl);
   const auto st = engine::read_safetensors(checkpoint_path(dir_ / "resumed").string());
   const auto has = [&](const std::string& prefix) {
     return std::any_of(st.tensors.begin(), st.tensors.end(), [&](const auto& t) { return t.first.starts_with(prefix); });
@@ -406,12 +407,7 @@ TEST_F(Federated, MedianKeepsAByzantineClientFromDraggingTheModel) {
 TEST_F(Federated, DpRoundsRecordTheirEpsilonAndResumeBitForBit) {
   json fl = {{"clients", 4}, {"fraction", 0.5}, {"rounds", 3}, {"processes", 2},
              {"dp_clip", 0.05}, {"dp_noise_multiplier", 1.0}, {"dp_delta", 1e-4}};
-  run_arm("straight", fl, 16);
-  json two = fl;
-  two["rounds"] = 2;
-  run_arm("resumed", two, 16);
-  run_arm("resumed", fl, 16, {}, /*resume=*/true);
-  EXPECT_EQ(max_abs_diff(final_weights("straight"), final_weights("resumed")), 0.0);
+  run_straight_and_resumed(fl);
   const std::vector<double> orders = federated::default_rdp_orders();
   for (const std::string arm : {"straight", "resumed"}) {
     const auto rounds = round_records(arm);

@@ -2,8 +2,13 @@
 
 // Two hosts on one machine, for tests: network namespaces joined by a veth pair, with
 // addresses from TEST-NET-1 (192.0.2.1 and 192.0.2.2, documentation only) that exist
-// inside the test's namespaces alone. Needs root and iproute2; create() says which step
-// failed so a test can skip with the reason. The destructor removes everything.
+// inside the test's namespaces alone. Needs root and iproute2; create() says what is
+// missing or which step failed, so a test can skip with the reason:
+//
+//   TwoNamespaces ns;
+//   if (const std::string why = ns.create(); !why.empty()) GTEST_SKIP() << why;
+//
+// The destructor removes everything.
 
 #include <unistd.h>
 
@@ -36,8 +41,10 @@ class TwoNamespaces {
     run_command({"ip", "netns", "del", a_}, /*quiet=*/true);
     run_command({"ip", "netns", "del", b_}, /*quiet=*/true);
   }
-  // Empty when the namespaces are up; otherwise the step that failed.
+  // Empty when the namespaces are up; otherwise why not.
   std::string create() {
+    if (geteuid() != 0) return "needs root to create network namespaces";
+    if (!have_ip_tool()) return "the ip tool (iproute2) is missing";
     const std::vector<std::vector<std::string>> steps = {
         {"ip", "netns", "add", a_},
         {"ip", "netns", "add", b_},
@@ -55,7 +62,7 @@ class TwoNamespaces {
       if (run_command(s) != 0) {
         std::string cmd;
         for (const auto& w : s) cmd += (cmd.empty() ? "" : " ") + w;
-        return cmd;
+        return "cannot create network namespaces here: `" + cmd + "` failed";
       }
     }
     return "";
