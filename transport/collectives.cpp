@@ -41,6 +41,10 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
   return 0;
 }
 
+void round_to_half(std::span<float> data) {
+  for (float& v : data) v = static_cast<float>(static_cast<_Float16>(v));
+}
+
 CollectiveTotals CollectiveStats::total() const {
   CollectiveTotals t;
   for (const auto& k : by_kind) {
@@ -158,18 +162,35 @@ void check_not_empty(size_t n, const char* op) {
   if (n == 0) throw std::invalid_argument(std::string("collectives: ") + op + " of an empty buffer");
 }
 
-}  // namespace
-
-Work Collectives::all_reduce_async(std::span<float> data, ReduceOp op) {
-  check_not_empty(data.size(), "all_reduce");
-  return submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size_bytes()),
-                [this, data, op] { run_all_reduce(data, op); }, true);
+void check_wire(Wire wire, const Collectives& c) {
+  if (wire == Wire::f16 && !c.half_wire())
+    throw std::invalid_argument(std::string("collectives: backend ") + c.backend() +
+                                " has no fp16 wire (gloo and shm have)");
 }
 
-void Collectives::all_reduce(std::span<float> data, ReduceOp op) {
+}  // namespace
+
+Work Collectives::all_reduce_async(std::span<float> data, ReduceOp op, Wire wire) {
   check_not_empty(data.size(), "all_reduce");
-  submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size_bytes()),
-         [this, data, op] { run_all_reduce(data, op); }, false);
+  check_wire(wire, *this);
+  return submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+                [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); },
+                true);
+}
+
+void Collectives::all_reduce(std::span<float> data, ReduceOp op, Wire wire) {
+  check_not_empty(data.size(), "all_reduce");
+  check_wire(wire, *this);
+  submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+         [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); }, false);
+}
+
+void Collectives::run_all_reduce_half(std::span<float>, ReduceOp) {
+  throw std::logic_error(std::string("collectives: backend ") + backend() + " has no fp16 wire");
+}
+
+void Collectives::run_reduce_scatter_half(std::span<float>, ReduceOp) {
+  throw std::logic_error(std::string("collectives: backend ") + backend() + " has no fp16 wire");
 }
 
 namespace {
@@ -197,16 +218,22 @@ void check_root(int root, int ranks) {
 
 }  // namespace
 
-Work Collectives::reduce_scatter_async(std::span<float> data, ReduceOp op) {
+Work Collectives::reduce_scatter_async(std::span<float> data, ReduceOp op, Wire wire) {
   check_reduce_scatter(data.size(), size());
-  return submit(CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size_bytes()),
-                [this, data, op] { run_reduce_scatter(data, op); }, true);
+  check_wire(wire, *this);
+  return submit(
+      CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+      [this, data, op, wire] { wire == Wire::f16 ? run_reduce_scatter_half(data, op) : run_reduce_scatter(data, op); },
+      true);
 }
 
-void Collectives::reduce_scatter(std::span<float> data, ReduceOp op) {
+void Collectives::reduce_scatter(std::span<float> data, ReduceOp op, Wire wire) {
   check_reduce_scatter(data.size(), size());
-  submit(CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size_bytes()),
-         [this, data, op] { run_reduce_scatter(data, op); }, false);
+  check_wire(wire, *this);
+  submit(
+      CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+      [this, data, op, wire] { wire == Wire::f16 ? run_reduce_scatter_half(data, op) : run_reduce_scatter(data, op); },
+      false);
 }
 
 Work Collectives::all_gather_async(std::span<const float> input, std::span<float> output) {

@@ -92,9 +92,49 @@ class GlooCollectives final : public Collectives {
 
   void run_reduce_scatter(std::span<float> data, ReduceOp op) override {
     const size_t chunk = data.size() / static_cast<size_t>(size());
-    if (size() > 1) guarded("reduce_scatter", [&](uint32_t tag) { ring_reduce_scatter(data, tag); });
+    if (size() > 1)
+      guarded("reduce_scatter", [&](uint32_t tag) {
+        ring_reduce_scatter(data, tag, [&](size_t offset, const float* received, size_t length, bool) {
+          sum_floats(data.data() + offset, data.data() + offset, received, length);
+        });
+      });
     if (op == ReduceOp::average)
       scale(data.subspan(static_cast<size_t>(rank()) * chunk, chunk), 1.0f / static_cast<float>(size()));
+  }
+
+  bool half_wire() const override { return true; }
+
+  // Wire::f16 all-reduce: the half reduce-scatter over data padded to size() * k, this
+  // rank's float32 sum (mean) rounded to half once more, and an all-gather of halves.
+  void run_all_reduce_half(std::span<float> data, ReduceOp op) override {
+    if (size() == 1) return round_to_half(data);
+    const size_t n = static_cast<size_t>(size());
+    const size_t k = (data.size() + n - 1) / n;
+    std::vector<float> padded(n * k, 0.0f);
+    std::copy(data.begin(), data.end(), padded.begin());
+    std::vector<_Float16> halves(n * k);
+    std::vector<float> mine(k);
+    guarded("all_reduce", [&](uint32_t tag) {
+      half_reduce_scatter(padded, halves, mine, tag);
+      if (op == ReduceOp::average) scale(mine, 1.0f / static_cast<float>(size()));
+      _Float16* own = halves.data() + static_cast<size_t>(rank()) * k;
+      for (size_t i = 0; i < k; ++i) own[i] = static_cast<_Float16>(mine[i]);
+      gloo::AllgatherOptions opts(context_);
+      opts.setOutput(reinterpret_cast<gloo::float16*>(halves.data()), halves.size());
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::allgather(opts);
+    });
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(halves[i]);
+  }
+
+  void run_reduce_scatter_half(std::span<float> data, ReduceOp op) override {
+    if (size() == 1) return round_to_half(data);
+    const size_t k = data.size() / static_cast<size_t>(size());
+    std::vector<_Float16> halves(data.size());
+    const std::span<float> mine = data.subspan(static_cast<size_t>(rank()) * k, k);
+    guarded("reduce_scatter", [&](uint32_t tag) { half_reduce_scatter(data, halves, mine, tag); });
+    if (op == ReduceOp::average) scale(mine, 1.0f / static_cast<float>(size()));
   }
 
   void run_all_gather(std::span<const float> input, std::span<float> output) override {
@@ -151,27 +191,30 @@ class GlooCollectives final : public Collectives {
     }
   }
 
-  // Ring reduce-scatter in place over data = size() chunks of k floats. At ring step s
-  // (0..N-2) rank r sends chunk r-s-1 to r+1 and adds chunk r-s-2 from r-1 into its own
-  // copy, so after N-1 steps chunk r holds all ranks' sum. Each chunk moves as m >= 2
-  // segments with two in flight: the addition of one overlaps the transfer of the next.
-  void ring_reduce_scatter(std::span<float> data, uint32_t tag) {
+  // Ring reduce-scatter in place over data = size() chunks of k elements (float, or
+  // _Float16 for Wire::f16). At ring step s (0..N-2) rank r sends chunk r-s-1 to r+1 and
+  // adds chunk r-s-2 from r-1 into its own copy, so after N-1 steps chunk r holds all
+  // ranks' sum. Each chunk moves as m >= 2 segments with two in flight: the addition of
+  // one overlaps the transfer of the next. add(offset, received, length, last) adds a
+  // received segment into data[offset, +length); `last`: the final step, into chunk r.
+  template <typename T, typename Add>
+  void ring_reduce_scatter(std::span<T> data, uint32_t tag, Add add) {
     const int n = size();
     const int r = rank();
     const size_t k = data.size() / static_cast<size_t>(n);
-    const size_t max_segment = std::max<size_t>(1, options_.max_segment_bytes / sizeof(float));
+    const size_t max_segment = std::max<size_t>(1, options_.max_segment_bytes / sizeof(T));
     const size_t m = std::max<size_t>(2, (k + max_segment - 1) / max_segment);
     const size_t segment = (k + m - 1) / m;
     const int right = (r + 1) % n;
     const int left = (r + n - 1) % n;
     const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
 
-    std::vector<float> tmp(2 * segment);
+    std::vector<T> tmp(2 * segment);
     auto data_buf = context_->createUnboundBuffer(data.data(), data.size_bytes());
-    auto tmp_buf = context_->createUnboundBuffer(tmp.data(), tmp.size() * sizeof(float));
+    auto tmp_buf = context_->createUnboundBuffer(tmp.data(), tmp.size() * sizeof(T));
 
     struct Io {
-      size_t send_offset, recv_offset, length;  // floats
+      size_t send_offset, recv_offset, length;  // elements
     };
     auto io = [&](size_t i) {
       const int s = static_cast<int>(i / m);
@@ -194,19 +237,38 @@ class GlooCollectives final : public Collectives {
         const Io prev = io(i - 2);
         if (prev.length > 0) {
           check(tmp_buf->waitRecv(options_.timeout), "receive");
-          sum_floats(data.data() + prev.recv_offset, data.data() + prev.recv_offset, tmp.data() + (i & 1) * segment,
-                     prev.length);
+          add(prev.recv_offset, tmp.data() + (i & 1) * segment, prev.length, i - 2 >= total - m);
           check(data_buf->waitSend(options_.timeout), "send");
         }
       }
       if (i < total) {
         const Io cur = io(i);
         if (cur.length > 0) {
-          tmp_buf->recv(left, slot, (i & 1) * segment * sizeof(float), cur.length * sizeof(float));
-          data_buf->send(right, slot, cur.send_offset * sizeof(float), cur.length * sizeof(float));
+          tmp_buf->recv(left, slot, (i & 1) * segment * sizeof(T), cur.length * sizeof(T));
+          data_buf->send(right, slot, cur.send_offset * sizeof(T), cur.length * sizeof(T));
         }
       }
     }
+  }
+
+  // Wire::f16 reduce-scatter of `data` (size() chunks of k floats) into this rank's chunk
+  // `mine` (k floats): halves travel, each hop adds in float32 and rounds the partial sum
+  // to half only to forward it; the last hop's sum stays float32.
+  void half_reduce_scatter(std::span<const float> data, std::span<_Float16> halves, std::span<float> mine,
+                           uint32_t tag) {
+    for (size_t i = 0; i < data.size(); ++i) halves[i] = static_cast<_Float16>(data[i]);
+    const size_t own = static_cast<size_t>(rank()) * mine.size();
+    ring_reduce_scatter(halves, tag, [&](size_t offset, const _Float16* received, size_t length, bool last) {
+      const _Float16* held = halves.data() + offset;
+      if (last) {
+        float* out = mine.data() + (offset - own);
+        for (size_t j = 0; j < length; ++j) out[j] = static_cast<float>(held[j]) + static_cast<float>(received[j]);
+      } else {
+        _Float16* out = halves.data() + offset;
+        for (size_t j = 0; j < length; ++j)
+          out[j] = static_cast<_Float16>(static_cast<float>(held[j]) + static_cast<float>(received[j]));
+      }
+    });
   }
 
   GlooOptions options_;
