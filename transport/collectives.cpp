@@ -2,6 +2,11 @@
 
 #include <stdexcept>
 
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#define QUARTET_F16C 1
+#endif
+
 namespace quartet::transport {
 
 const char* collective_kind_name(CollectiveKind kind) {
@@ -43,6 +48,48 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
 
 void round_to_half(std::span<float> data) {
   for (float& v : data) v = static_cast<float>(static_cast<_Float16>(v));
+}
+
+#if QUARTET_F16C
+namespace {
+__m256 load8(const _Float16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+void store8(_Float16* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+}  // namespace
+#endif
+
+void to_halves(std::span<const float> in, _Float16* out) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= in.size(); i += 8) store8(out + i, _mm256_loadu_ps(in.data() + i));
+#endif
+  for (; i < in.size(); ++i) out[i] = static_cast<_Float16>(in[i]);
+}
+
+void from_halves(const _Float16* in, std::span<float> out) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= out.size(); i += 8) _mm256_storeu_ps(out.data() + i, load8(in + i));
+#endif
+  for (; i < out.size(); ++i) out[i] = static_cast<float>(in[i]);
+}
+
+void add_halves(const _Float16* in, std::span<float> out) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= out.size(); i += 8)
+    _mm256_storeu_ps(out.data() + i, _mm256_add_ps(_mm256_loadu_ps(out.data() + i), load8(in + i)));
+#endif
+  for (; i < out.size(); ++i) out[i] += static_cast<float>(in[i]);
+}
+
+void sum_halves(const _Float16* a, const _Float16* b, _Float16* out, size_t n) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= n; i += 8) store8(out + i, _mm256_add_ps(load8(a + i), load8(b + i)));
+#endif
+  for (; i < n; ++i) out[i] = static_cast<_Float16>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
 }
 
 CollectiveTotals CollectiveStats::total() const {

@@ -40,6 +40,12 @@ inline constexpr int64_t wire_element_bytes(Wire wire) { return wire == Wire::f1
 // Each value rounded to the nearest half and back: what Wire::f16 keeps of an input (a
 // group of one, which sends nothing, returns this too).
 void round_to_half(std::span<float> data);
+// The backends' half arithmetic, 8 values an instruction where the CPU has F16C (the
+// compiler converts _Float16 one value at a time). Rounding is to nearest even.
+void to_halves(std::span<const float> in, _Float16* out);                 // out = half(in)
+void from_halves(const _Float16* in, std::span<float> out);               // out = float(in)
+void add_halves(const _Float16* in, std::span<float> out);                // out += float(in)
+void sum_halves(const _Float16* a, const _Float16* b, _Float16* out, size_t n);  // out = half(a + b)
 
 enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier };
 inline constexpr int kCollectiveKinds = 5;

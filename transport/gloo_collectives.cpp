@@ -110,31 +110,35 @@ class GlooCollectives final : public Collectives {
     if (size() == 1) return round_to_half(data);
     const size_t n = static_cast<size_t>(size());
     const size_t k = (data.size() + n - 1) / n;
-    std::vector<float> padded(n * k, 0.0f);
-    std::copy(data.begin(), data.end(), padded.begin());
-    std::vector<_Float16> halves(n * k);
-    std::vector<float> mine(k);
+    load_halves(data, n * k);
+    mine_.resize(k);
     guarded("all_reduce", [&](uint32_t tag) {
-      half_reduce_scatter(padded, halves, mine, tag);
-      if (op == ReduceOp::average) scale(mine, 1.0f / static_cast<float>(size()));
-      _Float16* own = halves.data() + static_cast<size_t>(rank()) * k;
-      for (size_t i = 0; i < k; ++i) own[i] = static_cast<_Float16>(mine[i]);
+      half_reduce_scatter(mine_, tag);
+      if (op == ReduceOp::average) scale(mine_, 1.0f / static_cast<float>(size()));
+      to_halves(mine_, halves_.data() + static_cast<size_t>(rank()) * k);
       gloo::AllgatherOptions opts(context_);
-      opts.setOutput(reinterpret_cast<gloo::float16*>(halves.data()), halves.size());
+      opts.setOutput(reinterpret_cast<gloo::float16*>(halves_.data()), halves_.size());
       opts.setTag(tag);
       opts.setTimeout(options_.timeout);
       gloo::allgather(opts);
     });
-    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(halves[i]);
+    from_halves(halves_.data(), data);
   }
 
   void run_reduce_scatter_half(std::span<float> data, ReduceOp op) override {
     if (size() == 1) return round_to_half(data);
     const size_t k = data.size() / static_cast<size_t>(size());
-    std::vector<_Float16> halves(data.size());
+    load_halves(data, data.size());
     const std::span<float> mine = data.subspan(static_cast<size_t>(rank()) * k, k);
-    guarded("reduce_scatter", [&](uint32_t tag) { half_reduce_scatter(data, halves, mine, tag); });
+    guarded("reduce_scatter", [&](uint32_t tag) { half_reduce_scatter(mine, tag); });
     if (op == ReduceOp::average) scale(mine, 1.0f / static_cast<float>(size()));
+  }
+
+  // halves_ = data as halves, zero-padded to `count`.
+  void load_halves(std::span<const float> data, size_t count) {
+    halves_.resize(count);
+    to_halves(data, halves_.data());
+    std::fill(halves_.begin() + static_cast<std::ptrdiff_t>(data.size()), halves_.end(), _Float16(0));
   }
 
   void run_all_gather(std::span<const float> input, std::span<float> output) override {
@@ -251,27 +255,26 @@ class GlooCollectives final : public Collectives {
     }
   }
 
-  // Wire::f16 reduce-scatter of `data` (size() chunks of k floats) into this rank's chunk
-  // `mine` (k floats): halves travel, each hop adds in float32 and rounds the partial sum
-  // to half only to forward it; the last hop's sum stays float32.
-  void half_reduce_scatter(std::span<const float> data, std::span<_Float16> halves, std::span<float> mine,
-                           uint32_t tag) {
-    for (size_t i = 0; i < data.size(); ++i) halves[i] = static_cast<_Float16>(data[i]);
+  // Wire::f16 reduce-scatter of halves_ (size() chunks of k, the inputs as halves) into
+  // this rank's chunk `mine` (k floats): each hop adds in float32 and rounds the partial
+  // sum to half only to forward it; the last hop's sum stays float32.
+  void half_reduce_scatter(std::span<float> mine, uint32_t tag) {
     const size_t own = static_cast<size_t>(rank()) * mine.size();
-    ring_reduce_scatter(halves, tag, [&](size_t offset, const _Float16* received, size_t length, bool last) {
-      const _Float16* held = halves.data() + offset;
-      if (last) {
-        float* out = mine.data() + (offset - own);
-        for (size_t j = 0; j < length; ++j) out[j] = static_cast<float>(held[j]) + static_cast<float>(received[j]);
-      } else {
-        _Float16* out = halves.data() + offset;
-        for (size_t j = 0; j < length; ++j)
-          out[j] = static_cast<_Float16>(static_cast<float>(held[j]) + static_cast<float>(received[j]));
-      }
-    });
+    ring_reduce_scatter(std::span<_Float16>(halves_), tag,
+                        [&](size_t offset, const _Float16* received, size_t length, bool last) {
+                          _Float16* held = halves_.data() + offset;
+                          if (!last) return sum_halves(held, received, held, length);
+                          const std::span<float> out = mine.subspan(offset - own, length);
+                          from_halves(held, out);
+                          add_halves(received, out);
+                        });
   }
 
   GlooOptions options_;
+  // Wire::f16's buffers, kept (at the largest size seen) across operations, which run
+  // one at a time.
+  std::vector<_Float16> halves_;
+  std::vector<float> mine_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   uint32_t next_tag_ = 1;

@@ -19,6 +19,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "transport/gloo_collectives.h"
@@ -112,12 +113,17 @@ class ShmCollectives final : public Collectives {
   // requires: size_ >= 2 (a group of one never exchanges).
   template <typename T = float>
   void add_slots(float* out, size_t from, size_t n, ReduceOp op) const {
-    const T* first = slot_as<T>(0) + from;
-    const T* second = slot_as<T>(1) + from;
-    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(first[i]) + static_cast<float>(second[i]);
-    for (int q = 2; q < size_; ++q) {
-      const T* s = slot_as<T>(q) + from;
-      for (size_t i = 0; i < n; ++i) out[i] += static_cast<float>(s[i]);
+    if constexpr (std::is_same_v<T, _Float16>) {
+      from_halves(slot_as<T>(0) + from, {out, n});
+      for (int q = 1; q < size_; ++q) add_halves(slot_as<T>(q) + from, {out, n});
+    } else {
+      const T* first = slot_as<T>(0) + from;
+      const T* second = slot_as<T>(1) + from;
+      for (size_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
+      for (int q = 2; q < size_; ++q) {
+        const T* s = slot_as<T>(q) + from;
+        for (size_t i = 0; i < n; ++i) out[i] += s[i];
+      }
     }
     if (op == ReduceOp::average) {
       const float f = 1.0f / static_cast<float>(size_);
@@ -125,10 +131,7 @@ class ShmCollectives final : public Collectives {
     }
   }
 
-  void write_halves(std::span<const float> piece) const {
-    _Float16* out = slot_as<_Float16>(rank_);
-    for (size_t i = 0; i < piece.size(); ++i) out[i] = static_cast<_Float16>(piece[i]);
-  }
+  void write_halves(std::span<const float> piece) const { to_halves(piece, slot_as<_Float16>(rank_)); }
 
   void run_all_reduce(std::span<float> data, ReduceOp op) override {
     if (size_ == 1) return;  // the sum, and the mean, of one is itself
