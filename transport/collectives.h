@@ -32,9 +32,10 @@ enum class ReduceOp { sum, average };
 //   f32  the floats themselves.
 //   f16  IEEE binary16 values, 2 bytes each (PyTorch DDP's fp16_compress_hook): each
 //        rank's input is rounded to half before it is sent; partial sums are added in
-//        float32; a partial sum forwarded to another rank is rounded to half again (a
-//        ring: Gloo), or never (every rank reads every input: shm). Every rank still
-//        ends with the same bits. Backends without it (half_wire() false) refuse it.
+//        float32; a partial sum forwarded to another rank is rounded to half again
+//        (Gloo's ring, whose all-reduce also gathers its results as halves), or never
+//        (every rank reads every input: shm). Every rank still ends with the same bits.
+//        Backends without it (half_wire() false) refuse it.
 enum class Wire { f32, f16 };
 inline constexpr int64_t wire_element_bytes(Wire wire) { return wire == Wire::f16 ? 2 : 4; }
 // Each value rounded to the nearest half and back: what Wire::f16 keeps of an input (a
