@@ -167,9 +167,11 @@ struct Block {
   int exponent = 0;
 };
 
-std::vector<Block> plan_blocks(int iters, int ranks) {
+// binades: how far a block may grow, within the wire type's normal range (float: 100,
+// half: 14, its values living in [2^-14, 2^15]).
+std::vector<Block> plan_blocks(int iters, int ranks, int binades) {
   const double growth = std::log2(static_cast<double>(std::max(ranks, 2)));
-  const int max_length = static_cast<int>(std::floor(100.0 / growth)) + 1;
+  const int max_length = static_cast<int>(std::floor(binades / growth)) + 1;
   std::vector<Block> blocks;
   for (int left = iters; left > 0;) {
     Block b;
@@ -186,11 +188,12 @@ void fill_block(std::vector<float>& host, int rank, const Block& b) {
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)) * scale;
 }
 
-// Elements off by more than the tolerance after the block.
-int64_t count_wrong(const std::vector<float>& host, int ranks, const Block& b) {
+// Elements off by more than the tolerance after the block. On the half wire each of the
+// block's all-reduces may round a value N times by 2^-11 of it.
+int64_t count_wrong(const std::vector<float>& host, int ranks, const Block& b, transport::Wire wire) {
   const double n = ranks;
   const double base = n * (n + 1.0) / 2.0 * std::pow(n, b.length - 1) * std::ldexp(1.0, -b.exponent);
-  const double tolerance = 1e-4;
+  const double tolerance = wire == transport::Wire::f16 ? b.length * n * std::ldexp(1.0, -11) : 1e-4;
   int64_t wrong = 0;
   for (size_t i = 0; i < host.size(); ++i) {
     const double expect = base * static_cast<double>(i % 7 + 1);
@@ -249,6 +252,10 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
   if (options.ranks < 1) throw InputError("--ranks: expected at least 1, got " + std::to_string(options.ranks));
   if (options.iters < 1) throw InputError("--iters: expected at least 1, got " + std::to_string(options.iters));
   if (options.warmup < 0) throw InputError("--warmup: expected 0 or more");
+  if (options.dtype != "fp32" && options.dtype != "fp16")
+    throw InputError("--dtype: expected fp32 or fp16, got " + options.dtype);
+  if (options.dtype == "fp16" && options.backend == "nccl")
+    throw InputError("--dtype fp16: backend nccl has no fp16 wire here (gloo and shm have)");
   parse_byte_sizes(options.sizes);  // refuse bad input before any process starts
 
   std::string vanished_why;
@@ -272,6 +279,7 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
       SpawnOptions so;
       so.args = {kBenchCollectivesRankCommand, "--coordinator", coordinator.address(), "--backend", options.backend,
                  "--rank", std::to_string(r), "--ranks", std::to_string(options.ranks), "--sizes", options.sizes,
+                 "--dtype", options.dtype,
                  "--iters", std::to_string(options.iters), "--warmup", std::to_string(options.warmup),
                  "--gloo-host", options.host};
       so.env = {{"QUARTET_TOKEN", coordinator.token()}};
@@ -311,11 +319,15 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
   transport::CoordinatorStore store(client, std::string(kArm) + "/" + o.backend + "/");
   std::unique_ptr<Collectives> c = make_collectives(o, store);
   const int n = c->size();
-  const std::vector<Block> blocks = plan_blocks(o.iters, n);
+  const transport::Wire wire = o.dtype == "fp16" ? transport::Wire::f16 : transport::Wire::f32;
+  const int64_t element = transport::wire_element_bytes(wire);
+  const char* type = wire == transport::Wire::f16 ? "half" : "float";
+  const std::vector<Block> blocks = plan_blocks(o.iters, n, wire == transport::Wire::f16 ? 14 : 100);
 
   if (c->rank() == 0) {
-    std::printf("# quartet bench-collectives: all_reduce (float32 sum, in place), backend %s, %d rank%s, %s\n",
-                c->backend(), n, n == 1 ? "" : "s", o.gloo_host.c_str());
+    std::printf("# quartet bench-collectives: all_reduce (%s sum, in place), backend %s, %d rank%s, %s\n",
+                wire == transport::Wire::f16 ? "float32 buffers, fp16 wire," : "float32", c->backend(), n,
+                n == 1 ? "" : "s", o.gloo_host.c_str());
     std::printf("# %d timed iterations per size after %d warm-up; time: the slowest rank's mean; "
                 "busbw = algbw * 2(N-1)/N; every element of every block of iterations checked\n#\n",
                 o.iters, o.warmup);
@@ -326,12 +338,12 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
   bool all_ok = true;
   double busbw_sum = 0.0;
   for (const int64_t bytes : sizes) {
-    const size_t count = static_cast<size_t>(bytes / 4);
+    const size_t count = static_cast<size_t>(bytes / element);
     BenchBuffer buffer(o.backend, count);
     // Warm-up on zeros: the values do not matter, only the connections and caches.
     std::fill(buffer.host().begin(), buffer.host().end(), 0.0f);
     buffer.upload();
-    for (int i = 0; i < o.warmup; ++i) c->all_reduce(buffer.data());
+    for (int i = 0; i < o.warmup; ++i) c->all_reduce(buffer.data(), transport::ReduceOp::sum, wire);
 
     double seconds = 0.0;
     int64_t wrong = 0;
@@ -340,10 +352,10 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
       buffer.upload();
       c->barrier();
       const auto t0 = Clock::now();
-      for (int i = 0; i < b.length; ++i) c->all_reduce(buffer.data());
+      for (int i = 0; i < b.length; ++i) c->all_reduce(buffer.data(), transport::ReduceOp::sum, wire);
       seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       buffer.download();
-      wrong += count_wrong(buffer.host(), n, b);
+      wrong += count_wrong(buffer.host(), n, b, wire);
     }
     // Rank 0 learns every rank's mean time and wrong count.
     std::vector<float> mine{static_cast<float>(seconds / o.iters), static_cast<float>(wrong)};
@@ -361,7 +373,7 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
       busbw_sum += busbw;
       const bool ok = total_wrong == 0;
       all_ok = all_ok && ok;
-      std::printf("  %12lld %12zu %6s %6s %12.1f %12.3f %12.3f %6s\n", static_cast<long long>(bytes), count, "float",
+      std::printf("  %12lld %12zu %6s %6s %12.1f %12.3f %12.3f %6s\n", static_cast<long long>(bytes), count, type,
                   "sum", t * 1e6, algbw, busbw, ok ? "ok" : "FAIL");
       if (!ok) std::printf("#   %lld wrong elements over all ranks\n", static_cast<long long>(total_wrong));
       std::fflush(stdout);
@@ -389,6 +401,8 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
       ->check(CLI::IsMember({"gloo", "shm", "nccl"}));
   out.bench->add_option("--ranks", bench.ranks, "rank processes")->check(CLI::PositiveNumber);
   out.bench->add_option("--sizes", bench.sizes, "buffer sizes in bytes, comma-separated (K, M, G = 1024^n)");
+  out.bench->add_option("--dtype", bench.dtype, "what travels: fp32, or fp16 (float buffers sent as halves; gloo, shm)")
+      ->check(CLI::IsMember({"fp32", "fp16"}));
   out.bench->add_option("--iters", bench.iters, "timed all-reduces per size")->check(CLI::PositiveNumber);
   out.bench->add_option("--warmup", bench.warmup, "untimed all-reduces per size first")->check(CLI::NonNegativeNumber);
   out.bench->add_option("--host", bench.host, "address of the coordinator and the ranks' Gloo devices");
@@ -402,6 +416,7 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
   out.rank->add_option("--rank", rank.rank)->required();
   out.rank->add_option("--ranks", rank.ranks)->required();
   out.rank->add_option("--sizes", rank.sizes);
+  out.rank->add_option("--dtype", rank.dtype);
   out.rank->add_option("--iters", rank.iters);
   out.rank->add_option("--warmup", rank.warmup);
   out.rank->add_option("--gloo-host", rank.gloo_host);

@@ -3,8 +3,10 @@
 // `quartet bench-collectives`: all-reduce bandwidth of our collectives, the way
 // nccl-tests reports it. Starts a coordinator, spawns N rank processes of this very
 // binary (`quartet bench-collectives-rank`, hidden; the token in the environment), and
-// rank 0 prints, per size: bytes, floats, time, algbw and busbw (= algbw * 2(N-1)/N),
-// and whether every element of the results was right.
+// rank 0 prints, per size: bytes, elements, time, algbw and busbw (= algbw * 2(N-1)/N),
+// and whether every element of the results was right. With --dtype fp16 the buffers
+// stay float but travel as halves (Wire::f16): a size is bytes on the wire, so a size
+// holds twice the elements of fp32's, as nccl-tests counts its half type.
 
 #include <cstdint>
 #include <string>
@@ -22,6 +24,7 @@ struct BenchCollectivesOptions {
   std::string backend = "gloo";         // gloo or nccl
   int ranks = 2;
   std::string sizes = "1M,16M,64M";     // bytes; K, M, G are powers of 1024
+  std::string dtype = "fp32";           // what travels: fp32, or fp16 (Wire::f16; gloo, shm)
   int iters = 20;                       // timed all-reduces per size
   int warmup = 5;                       // untimed ones before
   std::string host = "127.0.0.1";       // coordinator and Gloo address of the ranks
@@ -35,6 +38,7 @@ struct BenchRankOptions {
   int rank = 0;
   int ranks = 2;
   std::string sizes = "1M,16M,64M";
+  std::string dtype = "fp32";
   int iters = 20;
   int warmup = 5;
   std::string gloo_host = "127.0.0.1";

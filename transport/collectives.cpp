@@ -2,6 +2,11 @@
 
 #include <stdexcept>
 
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#define QUARTET_F16C 1
+#endif
+
 namespace quartet::transport {
 
 const char* collective_kind_name(CollectiveKind kind) {
@@ -39,6 +44,52 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
     case CollectiveKind::barrier: return 0;
   }
   return 0;
+}
+
+void round_to_half(std::span<float> data) {
+  for (float& v : data) v = static_cast<float>(static_cast<_Float16>(v));
+}
+
+#if QUARTET_F16C
+namespace {
+__m256 load8(const _Float16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+void store8(_Float16* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+}  // namespace
+#endif
+
+void to_halves(std::span<const float> in, _Float16* out) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= in.size(); i += 8) store8(out + i, _mm256_loadu_ps(in.data() + i));
+#endif
+  for (; i < in.size(); ++i) out[i] = static_cast<_Float16>(in[i]);
+}
+
+void from_halves(const _Float16* in, std::span<float> out) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= out.size(); i += 8) _mm256_storeu_ps(out.data() + i, load8(in + i));
+#endif
+  for (; i < out.size(); ++i) out[i] = static_cast<float>(in[i]);
+}
+
+void add_halves(const _Float16* in, std::span<float> out) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= out.size(); i += 8)
+    _mm256_storeu_ps(out.data() + i, _mm256_add_ps(_mm256_loadu_ps(out.data() + i), load8(in + i)));
+#endif
+  for (; i < out.size(); ++i) out[i] += static_cast<float>(in[i]);
+}
+
+void sum_halves(const _Float16* a, const _Float16* b, _Float16* out, size_t n) {
+  size_t i = 0;
+#if QUARTET_F16C
+  for (; i + 8 <= n; i += 8) store8(out + i, _mm256_add_ps(load8(a + i), load8(b + i)));
+#endif
+  for (; i < n; ++i) out[i] = static_cast<_Float16>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
 }
 
 CollectiveTotals CollectiveStats::total() const {
@@ -158,18 +209,35 @@ void check_not_empty(size_t n, const char* op) {
   if (n == 0) throw std::invalid_argument(std::string("collectives: ") + op + " of an empty buffer");
 }
 
-}  // namespace
-
-Work Collectives::all_reduce_async(std::span<float> data, ReduceOp op) {
-  check_not_empty(data.size(), "all_reduce");
-  return submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size_bytes()),
-                [this, data, op] { run_all_reduce(data, op); }, true);
+void check_wire(Wire wire, const Collectives& c) {
+  if (wire == Wire::f16 && !c.half_wire())
+    throw std::invalid_argument(std::string("collectives: backend ") + c.backend() +
+                                " has no fp16 wire (gloo and shm have)");
 }
 
-void Collectives::all_reduce(std::span<float> data, ReduceOp op) {
+}  // namespace
+
+Work Collectives::all_reduce_async(std::span<float> data, ReduceOp op, Wire wire) {
   check_not_empty(data.size(), "all_reduce");
-  submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size_bytes()),
-         [this, data, op] { run_all_reduce(data, op); }, false);
+  check_wire(wire, *this);
+  return submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+                [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); },
+                true);
+}
+
+void Collectives::all_reduce(std::span<float> data, ReduceOp op, Wire wire) {
+  check_not_empty(data.size(), "all_reduce");
+  check_wire(wire, *this);
+  submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+         [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); }, false);
+}
+
+void Collectives::run_all_reduce_half(std::span<float>, ReduceOp) {
+  throw std::logic_error(std::string("collectives: backend ") + backend() + " has no fp16 wire");
+}
+
+void Collectives::run_reduce_scatter_half(std::span<float>, ReduceOp) {
+  throw std::logic_error(std::string("collectives: backend ") + backend() + " has no fp16 wire");
 }
 
 namespace {
@@ -197,16 +265,22 @@ void check_root(int root, int ranks) {
 
 }  // namespace
 
-Work Collectives::reduce_scatter_async(std::span<float> data, ReduceOp op) {
+Work Collectives::reduce_scatter_async(std::span<float> data, ReduceOp op, Wire wire) {
   check_reduce_scatter(data.size(), size());
-  return submit(CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size_bytes()),
-                [this, data, op] { run_reduce_scatter(data, op); }, true);
+  check_wire(wire, *this);
+  return submit(
+      CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+      [this, data, op, wire] { wire == Wire::f16 ? run_reduce_scatter_half(data, op) : run_reduce_scatter(data, op); },
+      true);
 }
 
-void Collectives::reduce_scatter(std::span<float> data, ReduceOp op) {
+void Collectives::reduce_scatter(std::span<float> data, ReduceOp op, Wire wire) {
   check_reduce_scatter(data.size(), size());
-  submit(CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size_bytes()),
-         [this, data, op] { run_reduce_scatter(data, op); }, false);
+  check_wire(wire, *this);
+  submit(
+      CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
+      [this, data, op, wire] { wire == Wire::f16 ? run_reduce_scatter_half(data, op) : run_reduce_scatter(data, op); },
+      false);
 }
 
 Work Collectives::all_gather_async(std::span<const float> input, std::span<float> output) {

@@ -8,7 +8,8 @@
 //
 // Every rank of a group must issue the same operations in the same order with the same
 // sizes. Bytes are counted as the algorithm moves them per rank (nccl-tests' busbw
-// convention; Gloo and NCCL expose no counters), see algorithmic_bytes().
+// convention; Gloo and NCCL expose no counters), see algorithmic_bytes(), at the size of
+// the element that travels (Wire).
 
 #include <array>
 #include <chrono>
@@ -26,6 +27,26 @@
 namespace quartet::transport {
 
 enum class ReduceOp { sum, average };
+
+// What travels between ranks for a reduction over a float buffer.
+//   f32  the floats themselves.
+//   f16  IEEE binary16 values, 2 bytes each (PyTorch DDP's fp16_compress_hook): each
+//        rank's input is rounded to half before it is sent; partial sums are added in
+//        float32; a partial sum forwarded to another rank is rounded to half again
+//        (Gloo's ring, whose all-reduce also gathers its results as halves), or never
+//        (every rank reads every input: shm). Every rank still ends with the same bits.
+//        Backends without it (half_wire() false) refuse it.
+enum class Wire { f32, f16 };
+inline constexpr int64_t wire_element_bytes(Wire wire) { return wire == Wire::f16 ? 2 : 4; }
+// Each value rounded to the nearest half and back: what Wire::f16 keeps of an input (a
+// group of one, which sends nothing, returns this too).
+void round_to_half(std::span<float> data);
+// The backends' half arithmetic, 8 values an instruction where the CPU has F16C (the
+// compiler converts _Float16 one value at a time). Rounding is to nearest even.
+void to_halves(std::span<const float> in, _Float16* out);                 // out = half(in)
+void from_halves(const _Float16* in, std::span<float> out);               // out = float(in)
+void add_halves(const _Float16* in, std::span<float> out);                // out += float(in)
+void sum_halves(const _Float16* a, const _Float16* b, _Float16* out, size_t n);  // out = half(a + b)
 
 enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier };
 inline constexpr int kCollectiveKinds = 5;
@@ -86,16 +107,18 @@ class Collectives {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "gloo", "nccl"
+  // Whether all_reduce and reduce_scatter take Wire::f16.
+  virtual bool half_wire() const { return false; }
 
   // data: the same number of floats on every rank; ensures every rank holds the sum
   // (or the mean) of all ranks' data.
-  void all_reduce(std::span<float> data, ReduceOp op = ReduceOp::sum);
-  Work all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::sum);
+  void all_reduce(std::span<float> data, ReduceOp op = ReduceOp::sum, Wire wire = Wire::f32);
+  Work all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::sum, Wire wire = Wire::f32);
 
   // data: size() * k floats, in place; ensures data[rank()*k, (rank()+1)*k) holds the
   // reduction of that chunk over all ranks. The other chunks are left unspecified.
-  void reduce_scatter(std::span<float> data, ReduceOp op = ReduceOp::sum);
-  Work reduce_scatter_async(std::span<float> data, ReduceOp op = ReduceOp::sum);
+  void reduce_scatter(std::span<float> data, ReduceOp op = ReduceOp::sum, Wire wire = Wire::f32);
+  Work reduce_scatter_async(std::span<float> data, ReduceOp op = ReduceOp::sum, Wire wire = Wire::f32);
 
   // input: k floats; output: size() * k floats; ensures output[r*k, (r+1)*k) is rank r's
   // input. input may be the output's own chunk (in place).
@@ -124,6 +147,9 @@ class Collectives {
   virtual void run_all_gather(std::span<const float> input, std::span<float> output) = 0;
   virtual void run_broadcast(std::span<float> data, int root) = 0;
   virtual void run_barrier() = 0;
+  // Wire::f16 (see Wire); only called where half_wire() is true.
+  virtual void run_all_reduce_half(std::span<float> data, ReduceOp op);
+  virtual void run_reduce_scatter_half(std::span<float> data, ReduceOp op);
 
   // Derived destructors call this first: it finishes queued operations and joins the
   // worker, so no run_* runs on a half-destroyed backend.

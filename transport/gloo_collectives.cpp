@@ -92,9 +92,53 @@ class GlooCollectives final : public Collectives {
 
   void run_reduce_scatter(std::span<float> data, ReduceOp op) override {
     const size_t chunk = data.size() / static_cast<size_t>(size());
-    if (size() > 1) guarded("reduce_scatter", [&](uint32_t tag) { ring_reduce_scatter(data, tag); });
+    if (size() > 1)
+      guarded("reduce_scatter", [&](uint32_t tag) {
+        ring_reduce_scatter(data, tag, [&](size_t offset, const float* received, size_t length, bool) {
+          sum_floats(data.data() + offset, data.data() + offset, received, length);
+        });
+      });
     if (op == ReduceOp::average)
       scale(data.subspan(static_cast<size_t>(rank()) * chunk, chunk), 1.0f / static_cast<float>(size()));
+  }
+
+  bool half_wire() const override { return true; }
+
+  // Wire::f16 all-reduce: the half reduce-scatter over data padded to size() * k, this
+  // rank's float32 sum (mean) rounded to half once more, and an all-gather of halves.
+  void run_all_reduce_half(std::span<float> data, ReduceOp op) override {
+    if (size() == 1) return round_to_half(data);
+    const size_t n = static_cast<size_t>(size());
+    const size_t k = (data.size() + n - 1) / n;
+    load_halves(data, n * k);
+    mine_.resize(k);
+    guarded("all_reduce", [&](uint32_t tag) {
+      half_reduce_scatter(mine_, tag);
+      if (op == ReduceOp::average) scale(mine_, 1.0f / static_cast<float>(size()));
+      to_halves(mine_, halves_.data() + static_cast<size_t>(rank()) * k);
+      gloo::AllgatherOptions opts(context_);
+      opts.setOutput(reinterpret_cast<gloo::float16*>(halves_.data()), halves_.size());
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::allgather(opts);
+    });
+    from_halves(halves_.data(), data);
+  }
+
+  void run_reduce_scatter_half(std::span<float> data, ReduceOp op) override {
+    if (size() == 1) return round_to_half(data);
+    const size_t k = data.size() / static_cast<size_t>(size());
+    load_halves(data, data.size());
+    const std::span<float> mine = data.subspan(static_cast<size_t>(rank()) * k, k);
+    guarded("reduce_scatter", [&](uint32_t tag) { half_reduce_scatter(mine, tag); });
+    if (op == ReduceOp::average) scale(mine, 1.0f / static_cast<float>(size()));
+  }
+
+  // halves_ = data as halves, zero-padded to `count`.
+  void load_halves(std::span<const float> data, size_t count) {
+    halves_.resize(count);
+    to_halves(data, halves_.data());
+    std::fill(halves_.begin() + static_cast<std::ptrdiff_t>(data.size()), halves_.end(), _Float16(0));
   }
 
   void run_all_gather(std::span<const float> input, std::span<float> output) override {
@@ -151,27 +195,30 @@ class GlooCollectives final : public Collectives {
     }
   }
 
-  // Ring reduce-scatter in place over data = size() chunks of k floats. At ring step s
-  // (0..N-2) rank r sends chunk r-s-1 to r+1 and adds chunk r-s-2 from r-1 into its own
-  // copy, so after N-1 steps chunk r holds all ranks' sum. Each chunk moves as m >= 2
-  // segments with two in flight: the addition of one overlaps the transfer of the next.
-  void ring_reduce_scatter(std::span<float> data, uint32_t tag) {
+  // Ring reduce-scatter in place over data = size() chunks of k elements (float, or
+  // _Float16 for Wire::f16). At ring step s (0..N-2) rank r sends chunk r-s-1 to r+1 and
+  // adds chunk r-s-2 from r-1 into its own copy, so after N-1 steps chunk r holds all
+  // ranks' sum. Each chunk moves as m >= 2 segments with two in flight: the addition of
+  // one overlaps the transfer of the next. add(offset, received, length, last) adds a
+  // received segment into data[offset, +length); `last`: the final step, into chunk r.
+  template <typename T, typename Add>
+  void ring_reduce_scatter(std::span<T> data, uint32_t tag, Add add) {
     const int n = size();
     const int r = rank();
     const size_t k = data.size() / static_cast<size_t>(n);
-    const size_t max_segment = std::max<size_t>(1, options_.max_segment_bytes / sizeof(float));
+    const size_t max_segment = std::max<size_t>(1, options_.max_segment_bytes / sizeof(T));
     const size_t m = std::max<size_t>(2, (k + max_segment - 1) / max_segment);
     const size_t segment = (k + m - 1) / m;
     const int right = (r + 1) % n;
     const int left = (r + n - 1) % n;
     const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
 
-    std::vector<float> tmp(2 * segment);
+    std::vector<T> tmp(2 * segment);
     auto data_buf = context_->createUnboundBuffer(data.data(), data.size_bytes());
-    auto tmp_buf = context_->createUnboundBuffer(tmp.data(), tmp.size() * sizeof(float));
+    auto tmp_buf = context_->createUnboundBuffer(tmp.data(), tmp.size() * sizeof(T));
 
     struct Io {
-      size_t send_offset, recv_offset, length;  // floats
+      size_t send_offset, recv_offset, length;  // elements
     };
     auto io = [&](size_t i) {
       const int s = static_cast<int>(i / m);
@@ -194,22 +241,40 @@ class GlooCollectives final : public Collectives {
         const Io prev = io(i - 2);
         if (prev.length > 0) {
           check(tmp_buf->waitRecv(options_.timeout), "receive");
-          sum_floats(data.data() + prev.recv_offset, data.data() + prev.recv_offset, tmp.data() + (i & 1) * segment,
-                     prev.length);
+          add(prev.recv_offset, tmp.data() + (i & 1) * segment, prev.length, i - 2 >= total - m);
           check(data_buf->waitSend(options_.timeout), "send");
         }
       }
       if (i < total) {
         const Io cur = io(i);
         if (cur.length > 0) {
-          tmp_buf->recv(left, slot, (i & 1) * segment * sizeof(float), cur.length * sizeof(float));
-          data_buf->send(right, slot, cur.send_offset * sizeof(float), cur.length * sizeof(float));
+          tmp_buf->recv(left, slot, (i & 1) * segment * sizeof(T), cur.length * sizeof(T));
+          data_buf->send(right, slot, cur.send_offset * sizeof(T), cur.length * sizeof(T));
         }
       }
     }
   }
 
+  // Wire::f16 reduce-scatter of halves_ (size() chunks of k, the inputs as halves) into
+  // this rank's chunk `mine` (k floats): each hop adds in float32 and rounds the partial
+  // sum to half only to forward it; the last hop's sum stays float32.
+  void half_reduce_scatter(std::span<float> mine, uint32_t tag) {
+    const size_t own = static_cast<size_t>(rank()) * mine.size();
+    ring_reduce_scatter(std::span<_Float16>(halves_), tag,
+                        [&](size_t offset, const _Float16* received, size_t length, bool last) {
+                          _Float16* held = halves_.data() + offset;
+                          if (!last) return sum_halves(held, received, held, length);
+                          const std::span<float> out = mine.subspan(offset - own, length);
+                          from_halves(held, out);
+                          add_halves(received, out);
+                        });
+  }
+
   GlooOptions options_;
+  // Wire::f16's buffers, kept (at the largest size seen) across operations, which run
+  // one at a time.
+  std::vector<_Float16> halves_;
+  std::vector<float> mine_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   uint32_t next_tag_ = 1;

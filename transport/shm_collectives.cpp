@@ -19,6 +19,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "transport/gloo_collectives.h"
@@ -107,21 +108,30 @@ class ShmCollectives final : public Collectives {
   const char* backend() const override { return "shm"; }
 
  protected:
-  // out = the sum of every rank's slot over [from, from + n) of the piece, in rank order.
+  // out = the sum of every rank's slot over [from, from + n) of the piece, in rank order,
+  // in float32 (the slots hold T: float or _Float16).
   // requires: size_ >= 2 (a group of one never exchanges).
+  template <typename T = float>
   void add_slots(float* out, size_t from, size_t n, ReduceOp op) const {
-    const float* first = slot(0) + from;
-    const float* second = slot(1) + from;
-    for (size_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
-    for (int q = 2; q < size_; ++q) {
-      const float* s = slot(q) + from;
-      for (size_t i = 0; i < n; ++i) out[i] += s[i];
+    if constexpr (std::is_same_v<T, _Float16>) {
+      from_halves(slot_as<T>(0) + from, {out, n});
+      for (int q = 1; q < size_; ++q) add_halves(slot_as<T>(q) + from, {out, n});
+    } else {
+      const T* first = slot_as<T>(0) + from;
+      const T* second = slot_as<T>(1) + from;
+      for (size_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
+      for (int q = 2; q < size_; ++q) {
+        const T* s = slot_as<T>(q) + from;
+        for (size_t i = 0; i < n; ++i) out[i] += s[i];
+      }
     }
     if (op == ReduceOp::average) {
       const float f = 1.0f / static_cast<float>(size_);
       for (size_t i = 0; i < n; ++i) out[i] *= f;
     }
   }
+
+  void write_halves(std::span<const float> piece) const { to_halves(piece, slot_as<_Float16>(rank_)); }
 
   void run_all_reduce(std::span<float> data, ReduceOp op) override {
     if (size_ == 1) return;  // the sum, and the mean, of one is itself
@@ -171,17 +181,42 @@ class ShmCollectives final : public Collectives {
         });
   }
 
+  bool half_wire() const override { return true; }
+
+  // Wire::f16: each rank's slot holds its input as halves; every rank adds all slots in
+  // float32, in rank order, so only the inputs are rounded (the sum stays float32).
+  void run_all_reduce_half(std::span<float> data, ReduceOp op) override {
+    if (size_ == 1) return round_to_half(data);
+    for_each_piece(
+        data.size(), "all_reduce", [&](size_t at, size_t n) { write_halves(data.subspan(at, n)); },
+        [&](size_t at, size_t n) { add_slots<_Float16>(data.data() + at, 0, n, op); }, sizeof(_Float16));
+  }
+
+  void run_reduce_scatter_half(std::span<float> data, ReduceOp op) override {
+    const size_t k = data.size() / static_cast<size_t>(size_);
+    const size_t mine = k * static_cast<size_t>(rank_);
+    if (size_ == 1) return round_to_half(data);
+    for_each_piece(
+        data.size(), "reduce_scatter", [&](size_t at, size_t n) { write_halves(data.subspan(at, n)); },
+        [&](size_t at, size_t n) {
+          const size_t lo = std::max(at, mine), hi = std::min(at + n, mine + k);
+          if (lo < hi) add_slots<_Float16>(data.data() + lo, lo - at, hi - lo, op);
+        },
+        sizeof(_Float16));
+  }
+
   void run_barrier() override {
     if (size_ == 1) return;
     exchange("barrier", [] {}, [] {});
   }
 
  private:
-  // Moves `floats` in consecutive pieces of at most a slot: write(at, n) fills this
+  // Moves `floats` in consecutive pieces of at most a slot (of element_bytes each on the
+  // wire): write(at, n) fills this
   // rank's slot with its piece, read(at, n) reads the slots once every rank has written.
   template <typename Write, typename Read>
-  void for_each_piece(size_t floats, const char* what, Write write, Read read) {
-    const size_t per_slot = options_.slot_bytes / sizeof(float);
+  void for_each_piece(size_t floats, const char* what, Write write, Read read, size_t element_bytes = sizeof(float)) {
+    const size_t per_slot = options_.slot_bytes / element_bytes;
     if (floats == 0) return exchange(what, [] {}, [] {});
     for (size_t at = 0; at < floats; at += per_slot) {
       const size_t n = std::min(per_slot, floats - at);
@@ -311,6 +346,8 @@ class ShmCollectives final : public Collectives {
                                     options_.slot_bytes * static_cast<size_t>(q));
   }
   float* own_slot() const { return slot(rank_); }
+  template <typename T>
+  T* slot_as(int q) const { return reinterpret_cast<T*>(slot(q)); }
   std::string who() const { return "rank " + std::to_string(rank_) + " of " + std::to_string(size_); }
 
   int rank_;

@@ -147,15 +147,35 @@ TEST_F(DataParallel, EveryRankRecordsStepsAndCommunication) {
   EXPECT_TRUE(fs::exists(final_weights_path(dir_ / "rec")));
 }
 
+// compress fp16 sends halves (2 bytes a value) on both CPU backends, all-reduce (zero 0)
+// and reduce-scatter (zero 2): the collectives' own count of what they sent halves, and
+// the updates stay within half precision's reach of fp32's and of single's.
 TEST_F(DataParallel, Fp16CompressionHalvesTheBytesAndStaysClose) {
   use_workload("mlp");
+  run_single(context("single", 1, 4));
   testing::run_data_parallel_ranks(context("plain", 2, 4, {{"bucket_mb", 0.1}}));
-  testing::run_data_parallel_ranks(context("half", 2, 4, {{"bucket_mb", 0.1}, {"compress", "fp16"}}));
-  const json plain = records("plain", "rank0").back(), half = records("half", "rank0").back();
-  EXPECT_EQ(half["comm"]["bytes"].get<int64_t>() * 2, plain["comm"]["bytes"].get<int64_t>());
-  const double diff = max_abs_diff(final_weights("plain"), final_weights("half"));
-  std::cout << "[ measured ] fp16 vs fp32 all-reduce after 4 steps: max |param diff| = " << diff << "\n";
-  EXPECT_LT(diff, 1e-3);
+  const json plain = records("plain", "rank0").back()["comm"];
+  EXPECT_EQ(plain["wire"], "fp32");
+  EXPECT_EQ(plain["transport_bytes"], plain["bytes"]);
+  for (const std::string backend : {"gloo", "shm"}) {
+    for (int zero : {0, 2}) {
+      const std::string arm = "half_" + backend + std::to_string(zero);
+      testing::run_data_parallel_ranks(
+          context(arm, 2, 4, {{"bucket_mb", 0.1}, {"compress", "fp16"}, {"backend", backend}, {"zero", zero}}));
+      const json half = records(arm, "rank0").back()["comm"];
+      EXPECT_EQ(half["wire"], "fp16") << arm;
+      EXPECT_EQ(half["transport_bytes"], half["bytes"]) << arm;
+      if (zero == 0) {
+        EXPECT_EQ(half["transport_bytes"].get<int64_t>() * 2, plain["transport_bytes"].get<int64_t>());
+      }
+      const double diff = max_abs_diff(final_weights("plain"), final_weights(arm));
+      const double vs_single = max_abs_diff(final_weights("single"), final_weights(arm));
+      std::cout << "[ measured ] " << arm << " after 4 steps: max |param diff| vs fp32 = " << diff
+                << ", vs single = " << vs_single << "\n";
+      EXPECT_LT(diff, 1e-3) << arm;
+      EXPECT_LT(vs_single, 1e-3) << arm;
+    }
+  }
 }
 
 // ZeRO changes where state lives, not the arithmetic: same parameters as zero 0; the

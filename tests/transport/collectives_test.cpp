@@ -371,6 +371,110 @@ TEST_P(CpuCollectives, EveryOperationWorksInManyPieces) {
       4096);
 }
 
+// Wire::f16. Rank r's inputs: normal values of spread 10 (well inside half's range),
+// different per rank. The reference is the float32 (here double) sum of the inputs
+// rounded to half. Tolerance: the result passes at most N roundings to half (the ring's
+// N-2 forwarded partial sums and the gathered result; shm only rounds inputs), each off
+// by at most 2^-11 of a value bounded by sum_r |x_r|, plus half's subnormal step.
+std::vector<float> half_wire_input(int rank, size_t n) {
+  std::mt19937 gen(static_cast<unsigned>(rank * 7919 + static_cast<int>(n % 1000)));
+  std::normal_distribution<float> normal(0.0f, 10.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(gen);
+  return x;
+}
+
+// Checks data[from, from + count) against the sum (mean) of the ranks' rounded inputs.
+void expect_half_wire_sum(const std::vector<float>& data, size_t from, size_t count, int ranks, size_t n,
+                          ReduceOp op) {
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < ranks; ++r) {
+    inputs.push_back(half_wire_input(r, n));
+    round_to_half(inputs.back());
+  }
+  const double scale = op == ReduceOp::average ? 1.0 / ranks : 1.0;
+  size_t wrong = 0;
+  for (size_t i = from; i < from + count; ++i) {
+    double sum = 0.0, magnitude = 0.0;
+    for (const auto& x : inputs) sum += x[i], magnitude += std::fabs(x[i]);
+    const double tolerance = ranks * (std::ldexp(magnitude, -11) + std::ldexp(1.0, -24));
+    wrong += !(std::fabs(data[i] - sum * scale) <= tolerance * scale);
+  }
+  EXPECT_EQ(wrong, 0u) << ranks << " ranks, " << n << " values";
+}
+
+TEST_P(CpuCollectives, HalfWireAllReduceEqualsFloatSumOfRoundedInputs) {
+  for (int ranks : {2, 3}) {
+    std::vector<std::vector<float>> results(ranks);
+    for (size_t n : {size_t{1}, size_t{7}, size_t{1000003}}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::average}) {
+        run_ranks(backend(), ranks, [&](Collectives& c) {
+          ASSERT_TRUE(c.half_wire());
+          std::vector<float> data = half_wire_input(c.rank(), n);
+          c.all_reduce(data, op, Wire::f16);
+          expect_half_wire_sum(data, 0, n, ranks, n, op);
+          results[c.rank()] = std::move(data);
+        });
+        for (int r = 1; r < ranks; ++r) EXPECT_EQ(results[r], results[0]) << "rank " << r << ", " << n << " values";
+      }
+    }
+  }
+}
+
+TEST_P(CpuCollectives, HalfWireReduceScatterEqualsFloatSumOfRoundedInputs) {
+  for (int ranks : {2, 3}) {
+    for (size_t k : {size_t{1}, size_t{7}, size_t{100003}}) {
+      run_ranks(
+          backend(), ranks,
+          [&](Collectives& c) {
+            const size_t n = k * static_cast<size_t>(ranks);
+            std::vector<float> data = half_wire_input(c.rank(), n);
+            c.reduce_scatter(data, ReduceOp::average, Wire::f16);
+            expect_half_wire_sum(data, static_cast<size_t>(c.rank()) * k, k, ranks, n, ReduceOp::average);
+          },
+          4096);  // many segments (slots) per chunk
+    }
+  }
+}
+
+TEST_P(CpuCollectives, HalfWireSumsOfSmallIntegersAreExact) {
+  run_ranks(backend(), 3, [](Collectives& c) {
+    const size_t n = 100001;
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = value(c.rank(), i);
+    c.all_reduce(data, ReduceOp::sum, Wire::f16);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += data[i] != summed(3, i);
+    EXPECT_EQ(wrong, 0u);
+  });
+}
+
+TEST_P(CpuCollectives, HalfWireSingleRankKeepsRoundedData) {
+  run_ranks(backend(), 1, [](Collectives& c) {
+    std::vector<float> data{1.0f, 1.0f + 1.0f / 4096, 3.0f};
+    c.all_reduce(data, ReduceOp::sum, Wire::f16);
+    EXPECT_EQ(data, (std::vector<float>{1.0f, 1.0f, 3.0f}));
+  });
+}
+
+// The counted bytes follow the element that travels: halves are half the floats' bytes.
+TEST_P(CpuCollectives, HalfWireCountsHalfTheBytes) {
+  run_ranks(backend(), 2, [](Collectives& c) {
+    std::vector<float> data(1000, 1.0f);
+    c.all_reduce(data);
+    c.reduce_scatter(data);
+    const CollectiveStats f32 = c.stats();
+    c.reset_stats();
+    c.all_reduce(data, ReduceOp::sum, Wire::f16);
+    c.reduce_scatter_async(data, ReduceOp::sum, Wire::f16).wait();
+    const CollectiveStats f16 = c.stats();
+    EXPECT_EQ(f32[CollectiveKind::all_reduce].bytes, 4000);  // 2 (N-1)/N S, S = 4000
+    EXPECT_EQ(f16[CollectiveKind::all_reduce].bytes, 2000);
+    EXPECT_EQ(f32[CollectiveKind::reduce_scatter].bytes, 2000);
+    EXPECT_EQ(f16[CollectiveKind::reduce_scatter].bytes, 1000);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CpuCollectives, ::testing::Values("gloo", "shm"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

@@ -210,6 +210,7 @@ class RankHook final : public Reducer {
 
   void begin_step() override {
     before_ = counters_;
+    transport_before_ = comm_->stats().total().bytes;
     sync_.seconds = 0.0;
   }
   void prepare(bool last_micro_batch) override {
@@ -263,10 +264,13 @@ class RankHook final : public Reducer {
              {{"backend", s_.backend},
               {"algorithmic", true},
               {"compress", s_.compress},
+              {"wire", grads_.wire() == transport::Wire::f16 ? "fp16" : "fp32"},
               {"zero", s_.zero},
               {"buckets", grads_.num_buckets()},
               {"largest_bucket_bytes", grads_.largest_bucket_bytes()},
               {"bytes", step_bytes},
+              // The collectives' own count of what they sent (the same convention).
+              {"transport_bytes", comm_->stats().total().bytes - transport_before_},
               {"seconds", step_seconds},
               {"exposed", r.comm_exposed},
               {"busbw", step_seconds > 0.0 ? static_cast<double>(step_bytes) / step_seconds : 0.0}}}};
@@ -276,6 +280,7 @@ class RankHook final : public Reducer {
   const Settings& s_;
   std::unique_ptr<transport::Collectives> comm_;
   CommCounters counters_, before_;
+  int64_t transport_before_ = 0;
   SyncStats sync_;
   std::vector<Tensor> params_;
   GradReducer grads_;

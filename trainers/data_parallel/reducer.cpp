@@ -42,6 +42,7 @@ GradReducer::GradReducer(std::vector<Tensor> params, transport::Collectives& com
       options_(options),
       ranks_(comm.size()),
       rank_(comm.rank()),
+      wire_(options.fp16 && comm.half_wire() ? transport::Wire::f16 : transport::Wire::f32),
       device_(params_.empty() ? engine::Device::cpu() : params_.front().device()) {
   if (options_.zero < 0 || options_.zero > 3)
     throw std::invalid_argument("zero: expected 0, 1, 2 or 3, got " + std::to_string(options_.zero));
@@ -149,17 +150,18 @@ void GradReducer::launch(Bucket& b) {
   });
   if (scatter)  // the full-size copy lives in the bucket now; free the parameters' grads
     for (int p : b.params) params_[p].zero_grad();
-  const int64_t numel = b.buffer.numel();
-  if (options_.fp16) engine::round_to_half_(b.buffer, 0, numel);
-  b.work = scatter ? comm_.reduce_scatter_async(device_span(b.buffer), transport::ReduceOp::average)
-                   : comm_.all_reduce_async(device_span(b.buffer), transport::ReduceOp::average);
+  // A backend without a half wire (NCCL here) gets halves as floats: the same values,
+  // twice the bytes, and counted so.
+  if (options_.fp16 && wire_ == transport::Wire::f32) engine::round_to_half_(b.buffer, 0, b.buffer.numel());
+  b.work = scatter ? comm_.reduce_scatter_async(device_span(b.buffer), transport::ReduceOp::average, wire_)
+                   : comm_.all_reduce_async(device_span(b.buffer), transport::ReduceOp::average, wire_);
   b.launched = true;
 }
 
 void GradReducer::take_chunk(Bucket& b) {
   b.work.wait();
-  const int64_t elem = options_.fp16 ? 2 : 4;
-  counters_.add(CollectiveKind::reduce_scatter, b.buffer.numel() * elem, ranks_, b.work.seconds());
+  counters_.add(CollectiveKind::reduce_scatter, b.buffer.numel() * transport::wire_element_bytes(wire_), ranks_,
+                b.work.seconds());
   b.work = transport::Work();
   if (!shard_grad_.defined()) {
     engine::MemTagScope tag(MemTag::gradients);
@@ -188,7 +190,7 @@ double GradReducer::finish() {
     }
     b.work.wait();
     const int64_t numel = b.buffer.numel();
-    counters_.add(CollectiveKind::all_reduce, numel * (options_.fp16 ? 2 : 4), ranks_, b.work.seconds());
+    counters_.add(CollectiveKind::all_reduce, numel * transport::wire_element_bytes(wire_), ranks_, b.work.seconds());
     b.work = transport::Work();
     if (options_.fp16) engine::round_to_half_(b.buffer, 0, numel);
     for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {

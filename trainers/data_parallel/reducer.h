@@ -36,14 +36,17 @@ struct CommCounters {
   int64_t bytes = 0;
   int64_t messages = 0;
   double seconds = 0.0;
-  // buffer_bytes: the whole buffer's size S as it travels (2 bytes a float when compressed).
+  // buffer_bytes: the whole buffer's size S as it travels (2 bytes a value on Wire::f16).
   void add(transport::CollectiveKind kind, int64_t buffer_bytes, int ranks, double op_seconds);
 };
 
 struct ReducerOptions {
   int64_t bucket_bytes = 0;  // a bucket closes once it holds this many bytes (at least one parameter)
   int zero = 0;       // 0: replicate everything; 1: shard optimizer state; 2: also gradients; 3: also parameters
-  bool fp16 = false;  // gradients travel as IEEE half: rounded before and after the collective
+  // Gradients travel as IEEE half (Wire::f16, 2 bytes a value) and are rounded to half
+  // before and after the collective; where the backend has no half wire they are rounded
+  // the same but travel (and are counted) as floats.
+  bool fp16 = false;
   // Per parameter, a group no bucket crosses (zero 3: the model stage, gathered as a
   // whole); empty: one group.
   std::vector<int> group_of;
@@ -74,6 +77,8 @@ class GradReducer {
   std::vector<int> buckets_of_group(int g) const;
   int64_t largest_bucket_bytes() const;
   int64_t shard_numel() const { return shard_numel_; }
+  // What the gradients travel as: f16 only with fp16 on a backend that has a half wire.
+  transport::Wire wire() const { return wire_; }
 
   // This rank's shard of the parameters' values (or of their grads: zero 1) into `shard`
   // (shard_numel() floats).
@@ -129,6 +134,7 @@ class GradReducer {
   CommCounters& counters_;
   ReducerOptions options_;
   int ranks_, rank_;
+  transport::Wire wire_;
   engine::Device device_;  // the parameters': buckets and shards live there too
   int64_t shard_numel_ = 0;
   bool communicate_ = false;
