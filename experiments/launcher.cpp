@@ -506,7 +506,7 @@ int run_experiment(const RunOptions& opt) {
     if (!status.is_object()) status = json::object();
     if (!status.contains("arms") || !status["arms"].is_object()) status["arms"] = json::object();
   } else {
-    spec = load_spec_file(opt.spec_path);
+    spec = opt.spec ? *opt.spec : load_spec_file(opt.spec_path);
     run_dir = opt.out.empty() ? default_out(spec) : opt.out;
   }
   std::unique_ptr<workloads::Workload> wl = load_workload(spec);
@@ -571,6 +571,47 @@ int run_experiment(const RunOptions& opt) {
   return ran == "failed" ? 1 : ran == "finished" ? 0 : 3;  // 3: diverged or degraded
 }
 
+namespace {
+
+// The run's token from `file` once it holds one; "" when it does not (yet).
+std::string read_token_file(const fs::path& file) {
+  std::ifstream in(file);
+  std::string token;
+  std::getline(in, token);
+  return token;
+}
+
+// A remote role's connection, tried again until opt.join_within has passed: on a cluster
+// the ranks start in any order, and a token file on a shared filesystem may lag.
+std::unique_ptr<transport::CoordinatorClient> join_coordinator(transport::ClientOptions co, const RoleOptions& opt,
+                                                               const std::string& address) {
+  const auto give_up = std::chrono::steady_clock::now() + opt.join_within;
+  for (bool said = false;; said = true) {
+    std::string why;
+    if (!opt.token_file.empty()) co.token = read_token_file(opt.token_file);
+    if (opt.token_file.empty() || !co.token.empty()) {
+      try {
+        return std::make_unique<transport::CoordinatorClient>(co);
+      } catch (const std::runtime_error& e) {
+        why = e.what();
+      }
+    } else {
+      why = "no token in " + opt.token_file.string() + " yet";
+    }
+    if (std::chrono::steady_clock::now() >= give_up) {
+      if (opt.join_within.count() == 0) throw std::runtime_error(why);
+      throw std::runtime_error("role " + opt.role + " gave up joining the coordinator at " + address + " after " +
+                               std::to_string(opt.join_within.count()) + " s: " + why);
+    }
+    if (!said)
+      std::cerr << "quartet: role " << opt.role << " cannot join the coordinator at " << address << " yet (" << why
+                << "); trying again for up to " << opt.join_within.count() << " s\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace
+
 int run_role(const RoleOptions& opt) {
   if (const char* t = std::getenv("QUARTET_THREADS")) engine::set_compute_threads(std::max(1, std::atoi(t)));
   // Local roles learn the coordinator from the environment; remote ones from --coordinator.
@@ -588,7 +629,7 @@ int run_role(const RoleOptions& opt) {
     co.arm = opt.arm;
     co.role = opt.role;
     co.tls = load_tls(opt.tls);
-    client = std::make_unique<transport::CoordinatorClient>(co);
+    client = join_coordinator(co, opt, address);
   }
 
   json spec_json;
@@ -615,6 +656,7 @@ int run_role(const RoleOptions& opt) {
   ctx.role = opt.role;
   ctx.workload = wl.get();
   ctx.resume = opt.resume;
+  if (const char* l = std::getenv("QUARTET_LOCAL_RANK")) ctx.local_rank = std::atoi(l);
   if (remote) ctx.on_record = [&client](const std::string& line) { client->send_record(line); };
   ctx.coordinator = client.get();
   {
