@@ -257,6 +257,12 @@ int idle_cores(int cores) {
   return static_cast<int>(std::floor(share * cores + 0.25));
 }
 
+// The coordinator hands a joining role its arm's spec and world size.
+void declare_arm(RunCoordinator& rc, const ExperimentSpec& spec, const ArmSpec& arm) {
+  rc.coordinator().declare_arm(arm.name, static_cast<int>(arm.regime_entry().roles(*arm.settings).size()),
+                               json{{"spec", spec.json}, {"arm", arm.name}}.dump());
+}
+
 ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const ExperimentSpec& spec, const ArmSpec& arm,
                    int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
@@ -279,8 +285,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
       threads = fewer;
     }
   }
-  rc.coordinator().declare_arm(arm.name, static_cast<int>(roles.size()),
-                               json{{"spec", spec.json}, {"arm", arm.name}}.dump());
+  declare_arm(rc, spec, arm);
 
   int64_t total = cfg.epochs * workloads::batches_per_epoch(train_size, cfg.batch) * cfg.batch;
   if (cfg.max_steps > 0) total = std::min(total, cfg.max_steps * cfg.batch);
@@ -528,6 +533,17 @@ int run_experiment(const RunOptions& opt) {
   g_signal = 0;
   const fs::path exe = self_executable();
   RunCoordinator coordinator(run_dir, opt.listen, tls);
+  // An arm a resume keeps as it was.
+  auto kept = [&](const ArmSpec& arm) {
+    return resume && ended(status["arms"].value(arm.name, "")) && fs::exists(run_dir / arm.name / "summary.json");
+  };
+  // The first arm to run is declared now: a remote role that joins before its processes
+  // start (ranks started by a cluster launcher come in any order) still gets its spec.
+  for (const ArmSpec& arm : spec.arms)
+    if (!kept(arm)) {
+      declare_arm(coordinator, spec, arm);
+      break;
+    }
   if (!std::getenv("QUARTET_TOKEN")) {
     // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
     write_file_atomically(run_dir / "token", coordinator.coordinator().token() + "\n", 0600);
@@ -538,7 +554,7 @@ int run_experiment(const RunOptions& opt) {
   for (size_t i = 0; i < spec.arms.size(); ++i) {
     const ArmSpec& arm = spec.arms[i];
     const fs::path summary_path = run_dir / arm.name / "summary.json";
-    if (resume && ended(status["arms"].value(arm.name, "")) && fs::exists(summary_path)) {
+    if (kept(arm)) {
       summaries.push_back(read_json(summary_path));
       continue;
     }

@@ -43,17 +43,23 @@ std::vector<std::string> only(const std::vector<std::string>& vars) {
   return cmd;
 }
 
-// A port nobody listens on now (the OS's pick, released): the coordinator's.
+// A port nobody listens on now, below the OS's ephemeral range (as a cluster's
+// MASTER_PORT is): a rank's own outgoing connections never take it before rank 0 does.
 int unused_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  for (int port = 20000 + ::getpid() % 5000; port < low; ++port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  ADD_FAILURE() << "no free port below " << low;
+  return 0;
 }
 
 class Launch : public cli_util::FolderTest {
