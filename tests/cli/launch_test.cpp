@@ -31,6 +31,12 @@ using cli_util::safetensors_floats;
 using cli_util::start_quartet;
 using cli_util::wait_exit_within;
 
+void write_file_atomically(const fs::path& p, const std::string& text) {
+  const fs::path tmp = p.string() + ".tmp";
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, p);
+}
+
 // `env` unsetting every launcher variable, then setting `vars` (NAME=value): the test's
 // own environment (a CI job under Slurm) must not leak into the ranks.
 std::vector<std::string> only(const std::vector<std::string>& vars) {
@@ -70,8 +76,10 @@ class Launch : public cli_util::FolderTest {
     fs::create_directories(dir_ / "logs");
   }
 
-  // single, and a 4-rank data_parallel arm with the same global batch.
+  // single, and a 4-rank data_parallel arm with the same global batch; written once
+  // (ranks read it while later ones start).
   fs::path spec() {
+    if (fs::exists(dir_ / "spec.json")) return dir_ / "spec.json";
     const json j = json::parse(R"({
       "name": "launch",
       "workload": {"name": "synthetic", "model": "mlp", "train_samples": 256, "test_samples": 64},
@@ -80,9 +88,8 @@ class Launch : public cli_util::FolderTest {
       "arms": [{"name": "single", "regime": "single"},
                {"name": "ddp", "regime": "data_parallel", "ranks": 4, "bucket_mb": 0.1}]
     })");
-    const fs::path p = dir_ / "spec.json";
-    std::ofstream(p) << j.dump(2);
-    return p;
+    write_file_atomically(dir_ / "spec.json", j.dump(2));
+    return dir_ / "spec.json";
   }
 
   // Starts rank `rank` with `vars` (NAME=value) behind `prefix` (a namespace).
