@@ -257,6 +257,12 @@ int idle_cores(int cores) {
   return static_cast<int>(std::floor(share * cores + 0.25));
 }
 
+// The coordinator hands a joining role its arm's spec and world size.
+void declare_arm(RunCoordinator& rc, const ExperimentSpec& spec, const ArmSpec& arm) {
+  rc.coordinator().declare_arm(arm.name, static_cast<int>(arm.regime_entry().roles(*arm.settings).size()),
+                               json{{"spec", spec.json}, {"arm", arm.name}}.dump());
+}
+
 ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const ExperimentSpec& spec, const ArmSpec& arm,
                    int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
@@ -279,8 +285,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
       threads = fewer;
     }
   }
-  rc.coordinator().declare_arm(arm.name, static_cast<int>(roles.size()),
-                               json{{"spec", spec.json}, {"arm", arm.name}}.dump());
+  declare_arm(rc, spec, arm);
 
   int64_t total = cfg.epochs * workloads::batches_per_epoch(train_size, cfg.batch) * cfg.batch;
   if (cfg.max_steps > 0) total = std::min(total, cfg.max_steps * cfg.batch);
@@ -506,7 +511,7 @@ int run_experiment(const RunOptions& opt) {
     if (!status.is_object()) status = json::object();
     if (!status.contains("arms") || !status["arms"].is_object()) status["arms"] = json::object();
   } else {
-    spec = load_spec_file(opt.spec_path);
+    spec = opt.spec ? *opt.spec : load_spec_file(opt.spec_path);
     run_dir = opt.out.empty() ? default_out(spec) : opt.out;
   }
   std::unique_ptr<workloads::Workload> wl = load_workload(spec);
@@ -528,6 +533,17 @@ int run_experiment(const RunOptions& opt) {
   g_signal = 0;
   const fs::path exe = self_executable();
   RunCoordinator coordinator(run_dir, opt.listen, tls);
+  // An arm a resume keeps as it was.
+  auto kept = [&](const ArmSpec& arm) {
+    return resume && ended(status["arms"].value(arm.name, "")) && fs::exists(run_dir / arm.name / "summary.json");
+  };
+  // The first arm to run is declared now: a remote role that joins before its processes
+  // start (ranks started by a cluster launcher come in any order) still gets its spec.
+  for (const ArmSpec& arm : spec.arms)
+    if (!kept(arm)) {
+      declare_arm(coordinator, spec, arm);
+      break;
+    }
   if (!std::getenv("QUARTET_TOKEN")) {
     // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
     write_file_atomically(run_dir / "token", coordinator.coordinator().token() + "\n", 0600);
@@ -538,7 +554,7 @@ int run_experiment(const RunOptions& opt) {
   for (size_t i = 0; i < spec.arms.size(); ++i) {
     const ArmSpec& arm = spec.arms[i];
     const fs::path summary_path = run_dir / arm.name / "summary.json";
-    if (resume && ended(status["arms"].value(arm.name, "")) && fs::exists(summary_path)) {
+    if (kept(arm)) {
       summaries.push_back(read_json(summary_path));
       continue;
     }
@@ -571,6 +587,47 @@ int run_experiment(const RunOptions& opt) {
   return ran == "failed" ? 1 : ran == "finished" ? 0 : 3;  // 3: diverged or degraded
 }
 
+namespace {
+
+// The run's token from `file` once it holds one; "" when it does not (yet).
+std::string read_token_file(const fs::path& file) {
+  std::ifstream in(file);
+  std::string token;
+  std::getline(in, token);
+  return token;
+}
+
+// A remote role's connection, tried again until opt.join_within has passed: on a cluster
+// the ranks start in any order, and a token file on a shared filesystem may lag.
+std::unique_ptr<transport::CoordinatorClient> join_coordinator(transport::ClientOptions co, const RoleOptions& opt,
+                                                               const std::string& address) {
+  const auto give_up = std::chrono::steady_clock::now() + opt.join_within;
+  for (bool said = false;; said = true) {
+    std::string why;
+    if (!opt.token_file.empty()) co.token = read_token_file(opt.token_file);
+    if (opt.token_file.empty() || !co.token.empty()) {
+      try {
+        return std::make_unique<transport::CoordinatorClient>(co);
+      } catch (const std::runtime_error& e) {
+        why = e.what();
+      }
+    } else {
+      why = "no token in " + opt.token_file.string() + " yet";
+    }
+    if (std::chrono::steady_clock::now() >= give_up) {
+      if (opt.join_within.count() == 0) throw std::runtime_error(why);
+      throw std::runtime_error("role " + opt.role + " gave up joining the coordinator at " + address + " after " +
+                               std::to_string(opt.join_within.count()) + " s: " + why);
+    }
+    if (!said)
+      std::cerr << "quartet: role " << opt.role << " cannot join the coordinator at " << address << " yet (" << why
+                << "); trying again for up to " << opt.join_within.count() << " s\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace
+
 int run_role(const RoleOptions& opt) {
   if (const char* t = std::getenv("QUARTET_THREADS")) engine::set_compute_threads(std::max(1, std::atoi(t)));
   // Local roles learn the coordinator from the environment; remote ones from --coordinator.
@@ -588,7 +645,7 @@ int run_role(const RoleOptions& opt) {
     co.arm = opt.arm;
     co.role = opt.role;
     co.tls = load_tls(opt.tls);
-    client = std::make_unique<transport::CoordinatorClient>(co);
+    client = join_coordinator(co, opt, address);
   }
 
   json spec_json;
@@ -615,6 +672,7 @@ int run_role(const RoleOptions& opt) {
   ctx.role = opt.role;
   ctx.workload = wl.get();
   ctx.resume = opt.resume;
+  if (const char* l = std::getenv("QUARTET_LOCAL_RANK")) ctx.local_rank = std::atoi(l);
   if (remote) ctx.on_record = [&client](const std::string& line) { client->send_record(line); };
   ctx.coordinator = client.get();
   {

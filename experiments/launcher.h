@@ -1,14 +1,19 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "transport/tls.h"
 
 namespace quartet::experiments {
 
+struct ExperimentSpec;
+
 struct RunOptions {
   std::string spec_path;              // the experiment file (not with resume)
+  std::shared_ptr<const ExperimentSpec> spec;  // set: run this instead of spec_path's
   std::filesystem::path out;          // empty: results/<name>-<time>; must not exist
   std::string init;                   // initial weights (safetensors); empty: from the seed
   std::filesystem::path resume;       // continue this run folder
@@ -32,11 +37,18 @@ struct RoleOptions {
   std::string role;
   bool resume = false;
   transport::TlsFiles tls;        // --tls-*: empty: QUARTET_TLS_*, else plain TCP
+  // A remote role: how long to keep trying to join a coordinator that is not up yet, or
+  // refuses it; zero: one try.
+  std::chrono::seconds join_within{0};
+  // A remote role: the run's token is read from this file (waited for, read again on each
+  // try) instead of QUARTET_TOKEN.
+  std::filesystem::path token_file;
 };
 
 // `quartet role`: one role of one arm. A local role (run_dir) reads the spec from the
 // run folder and appends its records there; a remote role (coordinator, token in
 // QUARTET_TOKEN) gets the spec from the coordinator and sends its records to it.
+// QUARTET_LOCAL_RANK, when set (quartet launch), is the role's place on its host.
 int run_role(const RoleOptions& options);
 
 }  // namespace quartet::experiments

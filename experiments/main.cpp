@@ -8,6 +8,7 @@
 #include "experiments/bench_collectives.h"
 #include "experiments/certs_command.h"
 #include "experiments/inspect_command.h"
+#include "experiments/launch_command.h"
 #include "experiments/launcher.h"
 #include "experiments/phantom_command.h"
 #include "experiments/predict_command.h"
@@ -145,6 +146,9 @@ int main(int argc, char** argv) {
   role_cmd->add_flag("--resume", role.resume, "continue from the arm's checkpoint");
   add_tls_options(*role_cmd, role.tls);
 
+  LaunchOptions launch_opts;
+  CLI::App* launch_cmd = add_launch_command(app, launch_opts);
+
   CertsOptions certs_opts;
   CLI::App* certs_cmd = add_certs_command(app, certs_opts);
 
@@ -177,6 +181,7 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return predict_main(predict_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
     if (*certs_cmd) return certs_main(certs_opts);
+    if (*launch_cmd) return launch_main(launch_opts);
     if (*report_cmd) return report_main(report_opts, argc, argv);
     if (*bench.rank) return bench_collectives_rank_main(bench_rank_opts);
     if (*role_cmd) {

@@ -68,6 +68,9 @@ struct RoleContext {
   std::string arm;
   std::string role;
   int rank = 0;                         // the role's place in Regime::roles()
+  // The role's place among its host's processes when a cluster launcher said so
+  // (SLURM_LOCALID, LOCAL_RANK: quartet launch); -1: not given.
+  int local_rank = -1;
   std::filesystem::path arm_dir;        // results/<run>/<arm>
   std::filesystem::path init_weights;   // the arm's initial weights (every arm of its model alike)
   std::string model_name;               // the arm's model

@@ -98,6 +98,14 @@ std::unique_ptr<Connection> Connection::connect(const std::string& host, uint16_
       socklen_t len = sizeof err;
       if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     }
+    // TCP's simultaneous open lets a connection to a local port nobody listens on, inside
+    // the ephemeral range, pick that port as its own and connect to itself; it would hold
+    // the port the server is about to take. Treated as refused: a retry goes elsewhere.
+    if (err == 0) {
+      asio::error_code local_ec, remote_ec;
+      const auto local = socket.local_endpoint(local_ec), remote = socket.remote_endpoint(remote_ec);
+      if (!local_ec && !remote_ec && local == remote) err = ECONNREFUSED;
+    }
     if (err == 0 && tls == nullptr) return std::make_unique<Connection>(std::move(socket));
     if (err == 0) {
       auto session = TlsSession::client(*tls, fd, host);

@@ -288,9 +288,11 @@ class RankHook final : public Reducer {
   std::unique_ptr<ShardedModel> sharded_;  // zero 3
 };
 
-// On GPUs each rank has its own: the arm's device plus the rank's place on this host.
+// On GPUs each rank has its own: the arm's device plus the rank's place on this host, its
+// local rank when a cluster launcher gave one (ranks spread over hosts), else its rank.
 RoleContext on_own_device(RoleContext ctx) {
-  if (!ctx.device.is_cpu()) ctx.device = engine::Device::cuda(ctx.device.index + ctx.rank % engine::cuda_device_count());
+  const int place = ctx.local_rank >= 0 ? ctx.local_rank : ctx.rank;
+  if (!ctx.device.is_cpu()) ctx.device = engine::Device::cuda(ctx.device.index + place % engine::cuda_device_count());
   return ctx;
 }
 

@@ -1,0 +1,223 @@
+// `quartet launch` end to end: one process per rank, told its rank the way srun and
+// torchrun tell it (the variables set by hand), on 127.0.0.1 and across two network
+// namespaces; the weights equal single's. Real processes: labelled multirank, run serially.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_util.h"
+#include "tests/transport/multirank/namespaces.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using cli_util::expect_exit2_with;
+using cli_util::file_bytes;
+using cli_util::safetensors_floats;
+using cli_util::start_quartet;
+using cli_util::wait_exit_within;
+
+void write_file_atomically(const fs::path& p, const std::string& text) {
+  const fs::path tmp = p.string() + ".tmp";
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, p);
+}
+
+// `env` unsetting every launcher variable, then setting `vars` (NAME=value): the test's
+// own environment (a CI job under Slurm) must not leak into the ranks.
+std::vector<std::string> only(const std::vector<std::string>& vars) {
+  std::vector<std::string> cmd{"env"};
+  for (const char* v : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                        "MASTER_ADDR", "MASTER_PORT", "QUARTET_TOKEN"})
+    cmd.insert(cmd.end(), {"-u", v});
+  cmd.insert(cmd.end(), vars.begin(), vars.end());
+  return cmd;
+}
+
+// A port nobody listens on now, below the OS's ephemeral range (as a cluster's
+// MASTER_PORT is): a rank's own outgoing connections never take it before rank 0 does.
+int unused_port() {
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  for (int port = 20000 + ::getpid() % 5000; port < low; ++port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  ADD_FAILURE() << "no free port below " << low;
+  return 0;
+}
+
+class Launch : public cli_util::FolderTest {
+ protected:
+  Launch() : FolderTest("launch") {}
+  void SetUp() override {
+    FolderTest::SetUp();
+    fs::create_directories(dir_ / "logs");
+  }
+
+  // single, and a 4-rank data_parallel arm with the same global batch; written once
+  // (ranks read it while later ones start).
+  fs::path spec() {
+    if (fs::exists(dir_ / "spec.json")) return dir_ / "spec.json";
+    const json j = json::parse(R"({
+      "name": "launch",
+      "workload": {"name": "synthetic", "model": "mlp", "train_samples": 256, "test_samples": 64},
+      "seed": 3, "threads": 1,
+      "train": {"epochs": 1, "batch": 32, "optimizer": {"lr": 0.05, "momentum": 0.9}},
+      "arms": [{"name": "single", "regime": "single"},
+               {"name": "ddp", "regime": "data_parallel", "ranks": 4, "bucket_mb": 0.1}]
+    })");
+    write_file_atomically(dir_ / "spec.json", j.dump(2));
+    return dir_ / "spec.json";
+  }
+
+  // Starts rank `rank` with `vars` (NAME=value) behind `prefix` (a namespace).
+  pid_t start_rank(int rank, std::vector<std::string> vars, const std::vector<std::string>& prefix = {}) {
+    vars.push_back("QUARTET_THREADS=1");
+    std::vector<std::string> all = prefix;
+    for (const std::string& a : only(vars)) all.push_back(a);
+    const fs::path work = dir_ / "work" / std::to_string(rank);
+    return start_quartet({"launch", spec().string(), "--arm", "ddp", "--out", (dir_ / "run").string(), "--token-file",
+                          (dir_ / "token").string(), "--work-dir", work.string(), "--join-timeout", "300"},
+                         log(rank), {}, all);
+  }
+  fs::path log(int rank) const { return dir_ / "logs" / std::to_string(rank); }
+
+  // Waits for every rank (a hang fails, its processes killed) and checks the run.
+  void expect_ranks_train_like_single(const std::vector<pid_t>& ranks) {
+    for (size_t r = 0; r < ranks.size(); ++r)
+      EXPECT_EQ(wait_exit_within(ranks[r], std::chrono::seconds(600)), 0) << file_bytes(log(static_cast<int>(r)));
+    const json summary = json::parse(file_bytes(dir_ / "run" / "ddp" / "summary.json"));
+    EXPECT_EQ(summary["status"], "finished");
+    EXPECT_EQ(summary["processes"], 4);
+    for (const char* role : {"rank0", "rank1", "rank2", "rank3"})
+      EXPECT_TRUE(fs::exists(dir_ / "run" / "ddp" / "roles" / (std::string(role) + ".jsonl"))) << role;
+    // single alone, for its weights: data_parallel equals it up to float summation order.
+    json j = json::parse(file_bytes(spec()));
+    j["arms"] = json::array({j["arms"][0]});
+    std::ofstream(dir_ / "single.json") << j.dump();
+    const cli_util::Result r = cli_util::quartet(
+        {"run", (dir_ / "single.json").string(), "--out", (dir_ / "single").string(), "--progress=none"}, dir_);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::vector<float> a = safetensors_floats(dir_ / "single" / "single" / "final.safetensors");
+    const std::vector<float> b = safetensors_floats(dir_ / "run" / "ddp" / "final.safetensors");
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_GT(a.size(), 200000u);
+    double worst = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    EXPECT_LT(worst, 2e-6);
+  }
+};
+
+TEST_F(Launch, SlurmStyleRanksOnOneHostTrainLikeSingle) {
+  const std::string port = std::to_string(unused_port());
+  std::vector<pid_t> ranks;
+  // Rank 0 last: the others wait for its coordinator and its token file.
+  for (int r = 3; r >= 0; --r)
+    ranks.insert(ranks.begin(), start_rank(r, {"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=4",
+                                               "SLURM_LOCALID=" + std::to_string(r), "SLURM_NODELIST=127.0.0.[1-3]",
+                                               "MASTER_PORT=" + port}));
+  expect_ranks_train_like_single(ranks);
+  EXPECT_NE(file_bytes(log(2)).find("slurm rank 2 of 4 (local rank 2), coordinator 127.0.0.1:" + port),
+            std::string::npos)
+      << file_bytes(log(2));
+}
+
+TEST_F(Launch, TorchrunStyleRanksOnOneHostTrainLikeSingle) {
+  const std::string port = std::to_string(unused_port());
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(start_rank(r, {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "LOCAL_RANK=" + std::to_string(r),
+                                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
+  expect_ranks_train_like_single(ranks);
+}
+
+// Two hosts (network namespaces) with two ranks each, told by Slurm's variables: the node
+// list's first host, 192.0.2.1, runs rank 0 and the coordinator on the default port.
+TEST_F(Launch, SlurmStyleTwoHostsWithTwoRanksEachTrainLikeSingle) {
+  using quartet::transport::testing::TwoNamespaces;
+  TwoNamespaces ns;
+  if (const std::string why = ns.create(); !why.empty()) GTEST_SKIP() << why;
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) {
+    const bool first = r < 2;
+    ranks.push_back(start_rank(
+        r,
+        {"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=4", "SLURM_LOCALID=" + std::to_string(r % 2),
+         "SLURM_NODELIST=192.0.2.[1-2]", std::string("QUARTET_GLOO_HOST=192.0.2.") + (first ? "1" : "2")},
+        {"ip", "netns", "exec", first ? ns.a() : ns.b()}));
+  }
+  expect_ranks_train_like_single(ranks);
+}
+
+TEST_F(Launch, WorldSizeOtherThanTheArmsRanksExitsWith2NamingBoth) {
+  const pid_t p = start_rank(0, {"RANK=0", "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1"});
+  const int code = wait_exit_within(p, std::chrono::seconds(120));
+  expect_exit2_with({code, file_bytes(log(0))}, "WORLD_SIZE: 3 processes, but arm ddp has 4 ranks");
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
+TEST_F(Launch, NoRankVariablesExitWith2NamingThem) {
+  const pid_t p = start_rank(0, {});
+  const int code = wait_exit_within(p, std::chrono::seconds(120));
+  expect_exit2_with({code, file_bytes(log(0))}, "SLURM_PROCID (srun), OMPI_COMM_WORLD_RANK (mpirun) and RANK");
+}
+
+TEST_F(Launch, BadSlurmNodeListExitsWith2NamingIt) {
+  const pid_t p = start_rank(1, {"SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_NODELIST=node[01-"});
+  const int code = wait_exit_within(p, std::chrono::seconds(120));
+  expect_exit2_with({code, file_bytes(log(1))}, "SLURM_NODELIST: \"node[01-\" has a '[' without its ']'");
+}
+
+TEST_F(Launch, ArmOfAnotherRegimeIsRefusedNamingWhatIsSupported) {
+  const pid_t p = start_quartet({"launch", spec().string(), "--arm", "single"}, log(0), {},
+                                only({"RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1"}));
+  const int code = wait_exit_within(p, std::chrono::seconds(120));
+  expect_exit2_with({code, file_bytes(log(0))},
+                    "--arm single: its regime is single; quartet launch runs data_parallel arms only");
+}
+
+TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {
+  const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp"}, log(1), {},
+                                only({"RANK=1", "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1"}));
+  const int code = wait_exit_within(p, std::chrono::seconds(120));
+  expect_exit2_with({code, file_bytes(log(1))}, "QUARTET_TOKEN: not set and no --token-file");
+}
+
+// No coordinator comes: the rank says it keeps trying, then gives up at its deadline.
+TEST_F(Launch, RankThatCannotReachTheCoordinatorRetriesUntilItsDeadline) {
+  const std::string port = std::to_string(unused_port());
+  const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp", "--join-timeout", "3"}, log(1), {},
+                                only({"RANK=1", "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port,
+                                      "QUARTET_TOKEN=abc"}));
+  EXPECT_EQ(wait_exit_within(p, std::chrono::seconds(120)), 1);
+  const std::string out = file_bytes(log(1));
+  EXPECT_NE(out.find("role rank1 cannot join the coordinator at 127.0.0.1:" + port + " yet"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("trying again for up to 3 s"), std::string::npos) << out;
+  EXPECT_NE(out.find("gave up joining the coordinator at 127.0.0.1:" + port + " after 3 s"), std::string::npos)
+      << out;
+}
+
+}  // namespace
