@@ -302,7 +302,8 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   }
   for (Child& c : children) {
     if (c.remote) {
-      std::cerr << "quartet: arm " << arm.name << " waits for role " << c.role << " from another host: run there\n"
+      std::cerr << "quartet: arm " << arm.name << " waits for role " << c.role
+                << " from another host (a cluster's `quartet launch` there, or by hand):\n"
                 << "  QUARTET_TOKEN=<the run's token> "
                 << (rc.coordinator().tls() ? "QUARTET_TLS_CERT=<cert> QUARTET_TLS_KEY=<key> QUARTET_TLS_CA=<ca> " : "")
                 << "quartet role --coordinator "
