@@ -399,7 +399,8 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   const TrainConfig& cfg = ctx.config;
   const workloads::Partition partition = client_partition(s.partition, s.clients, cfg.seed, wl);
   std::unique_ptr<Strategy> strategy = make_strategy(s.strategy_config());
-  DpFedAvg dp(s.dp_config(), s.clients, clients_per_round(s.clients, s.fraction, s.min_clients), cfg.seed);
+  const int64_t per_round = clients_per_round(s.clients, s.fraction, s.min_clients);
+  DpFedAvg dp(s.dp_config(), s.clients, per_round, cfg.seed);
 
   std::shared_ptr<engine::Model> model = load_initial_model(ctx);
   const engine::NamedTensors state = model->state_dict();
@@ -464,7 +465,6 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     });
   }
 
-  const int64_t per_round = clients_per_round(s.clients, s.fraction, s.min_clients);
   const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, s.rounds);
   const int64_t train_size = wl.train_size();
   for (int64_t round = pos.step + 1; round <= s.rounds; ++round) {
