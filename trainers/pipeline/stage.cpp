@@ -8,7 +8,10 @@
 //
 // and at every evaluation (each epoch's end, the last step) the stages' weights relay
 // down to stage 0 ("weights"), which evaluates the whole model and at the end writes the
-// arm's final weights. Each stage loads the whole model's initial weights and frees those
+// arm's final weights. A Go relays from stage 0 to the last stage ("control") when stage 0
+// has ended a step (the step's flush: every stage's step lasts as long as stage 0's, so
+// each counts its idle tail) and, when training goes on, again once stage 0 has
+// evaluated (so no stage counts the evaluation as its next step's idle time). Each stage loads the whole model's initial weights and frees those
 // of the stages it does not run at once; a stage's weights come back only to relay the
 // weights downstream of it (stage 0: to evaluate and write them), and go again after.
 //
@@ -51,6 +54,16 @@ struct StepDone {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(step, loss);
+  }
+};
+
+// Stage 0 has ended step `step` or, after an evaluation, goes on with the next.
+struct Go {
+  int64_t step = 0;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(step);
   }
 };
 
@@ -101,6 +114,7 @@ class Stage {
   void train_step(const std::vector<int64_t>& order, int64_t b, int64_t epoch, StepRecord& r, nlohmann::json& info);
   void gather();
   void release_others();
+  void go(const std::string& what);
   // The next tensors `in` has read; a failure names `what` was waited for.
   engine::TensorList take(Inbox& in, const std::string& what) {
     try {
@@ -288,7 +302,7 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       transport::send_message(conn, MessageType::control, done, t);
     });
   if (to_prev_) to_prev_->flush();
-  if (to_next_) to_next_->flush();
+  go("ended " + step);
   const double seconds = wall.seconds();
   r.loss = loss;
   r.lr = optimizer_->lr();
@@ -334,6 +348,24 @@ void Stage::gather() {
     to_prev_->post("weights", [state = split::stages_state(*model_, range(lo, n)), t = timeout_](
                                   transport::Connection& conn) { split::send_state(conn, state, t); });
     to_prev_->flush();
+  }
+}
+
+// Waits until stage 0 has said `what` (it is stage 0, or the stage before passed it on)
+// and passes it on downstream.
+void Stage::go(const std::string& what) {
+  if (!first_) {
+    const Go g = receive(*prev_, "control", "stage 0 to say it " + what,
+                         [&] { return transport::receive_message<Go>(*prev_, MessageType::control, timeout_); });
+    if (g.step != step_)
+      throw transport::MessageError("pipeline: stage 0 " + what + " at step " + std::to_string(g.step) +
+                                    " while this stage is at step " + std::to_string(step_));
+  }
+  if (!last_) {
+    to_next_->post("control", [g = Go{step_}, t = timeout_](transport::Connection& conn) {
+      transport::send_message(conn, MessageType::control, g, t);
+    });
+    to_next_->flush();
   }
 }
 
@@ -424,6 +456,7 @@ void Stage::run() {
         if (final_step && first_)
           engine::save_safetensors(final_weights_path(ctx_.arm_dir).string(), model_->state_dict());
         if (evaluate) release_others();
+        if (evaluate && !final_step) go("evaluated after step " + std::to_string(step_));
         if (capped) break;
       }
     }

@@ -226,6 +226,16 @@ TEST_F(Pipeline, EachStageRecordsBusyIdleBytesAndTheMicroBatchesItHeld) {
         EXPECT_GT(p["timeline_start"].get<double>(), 1.7e9);
       }
       EXPECT_EQ(records.back().contains("eval"), s == 0) << schedule << " stage " << s;
+      // A step is flushed: every stage's step lasts until stage 0 has stepped (after the
+      // last stage), so each counts its idle tail; the stages share the system clock.
+      const std::vector<json> first = testing::read_records(dir_ / schedule, "stage0");
+      for (size_t i = 0; i < records.size(); ++i) {
+        const json& p = records[i]["pipeline"];
+        const json& p0 = first[i]["pipeline"];
+        const double end = p["timeline_start"].get<double>() + p["step_wall"].get<double>();
+        const double stage0_stepped = p0["timeline_start"].get<double>() + p0["timeline"].back()[3].get<double>();
+        EXPECT_GE(end, stage0_stepped - 1e-4) << schedule << " stage " << s << " step " << i + 1;
+      }
       // Stage 0 receives only gradients and control; the last stage sends only gradients and control.
       const json& traffic = records.back()["pipeline"]["traffic"];
       EXPECT_EQ(traffic.contains("activations"), true);
