@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <sstream>
 
 namespace quartet::analysis {
@@ -45,6 +46,69 @@ std::string num(double v) {
 
 }  // namespace
 
+Replay replay_step(const std::vector<StageTimeline>& lanes) {
+  const size_t P = lanes.size();
+  for (size_t s = 0; s < P; ++s)
+    if (lanes[s].stage != static_cast<int64_t>(s)) return {};
+  std::vector<std::map<int64_t, double>> forward_end(P), backward_end(P);
+  std::vector<size_t> next(P, 0);
+  std::vector<double> free(P, 0.0), busy(P, 0.0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t s = 0; s < P; ++s)
+      for (; next[s] < lanes[s].ops.size(); ++next[s]) {
+        const TimelineOp& op = lanes[s].ops[next[s]];
+        double ready = 0.0;
+        if (op.op == "F" || op.op == "B") {
+          const bool forward = op.op == "F";
+          const bool needs = forward ? s > 0 : s + 1 < P;
+          if (needs) {
+            const auto& ends = forward ? forward_end[s - 1] : backward_end[s + 1];
+            const auto it = ends.find(op.micro);
+            if (it == ends.end()) break;
+            ready = it->second;
+          }
+        }
+        const double duration = std::max(0.0, op.end - op.start);
+        free[s] = std::max(free[s], ready) + duration;
+        busy[s] += duration;
+        if (op.op == "F") forward_end[s][op.micro] = free[s];
+        if (op.op == "B") backward_end[s][op.micro] = free[s];
+        progress = true;
+      }
+  }
+  Replay r;
+  for (size_t s = 0; s < P; ++s) {
+    if (next[s] < lanes[s].ops.size()) return {};
+    r.step = std::max(r.step, free[s]);
+  }
+  for (size_t s = 0; s < P; ++s) r.idle.push_back(r.step - busy[s]);
+  return r;
+}
+
+namespace {
+
+// Each stage's idle fraction in its steps but the first, replayed (replay_step).
+void add_replayed_idle(const ArmResults& arm, std::vector<StageFigures>& stages) {
+  if (stages.empty()) return;
+  std::vector<double> idle(stages.size(), 0.0);
+  double wall = 0.0;
+  const trainers::RoleRecords* first = nullptr;
+  for (const trainers::RoleRecords& role : arm.roles)
+    if (role.role == stages.front().role) first = &role;
+  const std::vector<const json*> steps = stage_steps(*first);
+  for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
+    const Replay r = replay_step(pipeline_timeline(arm, integer(*steps[i], "step")));
+    if (r.idle.size() != stages.size()) return;
+    for (size_t s = 0; s < stages.size(); ++s) idle[s] += r.idle[s];
+    wall += r.step;
+  }
+  if (wall <= 0.0) return;
+  for (size_t s = 0; s < stages.size(); ++s) stages[s].replayed_idle_fraction = idle[s] / wall;
+}
+
+}  // namespace
+
 std::vector<StageFigures> pipeline_stages(const ArmResults& arm) {
   std::vector<StageFigures> out;
   for (const trainers::RoleRecords& role : arm.roles) {
@@ -77,6 +141,7 @@ std::vector<StageFigures> pipeline_stages(const ArmResults& arm) {
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(), [](const StageFigures& a, const StageFigures& b) { return a.stage < b.stage; });
+  add_replayed_idle(arm, out);
   return out;
 }
 
@@ -92,14 +157,15 @@ double stage_balance(const std::vector<StageFigures>& stages) {
 
 Table pipeline_table(const std::vector<StageFigures>& stages) {
   Table t{{"stage", "model stages", "busy s/step", "idle s/step", "idle fraction", "bubble formula",
-           "measured / formula", "activations peak", "in flight peak"},
-          {false, false, true, true, true, true, true, true, true},
+           "measured / formula", "replayed idle", "activations peak", "in flight peak"},
+          {false, false, true, true, true, true, true, true, true, true},
           {}};
   for (const StageFigures& s : stages) {
     const std::string span = s.first == s.last ? s.first : s.first + " … " + s.last;
     t.rows.push_back({s.role, span, fixed(s.busy, 4), fixed(s.idle, 4), percent(s.idle_fraction),
                       percent(s.bubble_formula),
                       s.bubble_formula > 0.0 ? fixed(s.idle_fraction / s.bubble_formula, 2) : "—",
+                      s.replayed_idle_fraction >= 0.0 ? percent(s.replayed_idle_fraction) : "—",
                       format_mib(s.activations_peak), std::to_string(s.in_flight_peak)});
   }
   return t;
@@ -109,7 +175,10 @@ std::string pipeline_table_note() {
   return "Means over the step records but the first (the pipeline fills and caches warm during it). Busy: compute "
          "(batch assembly, forward, backward, optimizer); idle: the rest of the step's wall time, waiting for "
          "neighbours. The formula (P−1)/(m+P−1) is the idle fraction of a pipeline of equal stages with free "
-         "transfers; a stage slower than the others idles less than it, the others more. Balance: the busiest "
+         "transfers; a stage slower than the others idles less than it, the others more. Replayed: the idle fraction "
+         "the same steps would have with each stage's own operation times and instant transfers, each operation "
+         "starting once its stage is free and its input computed (the imbalance alone); measured idle above it is "
+         "transfers and waiting for a neighbour the machine was not running. Balance: the busiest "
          "stage's busy time over the least busy one's. Activations: the stage process's tracked peak; in flight: "
          "the most micro-batches whose forward ran and backward had not.";
 }

@@ -26,6 +26,7 @@ struct StageFigures {
   double idle = 0.0;        // s a step: the rest of the step's wall time
   double idle_fraction = 0.0;  // sum of idle / sum of step wall
   double bubble_formula = 0.0;  // (P-1)/(m+P-1)
+  double replayed_idle_fraction = -1.0;  // replay_step's, over the same steps; < 0 without timelines
   int64_t in_flight_peak = 0;
   double activations_peak = 0.0;  // bytes, the largest over the steps
   int64_t steps = 0;              // step records averaged
@@ -60,6 +61,19 @@ struct StageTimeline {
 // step < 0), lined up on the stages' shared clock (their records' timeline_start);
 // empty when the records carry no timeline.
 std::vector<StageTimeline> pipeline_timeline(const ArmResults& arm, int64_t step = -1);
+
+// A step replayed from its stages' own operation times with free, instant transfers:
+// each operation starts as soon as its stage is free and its input exists (a forward once
+// the stage before has run that micro-batch's forward, a backward once the stage after has
+// run its backward), and the step ends with the last operation. What the stages' imbalance
+// alone makes them idle; the measured idle above it is transfers and waiting for a
+// neighbour the machine did not run. Empty when the lanes are not stages 0 … P-1 or their
+// operations cannot be ordered.
+struct Replay {
+  double step = 0.0;         // s
+  std::vector<double> idle;  // s, per lane
+};
+Replay replay_step(const std::vector<StageTimeline>& lanes);
 
 // The timeline as an SVG image: a lane per stage, a box per operation (forwards blue,
 // backwards orange, optimizer grey) labelled with its micro-batch; the gaps are idle.
