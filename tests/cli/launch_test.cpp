@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -12,9 +13,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -169,6 +172,74 @@ TEST_F(Launch, SlurmStyleTwoHostsWithTwoRanksEachTrainLikeSingle) {
         {"ip", "netns", "exec", first ? ns.a() : ns.b()}));
   }
   expect_ranks_train_like_single(ranks);
+}
+
+// The same two hosts told by torchrun's variables: MASTER_ADDR names rank 0's host.
+TEST_F(Launch, TorchrunStyleTwoHostsWithTwoRanksEachTrainLikeSingle) {
+  using quartet::transport::testing::TwoNamespaces;
+  TwoNamespaces ns;
+  if (const std::string why = ns.create(); !why.empty()) GTEST_SKIP() << why;
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) {
+    const bool first = r < 2;
+    ranks.push_back(start_rank(r,
+                               {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "LOCAL_RANK=" + std::to_string(r % 2),
+                                "MASTER_ADDR=192.0.2.1", std::string("QUARTET_GLOO_HOST=192.0.2.") + (first ? "1" : "2")},
+                               {"ip", "netns", "exec", first ? ns.a() : ns.b()}));
+  }
+  expect_ranks_train_like_single(ranks);
+}
+
+// `command` under /bin/sh, its exit code and output.
+cli_util::Result shell(const std::string& command) {
+  cli_util::Result r;
+  FILE* f = ::popen(command.c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) r.out.append(buf, n);
+  const int status = ::pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// 32 random hex digits.
+std::string random_token() {
+  std::random_device rd;
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+// Why Open MPI's mpirun cannot start processes here ("" when it can): not installed,
+// another MPI's mpirun, or one that fails to start a trivial job.
+std::string mpirun_unusable() {
+  const cli_util::Result version = shell("mpirun --version 2>&1");
+  if (version.code != 0) return "no mpirun on PATH (Debian: openmpi-bin)";
+  if (version.out.find("Open MPI") == std::string::npos) return "mpirun is not Open MPI's: " + version.out;
+  const cli_util::Result trial = shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 60 mpirun --oversubscribe -np 2 true 2>&1");
+  if (trial.code != 0) return "mpirun -np 2 true fails here: " + trial.out;
+  return "";
+}
+
+// Open MPI's own mpirun starts the 4 ranks, which learn their ranks from OMPI_COMM_WORLD_*.
+TEST_F(Launch, MpirunRanksOnOneHostTrainLikeSingle) {
+  if (const std::string why = mpirun_unusable(); !why.empty()) GTEST_SKIP() << why;
+  const std::string port = std::to_string(unused_port());
+  fs::create_directories(dir_ / "work");
+  // Every rank gets the same arguments: the per-rank work folders are the default ones, in
+  // the folder mpirun starts them in.
+  std::vector<std::string> prefix = only({"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                                          "QUARTET_THREADS=1", "QUARTET_TOKEN=" + random_token()});
+  prefix.insert(prefix.begin() + 1, {"-C", (dir_ / "work").string()});
+  prefix.insert(prefix.end(), {"mpirun", "--oversubscribe", "-np", "4", "-x", "QUARTET_TOKEN", "-x", "QUARTET_THREADS"});
+  const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp", "--out", (dir_ / "run").string(),
+                                 "--coordinator", "127.0.0.1:" + port, "--join-timeout", "300"},
+                                log(0), {}, prefix);
+  expect_ranks_train_like_single({p});
+  const std::string out = file_bytes(log(0));
+  EXPECT_NE(out.find("openmpi rank 3 of 4 (local rank 3), coordinator 127.0.0.1:" + port), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(dir_ / "work" / "quartet-role-ddp-rank3")) << out;
 }
 
 TEST_F(Launch, WorldSizeOtherThanTheArmsRanksExitsWith2NamingBoth) {
