@@ -299,6 +299,28 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
 NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
 
+namespace {
+
+std::string mismatch_message(const std::string& source, const std::vector<std::string>& problems) {
+  std::string msg = "load_state_dict from " + source + ": " + std::to_string(problems.size()) +
+                    (problems.size() == 1 ? " problem" : " problems") + ", nothing loaded:";
+  for (const auto& p : problems) msg += "\n  " + p;
+  return msg;
+}
+
+}  // namespace
+
+StateDictMismatch::StateDictMismatch(const std::string& source, std::vector<std::string> problems)
+    : std::invalid_argument(mismatch_message(source, problems)), problems_(std::move(problems)) {}
+
+std::string StateDictMismatch::brief() const {
+  if (problems_.empty()) return what();
+  std::string out = problems_.front();
+  if (problems_.size() > 1)
+    out += " (and " + std::to_string(problems_.size() - 1) + " more mismatch" + (problems_.size() > 2 ? "es" : "") + ")";
+  return out;
+}
+
 void load_state_dict(Module& m, const NamedTensors& tensors, const std::string& source) {
   const NamedTensors expected = m.state_dict();
   std::unordered_map<std::string, const Tensor*> given;
@@ -321,12 +343,7 @@ void load_state_dict(Module& m, const NamedTensors& tensors, const std::string& 
     if (!wanted.count(name))
       problems.push_back(name + ": in file (shape " + shape_str(t.shape()) + ") but not in the model");
 
-  if (!problems.empty()) {
-    std::string msg = "load_state_dict from " + source + ": " + std::to_string(problems.size()) +
-                      (problems.size() == 1 ? " problem" : " problems") + ", nothing loaded:";
-    for (const auto& p : problems) msg += "\n  " + p;
-    throw std::invalid_argument(msg);
-  }
+  if (!problems.empty()) throw StateDictMismatch(source, std::move(problems));
   for (const auto& [name, dst] : expected) Tensor(dst).copy_from(*given.at(name));
 }
 

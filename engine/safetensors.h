@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/nn.h"
 
@@ -73,12 +75,24 @@ NamedTensors load_safetensors(const std::string& path);
 //     the model is unchanged
 //   - values only: the model keeps its tensors (and optimizers holding them stay
 //     valid), gradients and autograd state are untouched
-// throws std::invalid_argument listing every mismatch, one per line, e.g.
+// throws StateDictMismatch (a std::invalid_argument) listing every mismatch, one per line, e.g.
 //   "conv1.0.weight: file has shape [32, 1, 3, 3], model expects [16, 1, 3, 3]"
 //   "fc.bias: missing from file (model expects [10])"
 //   "extra.weight: in file (shape [3]) but not in the model"
 // `source` names where the tensors came from in that message.
 void load_state_dict(Module& m, const NamedTensors& tensors, const std::string& source = "state dict");
+
+// load_state_dict's refusal: what() lists every mismatch; brief() is one line for a
+// person, the first mismatch and how many more.
+class StateDictMismatch : public std::invalid_argument {
+ public:
+  StateDictMismatch(const std::string& source, std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+  std::string brief() const;
+
+ private:
+  std::vector<std::string> problems_;
+};
 
 // load_state_dict(m, load_safetensors(path), path).
 void load_state_dict(Module& m, const std::string& path);

@@ -79,7 +79,7 @@ json read_json(const fs::path& p) {
   try {
     return json::parse(in);
   } catch (const json::parse_error& e) {
-    throw InputError(p.string() + ": not valid JSON: " + e.what());
+    throw InputError(p.string() + ": not valid JSON: " + json_error_text(e));
   }
 }
 

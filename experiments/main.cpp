@@ -2,7 +2,9 @@
 // prints the side-by-side table; see `quartet --help`.
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "engine/safetensors.h"
 #include "experiments/bench_collectives.h"
@@ -52,34 +54,69 @@ int cmd_list(const std::string& what) {
   return 0;
 }
 
+// The workload and model an arm's weights were trained with, from the run folder they sit
+// in (RUN/ARM/final.safetensors or its checkpoint); nullopt when they are not in one.
+std::optional<workloads::WorkloadConfig> recorded_workload(const std::string& weights, std::string& where) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path arm_dir = fs::absolute(weights, ec).parent_path(), run_dir = arm_dir.parent_path();
+  if (ec || !fs::is_regular_file(run_dir / "spec.json", ec)) return std::nullopt;
+  try {
+    // spec.json: {"spec": the experiment with its defaults, "environment": where it ran}
+    const ExperimentSpec spec = parse_spec(read_spec_json((run_dir / "spec.json").string()).at("spec"), false);
+    const ArmSpec& arm = spec.arm(arm_dir.filename().string());
+    workloads::WorkloadConfig cfg = workload_config(spec, arm);
+    cfg.model = arm.model;
+    where = (run_dir / "spec.json").string() + ", arm " + arm.name;
+    return cfg;
+  } catch (const std::exception&) {
+    return std::nullopt;  // not a run folder this build can read: the options must say it
+  }
+}
+
 int cmd_eval(const std::string& weights, const std::string& workload, const std::string& model,
              const std::string& data_dir, int64_t batch) {
-  workloads::WorkloadConfig cfg;
-  cfg.name = workload;
-  cfg.model = model;
-  cfg.data_dir = data_dir;
+  std::string where;
+  std::optional<workloads::WorkloadConfig> recorded;
+  if (workload.empty() || model.empty()) recorded = recorded_workload(weights, where);
+  // The run's settings (data, volumes, test samples) apply to the run's workload only.
+  if (recorded && !workload.empty() && workload != recorded->name) recorded.reset();
+  workloads::WorkloadConfig cfg = recorded.value_or(workloads::WorkloadConfig{});
+  cfg.name = !workload.empty() ? workload : recorded ? recorded->name : "fashion-mnist";
+  cfg.model = !model.empty() ? model : recorded ? recorded->model : "";
+  if (!recorded) where.clear();
+  if (cfg.model.empty())
+    throw InputError("--model: needed: " + weights +
+                     " is not in a run folder (RUN/ARM/final.safetensors) that records its model; "
+                     "quartet list models names them");
+  if (!data_dir.empty()) cfg.data_dir = data_dir;
   std::unique_ptr<workloads::Workload> wl;
   try {
     wl = workloads::make_workload(cfg);
   } catch (const std::exception& e) {
     throw InputError(e.what());
   }
-  std::shared_ptr<engine::Model> m = wl->make_model(model, 0);
+  std::shared_ptr<engine::Model> m = wl->make_model(cfg.model, 0);
   try {
     engine::load_state_dict(*m, engine::read_safetensors(weights).tensors);
+  } catch (const engine::StateDictMismatch& e) {
+    throw InputError(weights + ": " + e.brief() + "; are these weights of model " + cfg.model +
+                     "? (--model; quartet list models)");
   } catch (const std::exception& e) {
     throw InputError(weights + ": " + e.what());
   }
   const double q = wl->evaluate(*m, batch);
-  std::cout << wl->metric_name() << " " << q << " on " << wl->test_size() << " test samples of " << workload
-            << "\n";
+  std::cout << wl->metric_name() << " " << q << " on " << wl->test_size() << " test samples of " << cfg.name
+            << " (model " << cfg.model << (where.empty() ? "" : ", as recorded in " + where) << ")\n";
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Quartet: one model, four training regimes, side by side.\n"
+  std::string regimes;
+  for (const std::string& r : trainers::regime_names()) regimes += (regimes.empty() ? "" : ", ") + r;
+  CLI::App app{"Quartet: one model trained under several regimes (" + regimes + "), side by side.\n"
                "Runs experiment files and shows what each regime costs and buys."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "quartet 0.1");
@@ -107,12 +144,15 @@ int main(int argc, char** argv) {
   list_cmd->add_option("what", list_what, "workloads, models, regimes or all")
       ->check(CLI::IsMember({"workloads", "models", "regimes", "all"}));
 
-  std::string eval_weights, eval_workload = "fashion-mnist", eval_model, eval_data;
+  std::string eval_weights, eval_workload, eval_model, eval_data;
   int64_t eval_batch = 1000;
   auto* eval_cmd = app.add_subcommand("eval", "Test-set quality of saved weights");
   eval_cmd->add_option("weights", eval_weights, "weights (safetensors)")->required();
-  eval_cmd->add_option("--workload", eval_workload, "workload (quartet list workloads)");
-  eval_cmd->add_option("--model", eval_model, "model (quartet list models)")->required();
+  eval_cmd->add_option("--workload", eval_workload,
+                       "workload (quartet list workloads); default: the run folder's the weights are in, else "
+                       "fashion-mnist");
+  eval_cmd->add_option("--model", eval_model,
+                       "model (quartet list models); default: the run folder's the weights are in");
   eval_cmd->add_option("--data-dir", eval_data, "dataset folder; default: the workload's");
   eval_cmd->add_option("--batch", eval_batch, "evaluation batch")->check(CLI::PositiveNumber);
 

@@ -28,17 +28,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 bool nifti_name(const std::string& path) { return ends_with(path, ".nii") || ends_with(path, ".nii.gz"); }
 
-// load_state_dict lists every mismatch on a line of its own: the first says enough.
-std::string first_problem(const std::string& message) {
-  std::vector<std::string> lines;
-  std::istringstream in(message);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(line.substr(line.find_first_not_of(' ')));
-  if (lines.size() <= 1) return message;
-  std::string out = lines[0] + " " + lines[1];
-  if (lines.size() > 2) out += " (and " + std::to_string(lines.size() - 2) + " more)";
-  return out;
-}
 #endif
 
 }  // namespace
@@ -110,8 +99,10 @@ int predict_main([[maybe_unused]] const PredictOptions& o) {
       if (o.model == "unet3d" && name == "head.0.bias" && t.dim() == 1) classes = static_cast<int>(t.numel());
     model = workloads::make_model(o.model, 0, classes);
     engine::load_state_dict(*model, weights);
+  } catch (const engine::StateDictMismatch& e) {
+    throw InputError(o.weights + ": " + e.brief() + "; are these weights of --model " + o.model + "?");
   } catch (const std::exception& e) {
-    throw InputError(o.weights + ": " + first_problem(e.what()) + "; are these weights of --model " + o.model + "?");
+    throw InputError(o.weights + ": " + e.what());
   }
   medical3d::Volume image;
   try {

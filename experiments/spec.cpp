@@ -1,6 +1,7 @@
 #include "experiments/spec.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -306,7 +307,9 @@ ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const
     trainers::check_limit(a.contains("threads") ? path + ".threads" : "spec.threads", threads, limits->threads,
                           "compute threads per process", limits->basis);
   arm.threads = static_cast<int>(threads);
-  arm.device = arm_device(a.value("device", spec.at("device").get<std::string>()), path + ".device");
+  // An arm without its own device takes the experiment's: errors name the field written.
+  arm.device = a.contains("device") ? arm_device(a.at("device").get<std::string>(), path + ".device")
+                                    : arm_device(spec.at("device").get<std::string>(), "spec.device");
   arm.link = a.value("link", spec.at("link").get<std::string>());
   a["link"] = arm.link;
   if (a.contains("remote"))
@@ -426,7 +429,22 @@ ExperimentSpec parse_spec(json j, bool machine_limits) {
   return spec;
 }
 
+std::string json_error_text(const json::exception& e) {
+  std::string text = e.what();
+  if (text.rfind("[json.exception.", 0) == 0) {
+    const size_t end = text.find("] ");
+    if (end != std::string::npos) text.erase(0, end + 2);
+  }
+  for (const char* lead : {"parse error at ", "parse error: "})
+    if (text.rfind(lead, 0) == 0) text.erase(0, std::string(lead).size());
+  return text;
+}
+
 json read_spec_json(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw SpecError(path + ": a folder, not an experiment file (a run folder continues with quartet run --resume " +
+                    path + ")");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path + ": cannot open the experiment file");
   std::stringstream text;
@@ -434,7 +452,7 @@ json read_spec_json(const std::string& path) {
   try {
     return json::parse(text.str(), nullptr, true, /*ignore_comments=*/true);
   } catch (const json::parse_error& e) {
-    throw SpecError(path + ": not valid JSON: " + e.what());
+    throw SpecError(path + ": not valid JSON: " + json_error_text(e));
   }
 }
 

@@ -81,6 +81,11 @@ std::string spec_markdown();
 // refused unless it overrides them; a role, started by a launcher that checked them,
 // parses without.
 ExperimentSpec parse_spec(nlohmann::json j, bool machine_limits = true);
+// A JSON library error as a person reads it: "line 2, column 1: syntax error while parsing
+// object key - unexpected end of input; expected string literal", without the library's
+// "[json.exception.parse_error.101] parse error at" prefix.
+std::string json_error_text(const nlohmann::json::exception& e);
+
 // An experiment file's JSON (// and /* */ comments allowed), not yet validated;
 // SpecError naming the file when it cannot be read or is not JSON.
 nlohmann::json read_spec_json(const std::string& path);

@@ -540,7 +540,24 @@ TEST_F(Cli, ArmsWithTheirOwnModelTrainAndSaveThatModel) {
   const std::string weights = (dir_ / "r" / "split-lenet5" / "final.safetensors").string();
   const Result eval = quartet({"eval", weights, "--workload", "synthetic", "--model", "lenet5"}, dir_);
   EXPECT_EQ(eval.code, 0) << eval.out;
-  EXPECT_EQ(quartet({"eval", weights, "--workload", "synthetic", "--model", "mlp"}, dir_).code, 2);
+  // The run folder says which workload and model: eval needs neither, and gives the
+  // quality the arm ended with.
+  const Result recorded = quartet({"eval", weights}, dir_);
+  ASSERT_EQ(recorded.code, 0) << recorded.out;
+  EXPECT_NE(recorded.out.find("(model lenet5, as recorded in "), std::string::npos) << recorded.out;
+  const double final_quality =
+      json::parse(file_bytes(dir_ / "r" / "split-lenet5" / "summary.json"))["final_quality"].get<double>();
+  const std::string metric = "accuracy ";
+  ASSERT_EQ(recorded.out.rfind(metric, 0), 0u) << recorded.out;
+  EXPECT_NEAR(std::stod(recorded.out.substr(metric.size())), final_quality, 1e-5) << recorded.out;
+  // Weights of another model: one line naming the first mismatch.
+  const Result wrong = quartet({"eval", weights, "--workload", "synthetic", "--model", "mlp"}, dir_);
+  expect_exit2_with(wrong, "are these weights of model mlp?");
+  EXPECT_NE(wrong.out.find("more mismatches)"), std::string::npos) << wrong.out;
+  EXPECT_EQ(std::count(wrong.out.begin(), wrong.out.end(), '\n'), 1) << wrong.out;
+  // Weights outside a run folder: the model must be given.
+  fs::copy_file(weights, dir_ / "loose.safetensors");
+  expect_exit2_with(quartet({"eval", (dir_ / "loose.safetensors").string()}, dir_), "--model: needed: ");
 }
 
 }  // namespace

@@ -312,7 +312,32 @@ TEST(Spec, UnreadableOrInvalidFilesNameTheFile) {
     std::ofstream out(path);
     out << "{ \"name\": ";
   }
-  EXPECT_THROW(load_spec_file(path), SpecError);
+  // The syntax error says where and what, without the JSON library's error codes.
+  try {
+    load_spec_file(path);
+    FAIL();
+  } catch (const SpecError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path + ": not valid JSON: line 1, column 11: syntax error"), std::string::npos) << what;
+    EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
+  }
+  // A folder (a run folder, say) is not a spec.
+  try {
+    load_spec_file(::testing::TempDir());
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find(": a folder, not an experiment file"), std::string::npos) << e.what();
+  }
+}
+
+// A device set for the whole experiment is named as the experiment's field, not an arm's.
+TEST(Spec, ExperimentDeviceErrorsNameTheExperimentsField) {
+  if (engine::device_available(engine::Device::cuda(0))) GTEST_SKIP() << "this machine has a GPU";
+  json j = valid();
+  j["device"] = "cuda:0";
+  expect_error(j, "spec.device: device cuda:0 is not available");
+  j["device"] = "tpu";
+  expect_error(j, "spec.device: ");
 }
 
 TEST(Schema, JsonSchemaDescribesEveryTopLevelField) {
