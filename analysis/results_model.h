@@ -47,6 +47,8 @@ struct ProcessMemory {
 struct ArmResults {
   std::string name;
   std::string label;   // what charts call it: the name, or "run / name" in a comparison
+  int run = 0;         // which run of a comparison it comes from (0: the first); charts
+                       // colour arms by name and draw each run in its own style
   std::string regime;
   std::string status;  // pending, running, finished, failed, interrupted (run.json or events)
   std::string link = "loopback";  // the emulated link its Asio traffic crossed

@@ -4,6 +4,8 @@
 #include <QBarSeries>
 #include <QBarSet>
 #include <QCategoryAxis>
+#include <QHorizontalBarSeries>
+#include <QHorizontalStackedBarSeries>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
@@ -63,6 +65,14 @@ QLogValueAxis* log_axis(const QString& title, double lo, double hi, const char* 
 
 QString label_of(const ArmResults& arm) { return QString::fromStdString(arm.label.empty() ? arm.name : arm.label); }
 
+// A bar's category: its label, a comparison's run letter on a line of its own ("A: single"
+// is "A<br>single"), so that narrow categories need not cut it.
+QString category_label(const ArmResults& arm) {
+  QString label = label_of(arm);
+  if (const qsizetype at = label.indexOf(": "); at > 0 && at <= 3) label.replace(at, 2, "<br>");
+  return label;
+}
+
 void attach(QChart* chart, QAbstractSeries* series, QAbstractAxis* x, QAbstractAxis* y) {
   chart->addSeries(series);
   if (!chart->axes(Qt::Horizontal).contains(x)) chart->addAxis(x, Qt::AlignBottom);
@@ -73,6 +83,35 @@ void attach(QChart* chart, QAbstractSeries* series, QAbstractAxis* x, QAbstractA
 
 void hide_from_legend(QChart* chart, QAbstractSeries* series) {
   for (QLegendMarker* m : chart->legend()->markers(series)) m->setVisible(false);
+}
+
+// Where the legend goes: under the chart while its entries fit on one line; beside it,
+// one entry a line, when there are more (a legend elides what does not fit).
+void place_legend(QChart* chart, size_t entries) {
+  chart->legend()->setAlignment(entries > 5 ? Qt::AlignRight : Qt::AlignBottom);
+}
+
+// The legend of `entries` entries, each drawn as its series is (a run's line style shows).
+void show_legend(QChart* chart, size_t entries) {
+  chart->legend()->setVisible(true);
+  chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries);
+  place_legend(chart, entries);
+}
+
+// The workload's metric the arms were evaluated with on the test set ("accuracy", "mean
+// Dice"), from their evaluation records; "test quality" when they differ or none has
+// been evaluated. Short: a small chart cuts a long axis title.
+QString metric_of(const std::vector<ArmResults>& arms) {
+  std::string metric;
+  for (const ArmResults& a : arms)
+    if (const trainers::RoleRecords* role = a.timeline())
+      for (const nlohmann::json& r : role->records)
+        if (const std::string m = trainers::text(member(r, "eval"), "metric"); !m.empty()) {
+          if (!metric.empty() && m != metric) return "test quality";
+          metric = m;
+          break;
+        }
+  return metric.empty() ? QString("test quality") : QString::fromStdString(metric);
 }
 
 // Line charts keep their series and axes between fills: each arm's series is found by
@@ -99,9 +138,13 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
   }
+  // Titles on every fill: a live chart is made before the first evaluation says the metric.
+  x->setTitleText(spec.x_title);
+  y->setTitleText(spec.y_title);
   double x_hi = 0.0, y_lo = std::numeric_limits<double>::infinity(), y_hi = 0.0;
   QStringList wanted;
-  auto place = [&](const QString& name, Points pts, const QColor& color, bool dashed) {
+  // An arm's line, or (extra) a reference line: grey, thin, dashed, no points.
+  auto place = [&](const QString& name, Points pts, const QColor& color, Qt::PenStyle style, bool extra) {
     if (spec.log_y) pts.erase(std::remove_if(pts.begin(), pts.end(), [](const QPointF& p) { return !(p.y() > 0); }), pts.end());
     if (pts.isEmpty()) return;
     wanted << name;
@@ -111,13 +154,14 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     if (!s) {
       s = new QLineSeries;
       s->setName(name);
-      QPen pen(color);
-      pen.setWidthF(2.0);
-      if (dashed) pen.setStyle(Qt::DashLine);
-      s->setPen(pen);
       attach(chart, s, x, y);
     }
-    s->setPointsVisible(!dashed && pts.size() <= 60);
+    // Set on every fill: a comparison that gains or loses a run may recolour an arm.
+    QPen pen(color);
+    pen.setWidthF(extra ? 1.5 : 2.0);
+    pen.setStyle(style);
+    s->setPen(pen);
+    s->setPointsVisible(!extra && pts.size() <= 60);
     s->replace(pts);
     for (const QPointF& p : pts) {
       x_hi = std::max(x_hi, p.x());
@@ -125,8 +169,10 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
       y_hi = std::max(y_hi, p.y());
     }
   };
-  for (size_t i = 0; i < arms.size(); ++i) place(label_of(arms[i]), spec.points(arms[i]), arm_color(i), false);
-  for (const auto& [name, pts] : extra) place(name, pts, QColor(120, 120, 120), true);
+  const std::vector<QColor> colors = arm_colors(arms);
+  for (size_t i = 0; i < arms.size(); ++i)
+    place(label_of(arms[i]), spec.points(arms[i]), colors[i], run_pen_style(arms[i].run), false);
+  for (const auto& [name, pts] : extra) place(name, pts, QColor(120, 120, 120), Qt::DashLine, true);
   for (QAbstractSeries* s : chart->series())
     if (!wanted.contains(s->name())) {
       chart->removeSeries(s);
@@ -148,8 +194,7 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     vy->applyNiceNumbers();
     if (spec.y_cap > 0 && vy->max() > spec.y_cap && y_hi <= spec.y_cap) vy->setMax(spec.y_cap);
   }
-  chart->legend()->setVisible(true);
-  chart->legend()->setAlignment(Qt::AlignBottom);
+  show_legend(chart, static_cast<size_t>(wanted.size()));
 }
 
 // The dashed target line of a quality chart, when the arms share one.
@@ -168,7 +213,7 @@ std::vector<std::pair<QString, Points>> target_line(const std::vector<ArmResults
 void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples) {
   LineSpec spec;
   spec.x_title = by_samples ? "training samples" : "wall time (s)";
-  spec.y_title = "test quality (the workload's metric)";
+  spec.y_title = metric_of(arms);
   spec.y_cap = 1.0;
   spec.points = [by_samples](const ArmResults& a) {
     Points pts;
@@ -183,8 +228,10 @@ struct Bars {
   QStringList categories;
   std::vector<QString> sets;
   std::vector<QColor> colors;
+  std::vector<Qt::BrushStyle> patterns;     // per set; empty: solid
   std::vector<std::vector<double>> values;  // per set, per category
   bool stacked = false;
+  bool horizontal = false;  // categories down the left, one per line: long lists stay legible
   bool labels = false;  // values above the bars
   QString y_title;
   bool log_y = false;
@@ -195,11 +242,14 @@ struct Bars {
 // Refreshes a bar chart in place when its categories and sets are unchanged (so a live
 // view does not rebuild its axes twice a second); otherwise rebuilds it.
 void bars(QChart* chart, const Bars& b) {
+  // x: the category axis, y: the value axis, whichever way the bars run.
+  const Qt::Orientation category_side = b.horizontal ? Qt::Vertical : Qt::Horizontal;
+  const Qt::Orientation value_side = b.horizontal ? Qt::Horizontal : Qt::Vertical;
   QAbstractBarSeries* series = nullptr;
   if (chart->series().size() == 1) series = qobject_cast<QAbstractBarSeries*>(chart->series().front());
   QBarCategoryAxis* x = nullptr;
-  if (!chart->axes(Qt::Horizontal).isEmpty()) x = qobject_cast<QBarCategoryAxis*>(chart->axes(Qt::Horizontal).front());
-  QAbstractAxis* y = chart->axes(Qt::Vertical).isEmpty() ? nullptr : chart->axes(Qt::Vertical).front();
+  if (!chart->axes(category_side).isEmpty()) x = qobject_cast<QBarCategoryAxis*>(chart->axes(category_side).front());
+  QAbstractAxis* y = chart->axes(value_side).isEmpty() ? nullptr : chart->axes(value_side).front();
   bool same = series && x && y && x->categories() == b.categories && series->count() == static_cast<int>(b.sets.size()) &&
               (qobject_cast<QLogValueAxis*>(y) != nullptr) == b.log_y;
   for (int i = 0; same && i < series->count(); ++i) same = series->barSets()[i]->label() == b.sets[i];
@@ -228,7 +278,8 @@ void bars(QChart* chart, const Bars& b) {
     y = nullptr;
   }
   x->setCategories(b.categories);
-  x->setLabelsAngle(b.categories.size() > 6 ? -30 : 0);
+  // Upright labels: a slanted one is cut at its category's width all the same.
+  x->setLabelsAngle(0);
   if (!y) {
     if (b.log_y) {
       auto* ly = new QLogValueAxis;
@@ -247,11 +298,17 @@ void bars(QChart* chart, const Bars& b) {
     vy->setRange(b.y_lo, b.y_hi);
     vy->applyNiceNumbers();
   }
-  QAbstractBarSeries* fresh = b.stacked ? static_cast<QAbstractBarSeries*>(new QStackedBarSeries)
-                                        : static_cast<QAbstractBarSeries*>(new QBarSeries);
+  QAbstractBarSeries* fresh = nullptr;
+  if (b.horizontal)
+    fresh = b.stacked ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
+                      : static_cast<QAbstractBarSeries*>(new QHorizontalBarSeries);
+  else
+    fresh = b.stacked ? static_cast<QAbstractBarSeries*>(new QStackedBarSeries)
+                      : static_cast<QAbstractBarSeries*>(new QBarSeries);
   for (size_t i = 0; i < b.sets.size(); ++i) {
     auto* set = new QBarSet(b.sets[i]);
-    set->setColor(b.colors[i]);
+    set->setBrush(QBrush(b.colors[i], i < b.patterns.size() ? b.patterns[i] : Qt::SolidPattern));
+    set->setBorderColor(b.colors[i]);
     set->setLabelColor(Qt::black);  // the default white vanishes above a bar
     for (double v : b.values[i]) *set << v;
     fresh->append(set);
@@ -261,33 +318,49 @@ void bars(QChart* chart, const Bars& b) {
     fresh->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
     fresh->setLabelsFormat("@value");
   }
-  attach(chart, fresh, x, y);
+  if (b.horizontal)
+    attach(chart, fresh, y, x);
+  else
+    attach(chart, fresh, x, y);
   chart->legend()->setVisible(b.sets.size() > 1);
-  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->legend()->setMarkerShape(QLegend::MarkerShapeRectangle);
+  place_legend(chart, b.sets.size());
 }
 
+// A run's bars: the first run's solid, the next ones' hatched.
+Qt::BrushStyle run_pattern(int run) {
+  static const Qt::BrushStyle kPatterns[] = {Qt::SolidPattern, Qt::BDiagPattern, Qt::Dense4Pattern, Qt::CrossPattern};
+  return kPatterns[static_cast<size_t>(std::max(run, 0)) % 4];
+}
+
+// One bar per arm in the arm's colour (a stacked set per arm, zero under the others'
+// categories), its value in its category label.
 void throughput(QChart* chart, const std::vector<ArmResults>& arms) {
   Bars b;
-  b.sets = {"samples/s"};
-  b.colors = {arm_color(0)};
-  b.values = {{}};
-  b.labels = true;
-  b.y_title = "training samples per second";
+  b.stacked = true;
+  b.y_title = "samples/s";
+  const std::vector<QColor> colors = arm_colors(arms);
   double top = 1.0;
-  for (const ArmResults& a : arms) {
-    const double v = std::round(samples_per_second(a));
-    b.categories << label_of(a);
-    b.values[0].push_back(v);
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const double v = std::round(samples_per_second(arms[i]));
+    b.categories << category_label(arms[i]) + (v > 0 ? "<br>" + QString::number(v, 'f', 0) + "/s" : QString());
+    b.sets.push_back(label_of(arms[i]));
+    b.colors.push_back(colors[i]);
+    b.patterns.push_back(run_pattern(arms[i].run));
+    std::vector<double> column(arms.size(), 0.0);
+    column[i] = v;
+    b.values.push_back(std::move(column));
     top = std::max(top, v);
   }
-  b.y_hi = top * 1.15;
+  b.y_hi = top * 1.1;
   bars(chart, b);
 }
 
 void memory(QChart* chart, const std::vector<ArmResults>& arms) {
   Bars b;
   b.stacked = true;
-  b.y_title = "peak tracked MiB per process (training)";
+  b.horizontal = true;
+  b.y_title = "MiB per process";
   b.y_format = "%.1f";
   std::vector<std::string> tags;
   std::vector<std::vector<double>> rows;  // per category, per tag (MiB)
@@ -295,8 +368,8 @@ void memory(QChart* chart, const std::vector<ArmResults>& arms) {
   for (const ArmResults& a : arms)
     for (const ProcessMemory& p : process_memory(a)) {
       QString category = label_of(a);
-      if (!p.kind.empty()) category += QString("<br>%1").arg(QString::fromStdString(p.kind));
-      if (p.gpu) category += "<br>(GPU)";
+      if (!p.kind.empty()) category += QString(" · %1").arg(QString::fromStdString(p.kind));
+      if (p.gpu) category += " (GPU)";
       b.categories << category;
       std::vector<double> row;
       double sum = 0.0;
@@ -311,6 +384,10 @@ void memory(QChart* chart, const std::vector<ArmResults>& arms) {
       rows.push_back(row);
       top = std::max(top, sum);
     }
+  // Horizontal bars list their first category at the bottom: reversed, the arms read
+  // top down in order.
+  std::reverse(b.categories.begin(), b.categories.end());
+  std::reverse(rows.begin(), rows.end());
   for (size_t t = 0; t < tags.size(); ++t) {
     b.sets.push_back(QString::fromStdString(tags[t]));
     b.colors.push_back(arm_color(t + 3));
@@ -327,14 +404,14 @@ void communication(QChart* chart, const std::vector<ArmResults>& arms) {
   b.sets = {"bytes per process per epoch"};
   b.colors = {arm_color(1)};
   b.values = {{}};
-  b.y_title = "bytes per process per epoch";
+  b.y_title = "bytes / process / epoch";
   b.log_y = true;
   b.y_format = "%.0e";
   double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
   std::vector<double> values;
   for (const ArmResults& a : arms) {
     const double v = bytes_per_process_per_epoch(a);
-    b.categories << label_of(a) + "<br>" + (v > 0 ? QString::fromStdString(analysis::format_bytes(v)) : QString("none"));
+    b.categories << category_label(a) + "<br>" + (v > 0 ? QString::fromStdString(analysis::format_bytes(v)) : QString("none"));
     values.push_back(v);
     if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
   }
@@ -350,7 +427,7 @@ void communication(QChart* chart, const std::vector<ArmResults>& arms) {
 void cumulative(QChart* chart, const std::vector<ArmResults>& arms) {
   LineSpec spec;
   spec.x_title = "wall time (s)";
-  spec.y_title = "bytes moved (every message once)";
+  spec.y_title = "bytes";
   spec.log_y = true;
   spec.y_format = "%.0e";
   spec.points = [](const ArmResults& a) {
@@ -359,6 +436,25 @@ void cumulative(QChart* chart, const std::vector<ArmResults>& arms) {
     return pts;
   };
   lines(chart, arms, spec);
+}
+
+// "s per epoch", saying so when the arms' epochs hold different numbers of samples (runs
+// of a comparison on different fractions of the data): their times per epoch do not
+// compare without it.
+QString epoch_axis_title(const std::vector<ArmResults>& arms) {
+  std::vector<double> sizes;
+  for (const ArmResults& a : arms) {
+    const double epochs = number(a.summary, "epochs"), samples = number(a.summary, "samples");
+    if (!(epochs > 0) || !(samples > 0)) continue;
+    const double size = std::round(samples / epochs);
+    if (std::none_of(sizes.begin(), sizes.end(), [&](double s) { return std::abs(s - size) <= 0.01 * size; }))
+      sizes.push_back(size);
+  }
+  if (sizes.size() < 2) return "s per epoch";
+  std::sort(sizes.begin(), sizes.end());
+  QStringList text;
+  for (double s : sizes) text << QString::number(s, 'f', 0);
+  return "s per epoch (epochs differ: " + text.join(", ") + " samples)";
 }
 
 void projection(QChart* chart, const std::vector<ArmResults>& arms) {
@@ -375,8 +471,8 @@ void projection(QChart* chart, const std::vector<ArmResults>& arms) {
     x->append("loopback", 0.0);
     for (size_t i = 0; i < links.size(); ++i) x->append(QString::fromStdString(links[i]), static_cast<double>(i + 1));
     x->setRange(-0.4, static_cast<double>(links.size()) + 0.4);
-    x->setTitleText("link (dashed: projected from this run; markers: measured on the link the arm ran on)");
-    y = log_axis("seconds per epoch", 1.0, 10.0, "%g");
+    x->setTitleText("link (lines: projected from the run; markers: measured on the link the arm ran on)");
+    y = log_axis("s per epoch", 1.0, 10.0, "%g");
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
   }
@@ -386,14 +482,15 @@ void projection(QChart* chart, const std::vector<ArmResults>& arms) {
     QScatterSeries* measured;
   };
   std::vector<Pending> pending;
+  const std::vector<QColor> colors = arm_colors(arms);
   for (size_t i = 0; i < arms.size(); ++i) {
     const ArmProjection p = project_arm(arms[i]);
     if (!p.unavailable.empty()) continue;
     auto* line = new QLineSeries;
     line->setName(QString::fromStdString(p.arm));
-    QPen pen(arm_color(i));
+    QPen pen(colors[i]);
     pen.setWidthF(2.0);
-    pen.setStyle(Qt::DashLine);
+    pen.setStyle(run_pen_style(arms[i].run));
     line->setPen(pen);
     line->setPointsVisible(true);
     for (size_t l = 0; l < p.links.size(); ++l) {
@@ -404,7 +501,7 @@ void projection(QChart* chart, const std::vector<ArmResults>& arms) {
     }
     auto* measured = new QScatterSeries;
     measured->setName(QString::fromStdString(p.arm) + " (measured)");
-    measured->setColor(arm_color(i));
+    measured->setColor(colors[i]);
     measured->setBorderColor(Qt::black);
     measured->setMarkerSize(11.0);
     const auto at = std::find(links.begin(), links.end(), p.measured_link);
@@ -417,13 +514,13 @@ void projection(QChart* chart, const std::vector<ArmResults>& arms) {
   }
   if (!std::isfinite(lo) || !(hi > 0)) lo = 1.0, hi = 10.0;
   y->setRange(std::pow(10.0, std::floor(std::log10(lo))), std::pow(10.0, std::ceil(std::log10(hi * 1.0001))));
+  y->setTitleText(epoch_axis_title(arms));
   for (const Pending& p : pending) {
     attach(chart, p.line, x, y);
     attach(chart, p.measured, x, y);
     hide_from_legend(chart, p.measured);
   }
-  chart->legend()->setVisible(true);
-  chart->legend()->setAlignment(Qt::AlignBottom);
+  show_legend(chart, pending.size());
 }
 
 }  // namespace
@@ -465,6 +562,22 @@ void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& ar
     case ChartKind::cumulative_bytes: return cumulative(chart, arms);
     case ChartKind::projection: return projection(chart, arms);
   }
+}
+
+std::vector<QColor> arm_colors(const std::vector<ArmResults>& arms) {
+  std::vector<std::string> names;
+  std::vector<QColor> out;
+  for (const ArmResults& a : arms) {
+    auto it = std::find(names.begin(), names.end(), a.name);
+    if (it == names.end()) it = names.insert(names.end(), a.name);
+    out.push_back(arm_color(static_cast<size_t>(it - names.begin())));
+  }
+  return out;
+}
+
+Qt::PenStyle run_pen_style(int run) {
+  static const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
+  return kStyles[static_cast<size_t>(std::max(run, 0)) % 4];
 }
 
 QColor arm_color(size_t index) {

@@ -43,4 +43,11 @@ void fill_chart(QChart* chart, ChartKind kind, const std::vector<analysis::ArmRe
 // The colour of the i-th arm, the same in every chart.
 QColor arm_color(size_t index);
 
+// Each arm's colour, by name: an arm name has one colour in every chart, whichever runs
+// it comes from (the i-th distinct name in `arms` gets arm_color(i)).
+std::vector<QColor> arm_colors(const std::vector<analysis::ArmResults>& arms);
+
+// How a run's lines are drawn: the first run solid, the next dashed, then dotted, …
+Qt::PenStyle run_pen_style(int run);
+
 }  // namespace quartet::gui

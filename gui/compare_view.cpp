@@ -34,8 +34,11 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   lv->setContentsMargins(0, 0, 0, 0);
   tree_ = new QTreeWidget(left);
   tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status")});
-  tree_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  tree_->header()->setStretchLastSection(true);
+  // Regime and status always whole; the names take what is left.
+  tree_->header()->setStretchLastSection(false);
+  tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  tree_->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
   tree_->setToolTip(tr("Tick the arms to compare"));
   lv->addWidget(tree_, 1);
   auto* buttons = new QHBoxLayout;
@@ -83,7 +86,6 @@ std::optional<QString> CompareView::add_run(const QString& dir) {
 void CompareView::add_run(RunResults run) {
   updating_ = true;
   auto* top = new QTreeWidgetItem(tree_, {QString(), QString(), QString::fromStdString(run.status)});
-  top->setToolTip(0, QString::fromStdString(run.dir.string()));
   for (const ArmResults& a : run.arms) {
     auto* item = new QTreeWidgetItem(top, {QString::fromStdString(a.name), QString::fromStdString(a.regime),
                                            QString::fromStdString(a.status)});
@@ -99,9 +101,11 @@ void CompareView::add_run(RunResults run) {
 
 void CompareView::relabel() {
   for (size_t r = 0; r < runs_.size(); ++r)
-    if (QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(r)))
-      top->setText(0, QString::fromStdString(run_letter(r) + "  " + runs_[r].name + "  (" +
-                                             runs_[r].dir.filename().string() + ")"));
+    if (QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(r))) {
+      // The folder's name (results/<name>-<time> by default) tells runs of one experiment apart.
+      top->setText(0, QString::fromStdString(run_letter(r) + "  " + runs_[r].dir.filename().string()));
+      top->setToolTip(0, QString::fromStdString("experiment " + runs_[r].name + " in " + runs_[r].dir.string()));
+    }
 }
 
 void CompareView::remove_selected_run() {
@@ -132,6 +136,7 @@ std::vector<ArmResults> CompareView::picked() const {
         continue;
       ArmResults arm = runs_[r].arms[a];
       if (runs_.size() > 1) arm.label = run_letter(r) + ": " + arm.name;
+      arm.run = static_cast<int>(r);
       out.push_back(std::move(arm));
     }
   }

@@ -71,14 +71,15 @@ QString make_screenshots(MainWindow& w, const QString& spec, const QStringList& 
   if (QString e = grab(w, 1, out.filePath("run-finished.png")); !e.isEmpty()) return e;
   for (const QString& dir : compare_runs)
     if (auto e = w.compare()->add_run(dir)) return *e;
-  // The comparison one chart at a time, large enough to read every arm's name.
+  // The comparison one chart at a time, large enough to read every arm's name: the
+  // quality against samples as compare.png, every chart as compare-<chart>.png.
   QTabWidget* tabs = w.compare()->charts()->tabs();
-  const std::pair<ChartKind, const char*> shots[] = {{ChartKind::quality_samples, "compare.png"},
-                                                     {ChartKind::projection, "compare-projection.png"}};
-  for (const auto& [kind, file] : shots) {
+  for (const ChartInfo& info : chart_kinds()) {
     for (int i = 0; i < tabs->count(); ++i)
-      if (tabs->tabToolTip(i) == QString::fromUtf8(chart_info(kind).title)) tabs->setCurrentIndex(i);
-    if (QString e = grab(w, 2, out.filePath(file)); !e.isEmpty()) return e;
+      if (tabs->tabToolTip(i) == QString::fromUtf8(info.title)) tabs->setCurrentIndex(i);
+    if (QString e = grab(w, 2, out.filePath(QString("compare-%1.png").arg(info.id))); !e.isEmpty()) return e;
+    if (info.kind == ChartKind::quality_samples)
+      if (QString e = grab(w, 2, out.filePath("compare.png")); !e.isEmpty()) return e;
   }
   return {};
 }

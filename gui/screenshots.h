@@ -12,7 +12,7 @@ namespace quartet::gui {
 class MainWindow;
 
 // Writes editor.png, run-live.png, run-finished.png, compare.png (quality against samples)
-// and compare-projection.png into `out_dir`.
+// and compare-<chart id>.png for every chart (chart_kinds()) into `out_dir`.
 // `compare_runs` are run folders shown beside the fresh run. Returns "" or the problem.
 QString make_screenshots(MainWindow& window, const QString& spec, const QStringList& compare_runs,
                          const QString& out_dir);

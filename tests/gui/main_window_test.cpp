@@ -2,6 +2,13 @@
 // the settings, finished runs compared, a corrupt results folder reported, not fatal.
 
 #include <QAction>
+#include <QChartView>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QTabWidget>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -90,6 +97,53 @@ class MainWindowTest : public QObject {
     QVERIFY2(names.contains("B: ddp-2") && !names.contains("B: fedavg-4"), qPrintable(names.join(",")));
     // The run view shows the last folder opened.
     QCOMPARE(w.run_view()->shown().arms.size(), size_t{5});
+  }
+
+  // Two runs of the same arms at the app's default size, as a person sees them: every
+  // chart's legend names the arms, no label is cut short, an arm keeps its colour across
+  // the runs (the runs differ in line style instead).
+  void ComparedRunsAreReadableAtTheDefaultSize() {
+    QTemporaryDir tmp;
+    const fs::path second = gui_test::copy_fixture(tmp.path().toStdString());
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+    QCOMPARE(w.open_results(QString::fromStdString(second.string())), QString());
+    w.show_tab(2);
+    CompareView* c = w.compare();
+    QStringList labels;
+    for (const ArmResults& a : c->picked()) labels << QString::fromStdString(a.label);
+    QTabWidget* tabs = c->charts()->tabs();
+    for (int i = 1; i < tabs->count(); ++i) {
+      tabs->setCurrentIndex(i);
+      auto* view = qobject_cast<QChartView*>(tabs->widget(i));
+      QVERIFY(view);
+      QCoreApplication::processEvents();
+      view->grab();  // lays the chart out as it is drawn
+      const QString tab = tabs->tabText(i);
+      for (QGraphicsItem* item : view->scene()->items()) {
+        QString text;
+        if (auto* t = dynamic_cast<QGraphicsTextItem*>(item)) text = t->toPlainText();
+        if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item)) text = t->text();
+        QVERIFY2(!text.contains("...") && !text.contains(QChar(0x2026)), qPrintable(tab + ": \"" + text + "\""));
+      }
+      QStringList legend;
+      for (QLegendMarker* m : view->chart()->legend()->markers())
+        if (m->isVisible() && !m->label().startsWith("target ")) legend << m->label();
+      if (tab == "Memory" || tab == "Communication") continue;  // tags, or one set of bars
+      for (const QString& entry : legend) QVERIFY2(labels.contains(entry), qPrintable(tab + ": " + entry));
+      if (tab == "Throughput" || tab.startsWith("Quality")) QCOMPARE(legend, labels);
+    }
+    QChart* quality = c->charts()->chart(ChartKind::quality_samples);
+    auto pen_of = [&](const QString& name) {
+      for (QAbstractSeries* s : quality->series())
+        if (s->name() == name) return qobject_cast<QLineSeries*>(s)->pen();
+      return QPen();
+    };
+    QCOMPARE(pen_of("A: ddp-2").color(), pen_of("B: ddp-2").color());
+    QVERIFY(pen_of("A: ddp-2").color() != pen_of("A: single").color());
+    QVERIFY(pen_of("A: ddp-2").style() != pen_of("B: ddp-2").style());
   }
 
   void ACorruptResultsFolderGivesAMessage() {
