@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace quartet::transport {
 
@@ -63,6 +64,12 @@ struct CollectiveTotals {
   int64_t ops = 0;
   int64_t bytes = 0;     // algorithmic bytes sent by this rank
   double seconds = 0.0;  // time spent executing (not queued)
+};
+
+// What one level of a layered group (hierarchical: within hosts, between them) moved.
+struct LevelTotals {
+  std::string name;  // "intra", "inter"
+  CollectiveTotals totals;
 };
 
 struct CollectiveStats {
@@ -109,6 +116,12 @@ class Collectives {
   virtual const char* backend() const = 0;  // "gloo", "nccl"
   // Whether all_reduce and reduce_scatter take Wire::f16.
   virtual bool half_wire() const { return false; }
+  // Bytes this rank sends for one operation whose buffer is `bytes` (S, at the wire's
+  // element size): the ring formulas of algorithmic_bytes() over size() ranks, unless
+  // the backend moves data in another shape.
+  virtual int64_t sent_bytes(CollectiveKind kind, int64_t bytes, Wire wire = Wire::f32) const;
+  // A layered backend's totals per level since it was made; empty for a flat one.
+  virtual std::vector<LevelTotals> levels() const { return {}; }
 
   // data: the same number of floats on every rank; ensures every rank holds the sum
   // (or the mean) of all ranks' data.
@@ -159,11 +172,12 @@ class Collectives {
   struct Task {
     CollectiveKind kind;
     int64_t bytes;  // the buffer's S
+    Wire wire;
     std::function<void()> run;
     std::shared_ptr<detail::WorkState> state;
   };
 
-  Work submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async);
+  Work submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async, Wire wire = Wire::f32);
   void execute(Task& task);
   void worker_loop();
 
