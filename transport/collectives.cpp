@@ -46,6 +46,18 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
   return 0;
 }
 
+int64_t algorithmic_messages(CollectiveKind kind, int ranks) {
+  if (ranks <= 1) return 0;
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2 * (ranks - 1);
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_gather: return ranks - 1;
+    case CollectiveKind::broadcast: return 1;
+    case CollectiveKind::barrier: return 0;
+  }
+  return 0;
+}
+
 void round_to_half(std::span<float> data) {
   for (float& v : data) v = static_cast<float>(static_cast<_Float16>(v));
 }
@@ -100,6 +112,12 @@ CollectiveTotals CollectiveStats::total() const {
     t.seconds += k.seconds;
   }
   return t;
+}
+
+int64_t CollectiveStats::messages(int ranks) const {
+  int64_t m = 0;
+  for (int k = 0; k < kCollectiveKinds; ++k) m += by_kind[k].ops * algorithmic_messages(static_cast<CollectiveKind>(k), ranks);
+  return m;
 }
 
 void Work::wait() const {

@@ -90,9 +90,22 @@ class HierarchicalCollectives final : public Collectives {
            algorithmic_bytes(CollectiveKind::all_reduce, bytes, hosts);
   }
 
+  // Made of the same operations as sent_bytes counts.
+  int64_t sent_messages(CollectiveKind kind) const override {
+    const int local = intra_->size();
+    const int hosts = inter_ ? inter_->size() : 0;
+    if (kind == CollectiveKind::broadcast || kind == CollectiveKind::barrier)
+      return algorithmic_messages(kind, local) + algorithmic_messages(kind, hosts);
+    return algorithmic_messages(CollectiveKind::all_reduce, local) +
+           algorithmic_messages(CollectiveKind::broadcast, local) +
+           algorithmic_messages(CollectiveKind::all_reduce, hosts);
+  }
+
   std::vector<LevelTotals> levels() const override {
-    return {{"intra", intra_->stats().total()},
-            {"inter", inter_ ? inter_->stats().total() : CollectiveTotals{}}};
+    std::vector<LevelTotals> out{{"intra", intra_->stats().total(), intra_->stats().messages(intra_->size())},
+                                 {"inter", {}, 0}};
+    if (inter_) out[1] = {"inter", inter_->stats().total(), inter_->stats().messages(inter_->size())};
+    return out;
   }
 
  protected:

@@ -409,6 +409,11 @@ TEST_F(DataParallel, HierarchicalOverTwoHostsEqualsSingleAndCountsBytesPerLevel)
       EXPECT_EQ(comm["bytes"].get<int64_t>(), s + s + (leader ? s : 0)) << "rank " << rank;
       EXPECT_EQ(comm["transport_bytes"], comm["bytes"]);
       EXPECT_GT(comm["levels"]["intra"]["seconds"].get<double>(), 0.0);
+      // Per bucket: within the host 2(2-1) ring messages and the broadcast; between, 2(2-1).
+      const int64_t buckets = comm["buckets"].get<int64_t>();
+      EXPECT_EQ(comm["levels"]["intra"]["messages"].get<int64_t>(), 3 * buckets);
+      EXPECT_EQ(comm["levels"]["inter"]["messages"].get<int64_t>(), leader ? 2 * buckets : 0);
+      EXPECT_EQ(comm["intra_link"], "nvlink");
     }
   }
   // fp16: the reductions move halves, the leader's broadcast floats.

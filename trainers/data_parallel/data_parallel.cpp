@@ -18,6 +18,7 @@
 #include "trainers/metrics.h"
 #include "transport/gloo_collectives.h"
 #include "transport/hierarchical_collectives.h"
+#include "transport/link.h"
 #include "transport/shm_collectives.h"
 #include "transport/store.h"
 #include "workloads/sampler.h"
@@ -166,12 +167,13 @@ double clip_sharded(Tensor& grad, double max_norm, transport::Collectives& comm,
   return s;
 }
 
-// A layered backend's step per level: {"intra": {"bytes", "seconds"}, "inter": ...}.
+// A layered backend's step per level: {"intra": {"bytes", "messages", "seconds"}, "inter": ...}.
 nlohmann::json level_deltas(const std::vector<transport::LevelTotals>& now,
                             const std::vector<transport::LevelTotals>& before) {
   nlohmann::json out = nlohmann::json::object();
   for (size_t i = 0; i < now.size() && i < before.size(); ++i)
     out[now[i].name] = {{"bytes", now[i].totals.bytes - before[i].totals.bytes},
+                        {"messages", now[i].messages - before[i].messages},
                         {"seconds", now[i].totals.seconds - before[i].totals.seconds}};
   return out;
 }
@@ -290,7 +292,10 @@ class RankHook final : public Reducer {
               {"seconds", step_seconds},
               {"exposed", r.comm_exposed},
               {"busbw", step_seconds > 0.0 ? static_cast<double>(step_bytes) / step_seconds : 0.0}}}};
-    if (!levels_before_.empty()) out["comm"]["levels"] = level_deltas(comm_->levels(), levels_before_);
+    if (!levels_before_.empty()) {
+      out["comm"]["levels"] = level_deltas(comm_->levels(), levels_before_);
+      out["comm"]["intra_link"] = s_.intra_link;
+    }
     return out;
   }
 
@@ -346,7 +351,8 @@ class DataParallel final : public RegimeOf<Settings> {
   std::string_view cost_model() const override {
     return "the ranks run side by side; each rank's bytes and messages are the algorithm's (a ring all-reduce of S "
            "bytes over N ranks is 2(N−1) messages of S/N, one per bucket), so Gloo and NCCL traffic, which no socket "
-           "counts, is projected like the rest.";
+           "counts, is projected like the rest; with backend \"hierarchical\" each level's bytes and messages are "
+           "counted apart, those within a host priced at the arm's intra_link.";
   }
 
  protected:
@@ -410,6 +416,10 @@ const SettingsTable<Settings>& Settings::table() {
           "\"hierarchical\" (CPU: shared memory within each host, Gloo between one leader per host; zero 0) or "
           "\"nccl\" (GPU)")
         .allowed({"gloo", "shm", "hierarchical", "nccl"});
+    t.add(&Settings::intra_link, "intra_link",
+          "the link between the ranks of one host that the report's projection prices backend \"hierarchical\"'s "
+          "intra-host bytes at (transport/link.h presets; its inter-host bytes go on each projected link)")
+        .allowed(transport::link_profile_names());
     t.add(&Settings::bucket_mb, "bucket_mb", "gradient bucket size in MiB (the default is PyTorch DDP's)").above(0.0);
     t.add(&Settings::sync_bn, "sync_bn", "SyncBatchNorm: batch statistics over every rank");
     t.add(&Settings::zero, "zero",

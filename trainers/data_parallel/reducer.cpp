@@ -16,13 +16,7 @@ using transport::CollectiveKind;
 void CommCounters::add(CollectiveKind kind, int64_t buffer_bytes, const transport::Collectives& comm,
                        double op_seconds, transport::Wire wire) {
   bytes += comm.sent_bytes(kind, buffer_bytes, wire);
-  const int ranks = comm.size();
-  if (ranks > 1) {
-    // Ring algorithms: all-reduce 2(N-1) messages of S/N, reduce-scatter and all-gather N-1.
-    if (kind == CollectiveKind::all_reduce) messages += 2 * (ranks - 1);
-    else if (kind == CollectiveKind::reduce_scatter || kind == CollectiveKind::all_gather) messages += ranks - 1;
-    else if (kind == CollectiveKind::broadcast) messages += 1;
-  }
+  messages += comm.sent_messages(kind);
   seconds += op_seconds;
 }
 
