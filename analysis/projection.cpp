@@ -59,7 +59,10 @@ double path_seconds(const std::vector<PathStage>& stages, double bandwidth, doub
   for (const PathStage& s : stages) {
     double slowest = 0.0, slowest_comm = 0.0;
     for (const PathLeg& leg : s.parallel) {
-      const double c = (bandwidth > 0 ? leg.bytes * 8.0 / bandwidth : 0.0) + leg.messages * latency;
+      const double c = (bandwidth > 0 ? leg.bytes * 8.0 / bandwidth : 0.0) + leg.messages * latency +
+                       (leg.intra_bandwidth_bits_per_s > 0 ? leg.intra_bytes * 8.0 / leg.intra_bandwidth_bits_per_s
+                                                           : 0.0) +
+                       leg.intra_messages * leg.intra_latency_s;
       if (leg.compute + c >= slowest) {
         slowest = leg.compute + c;
         slowest_comm = c;
@@ -96,6 +99,8 @@ ArmProjection project_arm(const ArmResults& arm) {
     p.compute_seconds_per_epoch += slowest->compute / p.epochs;
     p.bytes_per_epoch += slowest->bytes / p.epochs;
     p.messages_per_epoch += slowest->messages / p.epochs;
+    p.intra_bytes_per_epoch += slowest->intra_bytes / p.epochs;
+    if (!slowest->intra_link.empty()) p.intra_link = slowest->intra_link;
   }
   auto estimate = [&](const std::string& name) {
     const transport::LinkProfile link = transport::link_profile(name);
@@ -122,6 +127,8 @@ std::vector<std::string> projection_assumptions() {
       "Communication is not overlapped with compute (an upper bound for data_parallel, whose all-reduce overlaps "
       "backward), and every link is dedicated: no contention, no congestion, no protocol overhead beyond the "
       "framing bytes that were counted.",
+      "Hierarchical collectives (data_parallel backend \"hierarchical\"): bytes between the ranks of one host go "
+      "on the arm's intra_link whatever link is projected; only the bytes between hosts go on the projected link.",
       "Measured figures are this run's (its emulated link, or the unshaped loopback); projected figures are "
       "computed, and marked so. The projection onto the link an arm ran on is shown beside its measurement as a "
       "check of the model.",

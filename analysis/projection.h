@@ -33,6 +33,10 @@ struct ArmProjection {
   double compute_seconds_per_epoch = 0.0;   // on the critical path
   double bytes_per_epoch = 0.0;             // on the critical path
   double messages_per_epoch = 0.0;          // on the critical path
+  // Hierarchical collectives: bytes within a host, on the critical path, priced at
+  // intra_link on every projection (bytes_per_epoch is then what crosses between hosts).
+  double intra_bytes_per_epoch = 0.0;
+  std::string intra_link;
   std::optional<LinkEstimate> on_measured_link;  // the projection onto the link it ran on
   std::vector<LinkEstimate> links;          // one per projection_links()
 };

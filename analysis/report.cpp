@@ -144,8 +144,8 @@ std::string arms_table_note() {
 
 Table projection_table(const std::vector<ArmResults>& arms) {
   Table t{{"arm", "critical path", "compute s/epoch", "bytes/epoch on the path", "messages/epoch",
-           "measured s/epoch (link)", "projected s/epoch on that link"},
-          {false, false, true, true, true, true, true},
+           "intra-host bytes/epoch (link)", "measured s/epoch (link)", "projected s/epoch on that link"},
+          {false, false, true, true, true, true, true, true},
           {}};
   for (const std::string& l : projection_links()) {
     t.headers.push_back("projected: " + l);
@@ -164,6 +164,7 @@ Table projection_table(const std::vector<ArmResults>& arms) {
     row.push_back(seconds(p.compute_seconds_per_epoch));
     row.push_back(format_bytes(p.bytes_per_epoch));
     row.push_back(fixed(p.messages_per_epoch, 0));
+    row.push_back(p.intra_link.empty() ? "—" : format_bytes(p.intra_bytes_per_epoch) + " (" + p.intra_link + ")");
     row.push_back(seconds(p.measured_seconds_per_epoch) + " (" + p.measured_link + ")");
     row.push_back(p.on_measured_link ? seconds(p.on_measured_link->seconds_per_epoch) : "—");
     for (const LinkEstimate& e : p.links) row.push_back(seconds(e.seconds_per_epoch));

@@ -25,6 +25,7 @@
 #include "transport/collectives.h"
 #include "transport/coordinator.h"
 #include "transport/gloo_collectives.h"
+#include "transport/hierarchical_collectives.h"
 #include "transport/shm_collectives.h"
 #include "transport/store.h"
 #if QUARTET_WITH_NCCL
@@ -210,6 +211,13 @@ std::unique_ptr<Collectives> make_collectives(const BenchRankOptions& o, transpo
   }
   if (o.backend == "shm")
     return transport::make_shm_collectives(store, o.rank, o.ranks, transport::shm_options_from_environment());
+  if (o.backend == "hierarchical") {
+    transport::GlooOptions go;
+    go.hostname = o.gloo_host;
+    return transport::make_hierarchical_collectives(
+        store, o.rank, o.ranks, transport::host_key_from_environment(o.rank),
+        {transport::shm_options_from_environment(), transport::gloo_options_from_environment(go)});
+  }
 #if QUARTET_WITH_NCCL
   if (o.backend == "nccl") return transport::make_nccl_collectives(store, o.rank, o.ranks);
 #endif
@@ -256,7 +264,16 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
     throw InputError("--dtype: expected fp32 or fp16, got " + options.dtype);
   if (options.dtype == "fp16" && options.backend == "nccl")
     throw InputError("--dtype fp16: backend nccl has no fp16 wire here (gloo and shm have)");
+  if (options.hierarchical && options.backend != "gloo")
+    throw InputError("--hierarchical: it runs shm within a host and gloo between hosts; drop --backend " +
+                     options.backend);
+  if (options.hosts != 0 && !options.hierarchical)
+    throw InputError("--hosts: simulated hosts are for --hierarchical; add it, or drop --hosts");
+  if (options.hosts < 0 || options.hosts > options.ranks)
+    throw InputError("--hosts: expected 1 to --ranks (" + std::to_string(options.ranks) + "), got " +
+                     std::to_string(options.hosts));
   parse_byte_sizes(options.sizes);  // refuse bad input before any process starts
+  const std::string backend = options.hierarchical ? "hierarchical" : options.backend;
 
   std::string vanished_why;
   std::mutex why_mutex;
@@ -277,12 +294,13 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
   try {
     for (int r = 0; r < options.ranks; ++r) {
       SpawnOptions so;
-      so.args = {kBenchCollectivesRankCommand, "--coordinator", coordinator.address(), "--backend", options.backend,
+      so.args = {kBenchCollectivesRankCommand, "--coordinator", coordinator.address(), "--backend", backend,
                  "--rank", std::to_string(r), "--ranks", std::to_string(options.ranks), "--sizes", options.sizes,
                  "--dtype", options.dtype,
                  "--iters", std::to_string(options.iters), "--warmup", std::to_string(options.warmup),
                  "--gloo-host", options.host};
       so.env = {{"QUARTET_TOKEN", coordinator.token()}};
+      if (options.hosts > 0) so.env["QUARTET_SIMULATED_HOSTS"] = std::to_string(options.hosts);
       ranks[r].pid = spawn_process(exe, so);
     }
   } catch (...) {
@@ -306,6 +324,81 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
   return 0;
 }
 
+namespace {
+
+// One size's timed all-reduces on one rank: the mean seconds per all-reduce, the wrong
+// elements, and per level (a hierarchical backend) the bytes and seconds they took.
+struct Timed {
+  double seconds = 0.0;
+  int64_t wrong = 0;
+  std::vector<transport::CollectiveTotals> levels;
+};
+
+Timed time_all_reduce(Collectives& c, BenchBuffer& buffer, const std::vector<Block>& blocks, transport::Wire wire,
+                      const BenchRankOptions& o) {
+  // Warm-up on zeros: the values do not matter, only the connections and caches.
+  std::fill(buffer.host().begin(), buffer.host().end(), 0.0f);
+  buffer.upload();
+  for (int i = 0; i < o.warmup; ++i) c.all_reduce(buffer.data(), transport::ReduceOp::sum, wire);
+  Timed t;
+  t.levels.resize(c.levels().size());
+  for (const Block& b : blocks) {
+    fill_block(buffer.host(), c.rank(), b);
+    buffer.upload();
+    c.barrier();
+    const std::vector<transport::LevelTotals> before = c.levels();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < b.length; ++i) c.all_reduce(buffer.data(), transport::ReduceOp::sum, wire);
+    t.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::vector<transport::LevelTotals> after = c.levels();
+    for (size_t l = 0; l < after.size(); ++l) {
+      t.levels[l].bytes += after[l].totals.bytes - before[l].totals.bytes;
+      t.levels[l].seconds += after[l].totals.seconds - before[l].totals.seconds;
+    }
+    buffer.download();
+    t.wrong += count_wrong(buffer.host(), c.size(), b, wire);
+  }
+  t.seconds /= o.iters;
+  return t;
+}
+
+// On rank 0: the slowest rank's mean seconds, and the wrong elements over all ranks.
+std::pair<double, int64_t> gather_timing(Collectives& c, const Timed& t) {
+  std::vector<float> mine{static_cast<float>(t.seconds), static_cast<float>(t.wrong)};
+  std::vector<float> all(2 * static_cast<size_t>(c.size()));
+  c.all_gather(mine, all);
+  double slowest = 0.0;
+  int64_t wrong = 0;
+  for (int r = 0; r < c.size(); ++r) {
+    slowest = std::max(slowest, static_cast<double>(all[2 * r]));
+    wrong += static_cast<int64_t>(all[2 * r + 1]);
+  }
+  return {slowest, wrong};
+}
+
+double gbps(int64_t bytes, double seconds) { return seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0; }
+
+void print_header(const Collectives& c, const BenchRankOptions& o, transport::Wire wire, bool levels) {
+  const int n = c.size();
+  std::printf("# quartet bench-collectives: all_reduce (%s sum, in place), backend %s, %d rank%s, %s\n",
+              wire == transport::Wire::f16 ? "float32 buffers, fp16 wire," : "float32", c.backend(), n,
+              n == 1 ? "" : "s", o.gloo_host.c_str());
+  std::printf("# %d timed iterations per size after %d warm-up; time: the slowest rank's mean; "
+              "busbw = algbw * 2(N-1)/N; every element of every block of iterations checked\n",
+              o.iters, o.warmup);
+  if (levels)
+    std::printf("# per level, rank 0 (a host's leader): intra = shm all-reduce + broadcast within its host, inter = "
+                "gloo ring between the hosts' leaders, busbw = that level's bytes / its seconds; flat: gloo over "
+                "every rank\n");
+  std::printf("#\n# %12s %12s %6s %6s %12s %12s %12s", "size(B)", "count", "type", "redop", "time(us)", "algbw(GB/s)",
+              "busbw(GB/s)");
+  if (levels) std::printf(" %12s %12s %12s", "intra(GB/s)", "inter(GB/s)", "flat(GB/s)");
+  std::printf(" %6s\n", "check");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 int bench_collectives_rank_main(const BenchRankOptions& o) {
   const std::vector<int64_t> sizes = parse_byte_sizes(o.sizes);
   const auto [host, port] = transport::parse_host_port(o.coordinator);
@@ -318,63 +411,47 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
   transport::CoordinatorClient client(co);
   transport::CoordinatorStore store(client, std::string(kArm) + "/" + o.backend + "/");
   std::unique_ptr<Collectives> c = make_collectives(o, store);
+  // --hierarchical: flat gloo over the same ranks, for comparison.
+  std::unique_ptr<Collectives> flat;
+  if (o.backend == "hierarchical") {
+    transport::CoordinatorStore flat_store(client, std::string(kArm) + "/flat/");
+    BenchRankOptions fo = o;
+    fo.backend = "gloo";
+    flat = make_collectives(fo, flat_store);
+  }
   const int n = c->size();
   const transport::Wire wire = o.dtype == "fp16" ? transport::Wire::f16 : transport::Wire::f32;
   const int64_t element = transport::wire_element_bytes(wire);
   const char* type = wire == transport::Wire::f16 ? "half" : "float";
   const std::vector<Block> blocks = plan_blocks(o.iters, n, wire == transport::Wire::f16 ? 14 : 100);
 
-  if (c->rank() == 0) {
-    std::printf("# quartet bench-collectives: all_reduce (%s sum, in place), backend %s, %d rank%s, %s\n",
-                wire == transport::Wire::f16 ? "float32 buffers, fp16 wire," : "float32", c->backend(), n,
-                n == 1 ? "" : "s", o.gloo_host.c_str());
-    std::printf("# %d timed iterations per size after %d warm-up; time: the slowest rank's mean; "
-                "busbw = algbw * 2(N-1)/N; every element of every block of iterations checked\n#\n",
-                o.iters, o.warmup);
-    std::printf("# %12s %12s %6s %6s %12s %12s %12s %6s\n", "size(B)", "count", "type", "redop", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "check");
-    std::fflush(stdout);
-  }
+  if (c->rank() == 0) print_header(*c, o, wire, flat != nullptr);
   bool all_ok = true;
   double busbw_sum = 0.0;
   for (const int64_t bytes : sizes) {
     const size_t count = static_cast<size_t>(bytes / element);
     BenchBuffer buffer(o.backend, count);
-    // Warm-up on zeros: the values do not matter, only the connections and caches.
-    std::fill(buffer.host().begin(), buffer.host().end(), 0.0f);
-    buffer.upload();
-    for (int i = 0; i < o.warmup; ++i) c->all_reduce(buffer.data(), transport::ReduceOp::sum, wire);
-
-    double seconds = 0.0;
-    int64_t wrong = 0;
-    for (const Block& b : blocks) {
-      fill_block(buffer.host(), c->rank(), b);
-      buffer.upload();
-      c->barrier();
-      const auto t0 = Clock::now();
-      for (int i = 0; i < b.length; ++i) c->all_reduce(buffer.data(), transport::ReduceOp::sum, wire);
-      seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      buffer.download();
-      wrong += count_wrong(buffer.host(), n, b, wire);
+    const Timed mine = time_all_reduce(*c, buffer, blocks, wire, o);
+    auto [t, total_wrong] = gather_timing(*c, mine);
+    double flat_busbw = 0.0;
+    if (flat) {
+      const Timed flat_mine = time_all_reduce(*flat, buffer, blocks, wire, o);
+      const auto [flat_t, flat_wrong] = gather_timing(*flat, flat_mine);
+      total_wrong += flat_wrong;
+      flat_busbw = gbps(bytes, flat_t) * transport::bus_bandwidth_factor(transport::CollectiveKind::all_reduce, n);
     }
-    // Rank 0 learns every rank's mean time and wrong count.
-    std::vector<float> mine{static_cast<float>(seconds / o.iters), static_cast<float>(wrong)};
-    std::vector<float> all(2 * static_cast<size_t>(n));
-    c->all_gather(mine, all);
     if (c->rank() == 0) {
-      double t = 0.0;
-      int64_t total_wrong = 0;
-      for (int r = 0; r < n; ++r) {
-        t = std::max(t, static_cast<double>(all[2 * r]));
-        total_wrong += static_cast<int64_t>(all[2 * r + 1]);
-      }
-      const double algbw = static_cast<double>(bytes) / t / 1e9;
+      const double algbw = gbps(bytes, t);
       const double busbw = algbw * transport::bus_bandwidth_factor(transport::CollectiveKind::all_reduce, n);
       busbw_sum += busbw;
       const bool ok = total_wrong == 0;
       all_ok = all_ok && ok;
-      std::printf("  %12lld %12zu %6s %6s %12.1f %12.3f %12.3f %6s\n", static_cast<long long>(bytes), count, type,
-                  "sum", t * 1e6, algbw, busbw, ok ? "ok" : "FAIL");
+      std::printf("  %12lld %12zu %6s %6s %12.1f %12.3f %12.3f", static_cast<long long>(bytes), count, type, "sum",
+                  t * 1e6, algbw, busbw);
+      if (flat)
+        std::printf(" %12.3f %12.3f %12.3f", gbps(mine.levels[0].bytes, mine.levels[0].seconds),
+                    gbps(mine.levels[1].bytes, mine.levels[1].seconds), flat_busbw);
+      std::printf(" %6s\n", ok ? "ok" : "FAIL");
       if (!ok) std::printf("#   %lld wrong elements over all ranks\n", static_cast<long long>(total_wrong));
       std::fflush(stdout);
     }
@@ -386,6 +463,8 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
   }
   // Everyone has printed or checked before anyone tears the group down.
   c->barrier();
+  if (flat) flat->barrier();
+  flat.reset();
   c.reset();
   client.leave();
   return all_ok ? 0 : 1;
@@ -399,6 +478,11 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
                                  "(nccl-tests' columns, every result checked)");
   out.bench->add_option("--backend", bench.backend, "gloo (CPU, TCP), shm (CPU, shared memory) or nccl (GPU)")
       ->check(CLI::IsMember({"gloo", "shm", "nccl"}));
+  out.bench->add_flag("--hierarchical", bench.hierarchical,
+                      "the hierarchical all-reduce (shm within a host, gloo between hosts), busbw per level beside "
+                      "flat gloo's");
+  out.bench->add_option("--hosts", bench.hosts, "with --hierarchical: spread the ranks over this many simulated hosts")
+      ->check(CLI::PositiveNumber);
   out.bench->add_option("--ranks", bench.ranks, "rank processes")->check(CLI::PositiveNumber);
   out.bench->add_option("--sizes", bench.sizes, "buffer sizes in bytes, comma-separated (K, M, G = 1024^n)");
   out.bench->add_option("--dtype", bench.dtype, "what travels: fp32, or fp16 (float buffers sent as halves; gloo, shm)")

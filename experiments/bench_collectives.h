@@ -7,6 +7,9 @@
 // and whether every element of the results was right. With --dtype fp16 the buffers
 // stay float but travel as halves (Wire::f16): a size is bytes on the wire, so a size
 // holds twice the elements of fp32's, as nccl-tests counts its half type.
+// --hierarchical: the hierarchical all-reduce (shared memory within a host, Gloo between
+// one leader per host), with rank 0's busbw per level beside a flat Gloo all-reduce's on
+// the same ranks; --hosts H simulates H hosts on this machine (rank r on host r % H).
 
 #include <cstdint>
 #include <string>
@@ -21,7 +24,9 @@ namespace quartet::experiments {
 inline constexpr const char* kBenchCollectivesRankCommand = "bench-collectives-rank";
 
 struct BenchCollectivesOptions {
-  std::string backend = "gloo";         // gloo or nccl
+  std::string backend = "gloo";         // gloo, shm or nccl
+  bool hierarchical = false;            // backend "hierarchical", compared with flat gloo
+  int hosts = 0;                        // simulated hosts (--hierarchical); 0: the real ones
   int ranks = 2;
   std::string sizes = "1M,16M,64M";     // bytes; K, M, G are powers of 1024
   std::string dtype = "fp32";           // what travels: fp32, or fp16 (Wire::f16; gloo, shm)
@@ -34,7 +39,7 @@ struct BenchCollectivesOptions {
 // One rank, as spawned by bench_collectives_main (QUARTET_TOKEN in the environment).
 struct BenchRankOptions {
   std::string coordinator;  // HOST:PORT
-  std::string backend = "gloo";
+  std::string backend = "gloo";  // or "hierarchical"
   int rank = 0;
   int ranks = 2;
   std::string sizes = "1M,16M,64M";

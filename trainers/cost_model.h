@@ -13,11 +13,18 @@
 
 namespace quartet::trainers {
 
-// One sequential piece of the critical path: compute, then messages of `bytes` in all.
+// One sequential piece of the critical path: compute, then messages of `bytes` in all
+// on the link projected onto, and `intra_bytes` in `intra_messages` on a link of its
+// own between ranks of one host (hierarchical collectives), whatever link is projected.
 struct PathLeg {
   double compute = 0.0;  // seconds
   double bytes = 0.0;
   double messages = 0.0;
+  double intra_bytes = 0.0;
+  double intra_messages = 0.0;
+  double intra_bandwidth_bits_per_s = 0.0;  // 0: unshaped (free)
+  double intra_latency_s = 0.0;
+  std::string intra_link{};  // its preset's name; empty when there are no intra-host bytes
 };
 
 // Legs that run side by side (ranks, a round's clients): the slowest decides.

@@ -46,6 +46,18 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
   return 0;
 }
 
+int64_t algorithmic_messages(CollectiveKind kind, int ranks) {
+  if (ranks <= 1) return 0;
+  switch (kind) {
+    case CollectiveKind::all_reduce: return 2 * (ranks - 1);
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_gather: return ranks - 1;
+    case CollectiveKind::broadcast: return 1;
+    case CollectiveKind::barrier: return 0;
+  }
+  return 0;
+}
+
 void round_to_half(std::span<float> data) {
   for (float& v : data) v = static_cast<float>(static_cast<_Float16>(v));
 }
@@ -102,6 +114,12 @@ CollectiveTotals CollectiveStats::total() const {
   return t;
 }
 
+int64_t CollectiveStats::messages(int ranks) const {
+  int64_t m = 0;
+  for (int k = 0; k < kCollectiveKinds; ++k) m += by_kind[k].ops * algorithmic_messages(static_cast<CollectiveKind>(k), ranks);
+  return m;
+}
+
 void Work::wait() const {
   if (!state_) return;
   std::unique_lock lock(state_->mutex);
@@ -147,7 +165,7 @@ void Collectives::execute(Task& task) {
     if (!error) {
       CollectiveTotals& t = stats_.by_kind[static_cast<int>(task.kind)];
       t.ops += 1;
-      t.bytes += algorithmic_bytes(task.kind, task.bytes, size());
+      t.bytes += sent_bytes(task.kind, task.bytes, task.wire);
       t.seconds += seconds;
     }
   }
@@ -177,8 +195,12 @@ void Collectives::worker_loop() {
   }
 }
 
-Work Collectives::submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async) {
-  Task task{kind, bytes, std::move(run), std::make_shared<detail::WorkState>()};
+int64_t Collectives::sent_bytes(CollectiveKind kind, int64_t bytes, Wire) const {
+  return algorithmic_bytes(kind, bytes, size());
+}
+
+Work Collectives::submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async, Wire wire) {
+  Task task{kind, bytes, wire, std::move(run), std::make_shared<detail::WorkState>()};
   Work work(task.state);
   std::unique_lock lock(mutex_);
   if (stopping_) throw std::logic_error("collectives: an operation was issued after the group was shut down");
@@ -222,14 +244,15 @@ Work Collectives::all_reduce_async(std::span<float> data, ReduceOp op, Wire wire
   check_wire(wire, *this);
   return submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
                 [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); },
-                true);
+                true, wire);
 }
 
 void Collectives::all_reduce(std::span<float> data, ReduceOp op, Wire wire) {
   check_not_empty(data.size(), "all_reduce");
   check_wire(wire, *this);
   submit(CollectiveKind::all_reduce, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
-         [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); }, false);
+         [this, data, op, wire] { wire == Wire::f16 ? run_all_reduce_half(data, op) : run_all_reduce(data, op); },
+         false, wire);
 }
 
 void Collectives::run_all_reduce_half(std::span<float>, ReduceOp) {
@@ -271,7 +294,7 @@ Work Collectives::reduce_scatter_async(std::span<float> data, ReduceOp op, Wire 
   return submit(
       CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
       [this, data, op, wire] { wire == Wire::f16 ? run_reduce_scatter_half(data, op) : run_reduce_scatter(data, op); },
-      true);
+      true, wire);
 }
 
 void Collectives::reduce_scatter(std::span<float> data, ReduceOp op, Wire wire) {
@@ -280,7 +303,7 @@ void Collectives::reduce_scatter(std::span<float> data, ReduceOp op, Wire wire) 
   submit(
       CollectiveKind::reduce_scatter, static_cast<int64_t>(data.size()) * wire_element_bytes(wire),
       [this, data, op, wire] { wire == Wire::f16 ? run_reduce_scatter_half(data, op) : run_reduce_scatter(data, op); },
-      false);
+      false, wire);
 }
 
 Work Collectives::all_gather_async(std::span<const float> input, std::span<float> output) {

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace quartet::transport {
 
@@ -56,6 +57,9 @@ const char* collective_kind_name(CollectiveKind kind);
 // ring all-reduce 2(N-1)/N * S; reduce-scatter and all-gather (N-1)/N * S, S being the
 // whole (unscattered, gathered) buffer; broadcast S; barrier 0. One rank moves nothing.
 int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks);
+// Messages one rank sends for one operation over `ranks` (N), as the ring algorithms do:
+// all-reduce 2(N-1), reduce-scatter and all-gather N-1, broadcast 1, barrier 0.
+int64_t algorithmic_messages(CollectiveKind kind, int ranks);
 // busbw = algbw * this factor (nccl-tests): 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 0.
 double bus_bandwidth_factor(CollectiveKind kind, int ranks);
 
@@ -65,10 +69,19 @@ struct CollectiveTotals {
   double seconds = 0.0;  // time spent executing (not queued)
 };
 
+// What one level of a layered group (hierarchical: within hosts, between them) moved.
+struct LevelTotals {
+  std::string name;  // "intra", "inter"
+  CollectiveTotals totals;
+  int64_t messages = 0;  // algorithmic, as sent_messages() counts them
+};
+
 struct CollectiveStats {
   std::array<CollectiveTotals, kCollectiveKinds> by_kind{};
   const CollectiveTotals& operator[](CollectiveKind kind) const { return by_kind[static_cast<int>(kind)]; }
   CollectiveTotals total() const;
+  // Σ over kinds of ops × algorithmic_messages(kind, ranks).
+  int64_t messages(int ranks) const;
 };
 
 namespace detail {
@@ -109,6 +122,15 @@ class Collectives {
   virtual const char* backend() const = 0;  // "gloo", "nccl"
   // Whether all_reduce and reduce_scatter take Wire::f16.
   virtual bool half_wire() const { return false; }
+  // Bytes this rank sends for one operation whose buffer is `bytes` (S, at the wire's
+  // element size): the ring formulas of algorithmic_bytes() over size() ranks, unless
+  // the backend moves data in another shape.
+  virtual int64_t sent_bytes(CollectiveKind kind, int64_t bytes, Wire wire = Wire::f32) const;
+  // Messages this rank sends for one operation: algorithmic_messages() over size() ranks
+  // unless the backend moves data in another shape.
+  virtual int64_t sent_messages(CollectiveKind kind) const { return algorithmic_messages(kind, size()); }
+  // A layered backend's totals per level since it was made; empty for a flat one.
+  virtual std::vector<LevelTotals> levels() const { return {}; }
 
   // data: the same number of floats on every rank; ensures every rank holds the sum
   // (or the mean) of all ranks' data.
@@ -159,11 +181,12 @@ class Collectives {
   struct Task {
     CollectiveKind kind;
     int64_t bytes;  // the buffer's S
+    Wire wire;
     std::function<void()> run;
     std::shared_ptr<detail::WorkState> state;
   };
 
-  Work submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async);
+  Work submit(CollectiveKind kind, int64_t bytes, std::function<void()> run, bool async, Wire wire = Wire::f32);
   void execute(Task& task);
   void worker_loop();
 

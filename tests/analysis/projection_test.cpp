@@ -76,6 +76,39 @@ TEST(Projection, DataParallelPaysItsRanksRingTrafficPerEpoch) {
   for (size_t i = 1; i < p.links.size(); ++i) EXPECT_GE(p.links[i].seconds_per_epoch, p.links[i - 1].seconds_per_epoch);
 }
 
+// Hierarchical collectives: a rank's bytes within its host go on the arm's intra_link,
+// its bytes between hosts (a leader's) on the projected link.
+TEST(Projection, HierarchicalDataParallelPricesIntraAndInterHostBytesApart) {
+  auto step = [](double inter_bytes, double inter_messages) {
+    return nlohmann::json{{"type", "step"},
+                          {"compute", {{"forward", 0.5}, {"backward", 0.5}}},
+                          {"bytes_sent", 0},
+                          {"messages", 0},
+                          {"comm",
+                           {{"intra_link", "10gbe"},
+                            {"levels",
+                             {{"intra", {{"bytes", 1e9 / 8}, {"messages", 3}, {"seconds", 0.1}}},
+                              {"inter", {{"bytes", inter_bytes}, {"messages", inter_messages}, {"seconds", 0.1}}}}}}}};
+  };
+  const std::vector<trainers::RoleRecords> roles = {{"rank0", {step(1e9 / 8, 2), step(1e9 / 8, 2)}},
+                                                    {"rank1", {step(0, 0), step(0, 0)}}};
+  const CriticalPath path = critical_path("data_parallel", roles);
+  ASSERT_EQ(path.stages.size(), 1u);
+  ASSERT_EQ(path.stages[0].parallel.size(), 2u);
+  const PathLeg& leader = path.stages[0].parallel[0];
+  EXPECT_EQ(leader.bytes, 2e9 / 8);
+  EXPECT_EQ(leader.messages, 4);
+  EXPECT_EQ(leader.intra_bytes, 2e9 / 8);
+  EXPECT_EQ(leader.intra_messages, 6);
+  EXPECT_EQ(leader.intra_link, "10gbe");
+  EXPECT_EQ(path.stages[0].parallel[1].bytes, 0.0);
+  // On 1 Gbit/s, 1 ms: the leader's compute 2 s + inter 2 s + 4 ms + intra at 10 Gbit/s
+  // 0.2 s + 6 x 50 us.
+  const auto ten = transport::link_profile("10gbe");
+  EXPECT_TRUE(near(path_seconds(path.stages, 1e9, 1e-3), 2.0 + 2.0 + 0.004 + 2e9 / ten.bandwidth_bits_per_s +
+                                                             6 * ten.latency_s));
+}
+
 TEST(Projection, FederatedAndSplitAreProjectedOntoTheLinkTheyRanOnToo) {
   const RunResults run = load_run(fixture_run());
   for (const char* name : {"fedavg-4", "split-2"}) {

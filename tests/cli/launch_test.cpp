@@ -79,11 +79,11 @@ class Launch : public cli_util::FolderTest {
     fs::create_directories(dir_ / "logs");
   }
 
-  // single, and a 4-rank data_parallel arm with the same global batch; written once
-  // (ranks read it while later ones start).
+  // single, and a 4-rank data_parallel arm over backend_ with the same global batch;
+  // written once (ranks read it while later ones start).
   fs::path spec() {
     if (fs::exists(dir_ / "spec.json")) return dir_ / "spec.json";
-    const json j = json::parse(R"({
+    json j = json::parse(R"({
       "name": "launch",
       "workload": {"name": "synthetic", "model": "mlp", "train_samples": 256, "test_samples": 64},
       "seed": 3, "threads": 1,
@@ -91,6 +91,7 @@ class Launch : public cli_util::FolderTest {
       "arms": [{"name": "single", "regime": "single"},
                {"name": "ddp", "regime": "data_parallel", "ranks": 4, "bucket_mb": 0.1}]
     })");
+    j["arms"][1]["backend"] = backend_;
     write_file_atomically(dir_ / "spec.json", j.dump(2));
     return dir_ / "spec.json";
   }
@@ -106,6 +107,7 @@ class Launch : public cli_util::FolderTest {
                          log(rank), {}, all);
   }
   fs::path log(int rank) const { return dir_ / "logs" / std::to_string(rank); }
+  std::string backend_ = "gloo";
 
   // Waits for every rank (a hang fails, its processes killed) and checks the run.
   void expect_ranks_train_like_single(const std::vector<pid_t>& ranks) {
@@ -240,6 +242,36 @@ TEST_F(Launch, MpirunRanksOnOneHostTrainLikeSingle) {
   const std::string out = file_bytes(log(0));
   EXPECT_NE(out.find("openmpi rank 3 of 4 (local rank 3), coordinator 127.0.0.1:" + port), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(dir_ / "work" / "quartet-role-ddp-rank3")) << out;
+}
+
+// The same two hosts with backend "hierarchical": the ranks find their hosts by host key
+// (the network namespace tells them apart), reduce within each over shared memory and
+// between the leaders, ranks 0 and 2, over Gloo; the weights equal single's, and only the
+// leaders send between hosts: 2(H-1)/H * S = S for H = 2.
+TEST_F(Launch, SlurmStyleTwoHostsHierarchicalTrainsLikeSingle) {
+  using quartet::transport::testing::TwoNamespaces;
+  TwoNamespaces ns;
+  if (const std::string why = ns.create(); !why.empty()) GTEST_SKIP() << why;
+  backend_ = "hierarchical";
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) {
+    const bool first = r < 2;
+    ranks.push_back(start_rank(
+        r,
+        {"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=4", "SLURM_LOCALID=" + std::to_string(r % 2),
+         "SLURM_NODELIST=192.0.2.[1-2]", std::string("QUARTET_GLOO_HOST=192.0.2.") + (first ? "1" : "2")},
+        {"ip", "netns", "exec", first ? ns.a() : ns.b()}));
+  }
+  expect_ranks_train_like_single(ranks);
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<json> steps =
+        cli_util::records_of(dir_ / "run" / "ddp" / "roles" / ("rank" + std::to_string(r) + ".jsonl"), "step");
+    ASSERT_FALSE(steps.empty()) << r;
+    const json& comm = steps.back()["comm"];
+    const int64_t s = 235146 * 4;  // the mlp's gradients
+    EXPECT_EQ(comm["levels"]["intra"]["bytes"].get<int64_t>(), s + s) << "rank " << r;  // all-reduce of 2, broadcast
+    EXPECT_EQ(comm["levels"]["inter"]["bytes"].get<int64_t>(), r % 2 == 0 ? s : 0) << "rank " << r;
+  }
 }
 
 TEST_F(Launch, WorldSizeOtherThanTheArmsRanksExitsWith2NamingBoth) {

@@ -380,6 +380,60 @@ TEST_F(DataParallel, ZeroThreeWithSyncBatchNormAndCheckpointingEqualsSingle) {
 }
 
 // Settings made in code, not by the spec, get the spec's checks when the role starts.
+// Two simulated hosts of two ranks (rank r on host r % 2, so hosts are not contiguous):
+// the hierarchical all-reduce gives single's update, plain and over the fp16 wire, and
+// each step's bytes per level are the formula's: within a host, the all-reduce of two
+// ranks 2(2-1)/2 * S plus the leader's broadcast S; between hosts, the leaders' ring
+// 2(2-1)/2 * S and nothing on the others.
+TEST_F(DataParallel, HierarchicalOverTwoHostsEqualsSingleAndCountsBytesPerLevel) {
+  use_workload("mlp");
+  run_single(context("single", 1, 6));
+  ::setenv("QUARTET_SIMULATED_HOSTS", "2", 1);
+  testing::run_data_parallel_ranks(context("hier", 4, 6, {{"bucket_mb", 0.1}, {"backend", "hierarchical"}}));
+  testing::run_data_parallel_ranks(
+      context("hier16", 4, 6, {{"bucket_mb", 0.1}, {"backend", "hierarchical"}, {"compress", "fp16"}}));
+  ::unsetenv("QUARTET_SIMULATED_HOSTS");
+  const double diff = max_abs_diff(final_weights("single"), final_weights("hier"));
+  std::cout << "[ measured ] 2 hosts x 2 ranks, hierarchical vs single: max |param diff| = " << diff << "\n";
+  EXPECT_LT(diff, kSameUpdate);
+  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("hier16")), 1e-3);
+
+  const int64_t s = 235146 * 4;  // the mlp's gradients, every bucket once a step
+  for (int rank = 0; rank < 4; ++rank) {
+    const bool leader = rank < 2;
+    for (const json& r : records("hier", "rank" + std::to_string(rank))) {
+      const json& comm = r["comm"];
+      EXPECT_EQ(comm["backend"], "hierarchical");
+      EXPECT_EQ(comm["levels"]["intra"]["bytes"].get<int64_t>(), s + s) << "rank " << rank;
+      EXPECT_EQ(comm["levels"]["inter"]["bytes"].get<int64_t>(), leader ? s : 0) << "rank " << rank;
+      EXPECT_EQ(comm["bytes"].get<int64_t>(), s + s + (leader ? s : 0)) << "rank " << rank;
+      EXPECT_EQ(comm["transport_bytes"], comm["bytes"]);
+      EXPECT_GT(comm["levels"]["intra"]["seconds"].get<double>(), 0.0);
+      // Per bucket: within the host 2(2-1) ring messages and the broadcast; between, 2(2-1).
+      const int64_t buckets = comm["buckets"].get<int64_t>();
+      EXPECT_EQ(comm["levels"]["intra"]["messages"].get<int64_t>(), 3 * buckets);
+      EXPECT_EQ(comm["levels"]["inter"]["messages"].get<int64_t>(), leader ? 2 * buckets : 0);
+      EXPECT_EQ(comm["intra_link"], "nvlink");
+    }
+  }
+  // fp16: the reductions move halves, the leader's broadcast floats.
+  const json half = records("hier16", "rank0").back()["comm"];
+  EXPECT_EQ(half["levels"]["intra"]["bytes"].get<int64_t>(), s / 2 + s);
+  EXPECT_EQ(half["levels"]["inter"]["bytes"].get<int64_t>(), s / 2);
+}
+
+// ZeRO's reduce-scatter and all-gather are not hierarchical: the combination is refused.
+TEST_F(DataParallel, HierarchicalWithZeroIsRefused) {
+  use_workload("mlp");
+  RoleContext c = context("hz", 2, 1);
+  try {
+    testing::regime_settings("data_parallel", c, {{"ranks", 2}, {"backend", "hierarchical"}, {"zero", 1}});
+    FAIL() << "expected a refusal";
+  } catch (const SettingsError& e) {
+    EXPECT_NE(std::string(e.what()).find(".zero: backend \"hierarchical\""), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(DataParallel, BatchThatDoesNotSplitOverRanksIsRefused) {
   use_workload("mlp");
   RoleContext c = context("odd", 2, 1);

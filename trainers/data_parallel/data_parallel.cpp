@@ -17,6 +17,8 @@
 #include "trainers/training_loop.h"
 #include "trainers/metrics.h"
 #include "transport/gloo_collectives.h"
+#include "transport/hierarchical_collectives.h"
+#include "transport/link.h"
 #include "transport/shm_collectives.h"
 #include "transport/store.h"
 #include "workloads/sampler.h"
@@ -50,7 +52,7 @@ class SyncStats final : public engine::StatsReducer {
     Stopwatch clock;
     comm_.all_reduce(device_span(t));
     const double s = clock.seconds();
-    counters_.add(CollectiveKind::all_reduce, t.numel() * 4, comm_.size(), s);
+    counters_.add(CollectiveKind::all_reduce, t.numel() * 4, comm_, s);
     seconds += s;
   }
   double seconds = 0.0;
@@ -113,6 +115,10 @@ std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const Se
   }
   if (s.backend == "shm")
     return transport::make_shm_collectives(store, ctx.rank, ranks, transport::shm_options_from_environment());
+  if (s.backend == "hierarchical")
+    return transport::make_hierarchical_collectives(
+        store, ctx.rank, ranks, transport::host_key_from_environment(ctx.rank),
+        {transport::shm_options_from_environment(), transport::gloo_options_from_environment()});
   return transport::make_gloo_collectives(store, ctx.rank, ranks, transport::gloo_options_from_environment());
 }
 
@@ -122,7 +128,7 @@ void broadcast_state(transport::Collectives& comm, const engine::Model& model, C
     Tensor v = t;
     Stopwatch clock;
     comm.broadcast(device_span(v), 0);
-    counters.add(CollectiveKind::broadcast, v.numel() * 4, comm.size(), clock.seconds());
+    counters.add(CollectiveKind::broadcast, v.numel() * 4, comm, clock.seconds());
   }
 }
 
@@ -155,10 +161,21 @@ double clip_sharded(Tensor& grad, double max_norm, transport::Collectives& comm,
   Stopwatch clock;
   comm.all_reduce(device_span(total));
   const double s = clock.seconds();
-  counters.add(CollectiveKind::all_reduce, 4, comm.size(), s);
+  counters.add(CollectiveKind::all_reduce, 4, comm, s);
   const double coef = max_norm / (std::sqrt(static_cast<double>(total.item())) + 1e-6);
   if (coef < 1.0) engine::scale_(grad, static_cast<float>(coef));
   return s;
+}
+
+// A layered backend's step per level: {"intra": {"bytes", "messages", "seconds"}, "inter": ...}.
+nlohmann::json level_deltas(const std::vector<transport::LevelTotals>& now,
+                            const std::vector<transport::LevelTotals>& before) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < now.size() && i < before.size(); ++i)
+    out[now[i].name] = {{"bytes", now[i].totals.bytes - before[i].totals.bytes},
+                        {"messages", now[i].messages - before[i].messages},
+                        {"seconds", now[i].totals.seconds - before[i].totals.seconds}};
+  return out;
 }
 
 // data_parallel's hook into the training loop: each rank's gradients bucketed and
@@ -211,6 +228,7 @@ class RankHook final : public Reducer {
   void begin_step() override {
     before_ = counters_;
     transport_before_ = comm_->stats().total().bytes;
+    levels_before_ = comm_->levels();
     sync_.seconds = 0.0;
   }
   void prepare(bool last_micro_batch) override {
@@ -259,7 +277,7 @@ class RankHook final : public Reducer {
     r.messages = counters_.messages;
     const int64_t step_bytes = counters_.bytes - before_.bytes;
     const double step_seconds = counters_.seconds - before_.seconds;
-    return {{"rank_samples", pos.samples / s_.ranks},
+    nlohmann::json out = {{"rank_samples", pos.samples / s_.ranks},
             {"comm",
              {{"backend", s_.backend},
               {"algorithmic", true},
@@ -274,6 +292,11 @@ class RankHook final : public Reducer {
               {"seconds", step_seconds},
               {"exposed", r.comm_exposed},
               {"busbw", step_seconds > 0.0 ? static_cast<double>(step_bytes) / step_seconds : 0.0}}}};
+    if (!levels_before_.empty()) {
+      out["comm"]["levels"] = level_deltas(comm_->levels(), levels_before_);
+      out["comm"]["intra_link"] = s_.intra_link;
+    }
+    return out;
   }
 
  private:
@@ -281,6 +304,7 @@ class RankHook final : public Reducer {
   std::unique_ptr<transport::Collectives> comm_;
   CommCounters counters_, before_;
   int64_t transport_before_ = 0;
+  std::vector<transport::LevelTotals> levels_before_;
   SyncStats sync_;
   std::vector<Tensor> params_;
   GradReducer grads_;
@@ -327,7 +351,8 @@ class DataParallel final : public RegimeOf<Settings> {
   std::string_view cost_model() const override {
     return "the ranks run side by side; each rank's bytes and messages are the algorithm's (a ring all-reduce of S "
            "bytes over N ranks is 2(N−1) messages of S/N, one per bucket), so Gloo and NCCL traffic, which no socket "
-           "counts, is projected like the rest.";
+           "counts, is projected like the rest; with backend \"hierarchical\" each level's bytes and messages are "
+           "counted apart, those within a host priced at the arm's intra_link.";
   }
 
  protected:
@@ -361,6 +386,10 @@ class DataParallel final : public RegimeOf<Settings> {
     if (f.limits)
       check_limit(f.path + ".ranks", s.ranks - static_cast<int64_t>(f.remote.size()), f.limits->processes,
                   "rank processes on this host", f.limits->basis);
+    if (s.backend == "hierarchical" && s.zero > 0)
+      throw SettingsError(f.path + ".zero: backend \"hierarchical\" makes the all-reduce hierarchical, not ZeRO's "
+                          "reduce-scatter and all-gather; use zero 0 with it, or backend \"gloo\" or \"shm\" for "
+                          "zero " + std::to_string(s.zero));
     if (s.backend == "shm" && !f.remote.empty())
       throw SettingsError(f.path + ".remote: backend \"shm\" needs every rank on this host; ranks on other hosts "
                           "need \"gloo\"");
@@ -383,9 +412,14 @@ const SettingsTable<Settings>& Settings::table() {
           "over ranks x micro_batches")
         .at_least(1);
     t.add(&Settings::backend, "backend",
-          "collectives: \"gloo\" (CPU, TCP, any hosts), \"shm\" (CPU, shared memory, every rank on one host) or "
+          "collectives: \"gloo\" (CPU, TCP, any hosts), \"shm\" (CPU, shared memory, every rank on one host), "
+          "\"hierarchical\" (CPU: shared memory within each host, Gloo between one leader per host; zero 0) or "
           "\"nccl\" (GPU)")
-        .allowed({"gloo", "shm", "nccl"});
+        .allowed({"gloo", "shm", "hierarchical", "nccl"});
+    t.add(&Settings::intra_link, "intra_link",
+          "the link between the ranks of one host that the report's projection prices backend \"hierarchical\"'s "
+          "intra-host bytes at (transport/link.h presets; its inter-host bytes go on each projected link)")
+        .allowed(transport::link_profile_names());
     t.add(&Settings::bucket_mb, "bucket_mb", "gradient bucket size in MiB (the default is PyTorch DDP's)").above(0.0);
     t.add(&Settings::sync_bn, "sync_bn", "SyncBatchNorm: batch statistics over every rank");
     t.add(&Settings::zero, "zero",

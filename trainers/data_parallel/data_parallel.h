@@ -17,7 +17,8 @@ namespace quartet::trainers::data_parallel {
 struct Settings : RegimeSettings {
   int64_t ranks = 1;
   int64_t micro_batches = 1;     // per rank; gradients communicated on the last only
-  std::string backend = "gloo";  // gloo, shm (CPU); nccl (GPU)
+  std::string backend = "gloo";  // gloo, shm, hierarchical (CPU); nccl (GPU)
+  std::string intra_link = "nvlink";  // hierarchical: the projection's link within a host
   double bucket_mb = 25.0;       // PyTorch DDP's default bucket size
   bool sync_bn = false;
   int64_t zero = 0;              // 1: shard optimizer state; 2: also gradients; 3: also parameters

@@ -13,14 +13,10 @@ using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
 
-void CommCounters::add(CollectiveKind kind, int64_t buffer_bytes, int ranks, double op_seconds) {
-  bytes += transport::algorithmic_bytes(kind, buffer_bytes, ranks);
-  if (ranks > 1) {
-    // Ring algorithms: all-reduce 2(N-1) messages of S/N, reduce-scatter and all-gather N-1.
-    if (kind == CollectiveKind::all_reduce) messages += 2 * (ranks - 1);
-    else if (kind == CollectiveKind::reduce_scatter || kind == CollectiveKind::all_gather) messages += ranks - 1;
-    else if (kind == CollectiveKind::broadcast) messages += 1;
-  }
+void CommCounters::add(CollectiveKind kind, int64_t buffer_bytes, const transport::Collectives& comm,
+                       double op_seconds, transport::Wire wire) {
+  bytes += comm.sent_bytes(kind, buffer_bytes, wire);
+  messages += comm.sent_messages(kind);
   seconds += op_seconds;
 }
 
@@ -160,8 +156,8 @@ void GradReducer::launch(Bucket& b) {
 
 void GradReducer::take_chunk(Bucket& b) {
   b.work.wait();
-  counters_.add(CollectiveKind::reduce_scatter, b.buffer.numel() * transport::wire_element_bytes(wire_), ranks_,
-                b.work.seconds());
+  counters_.add(CollectiveKind::reduce_scatter, b.buffer.numel() * transport::wire_element_bytes(wire_), comm_,
+                b.work.seconds(), wire_);
   b.work = transport::Work();
   if (!shard_grad_.defined()) {
     engine::MemTagScope tag(MemTag::gradients);
@@ -190,7 +186,8 @@ double GradReducer::finish() {
     }
     b.work.wait();
     const int64_t numel = b.buffer.numel();
-    counters_.add(CollectiveKind::all_reduce, numel * transport::wire_element_bytes(wire_), ranks_, b.work.seconds());
+    counters_.add(CollectiveKind::all_reduce, numel * transport::wire_element_bytes(wire_), comm_, b.work.seconds(),
+                  wire_);
     b.work = transport::Work();
     if (options_.fp16) engine::round_to_half_(b.buffer, 0, numel);
     for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {
@@ -249,7 +246,7 @@ double GradReducer::gather_wait(int index) {
   Stopwatch waited;
   b.gather_work.wait();
   const double seconds = waited.seconds();
-  counters_.add(CollectiveKind::all_gather, b.gathered.numel() * 4, ranks_, b.gather_work.seconds());
+  counters_.add(CollectiveKind::all_gather, b.gathered.numel() * 4, comm_, b.gather_work.seconds());
   b.gather_work = transport::Work();
   for (int p : b.params) params_[p].materialize_storage();
   for_each_piece(b, 0, b.numel, [&](int p, int64_t at, int64_t from, int64_t n) {

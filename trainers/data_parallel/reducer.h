@@ -36,8 +36,10 @@ struct CommCounters {
   int64_t bytes = 0;
   int64_t messages = 0;
   double seconds = 0.0;
-  // buffer_bytes: the whole buffer's size S as it travels (2 bytes a value on Wire::f16).
-  void add(transport::CollectiveKind kind, int64_t buffer_bytes, int ranks, double op_seconds);
+  // buffer_bytes: the whole buffer's size S as it travels (2 bytes a value on Wire::f16);
+  // counted as comm counts it (Collectives::sent_bytes).
+  void add(transport::CollectiveKind kind, int64_t buffer_bytes, const transport::Collectives& comm,
+           double op_seconds, transport::Wire wire = transport::Wire::f32);
 };
 
 struct ReducerOptions {
