@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "analysis/repeats.h"
 #include "analysis/report.h"
 #include "experiments/results.h"
 
@@ -81,12 +82,17 @@ int report_main(const ReportOptions& o, int argc, char** argv) {
   if (!read_report_input(o, formats, run)) return 2;
   if (analysis::needs_charts(formats)) return hand_over(argc, argv);
   const fs::path dir = run.dir / "report";
-  const std::string md = analysis::report_markdown(run, {});
+  // Without Qt the only charts are the repeats' (SVG); the Qt report draws the rest.
+  const std::vector<analysis::RepeatChart> repeat_charts = analysis::repeat_charts(run.arms);
+  std::vector<analysis::ChartImage> charts;
+  for (const analysis::RepeatChart& c : repeat_charts) charts.push_back(c.image);
+  const std::string md = analysis::report_markdown(run, charts);
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw std::runtime_error(dir.string() + ": cannot create: " + ec.message());
     for (const auto& [file, svg] : analysis::pipeline_timeline_images(run)) write_file_atomically(dir / file, svg);
+    for (const analysis::RepeatChart& c : repeat_charts) write_file_atomically(dir / c.image.file, c.svg);
     write_file_atomically(dir / "report.md", md);
   } catch (const std::exception& e) {
     std::cerr << "quartet report: " << e.what() << "\n";
