@@ -487,7 +487,7 @@ void write_initial_weights(const ExperimentSpec& spec, const workloads::Workload
   for (const ArmSpec& arm : spec.arms) write(arm.model, initial_weights_path(run_dir, spec, arm), "");
 }
 
-// A run folder's run.json, or a fresh one's content when it has none (an arm never kept).
+// A run folder's run.json; one with no arms (none for a resume to keep) when it has none.
 json read_status(const fs::path& dir) {
   json status = fs::exists(dir / "run.json") ? read_json(dir / "run.json") : json::object();
   if (!status.is_object()) status = json::object();
@@ -589,6 +589,7 @@ void add_repeat_statistics(const fs::path& run_dir, const ExperimentSpec& spec, 
       seeds.push_back(analysis::repeat_seed(spec.seed, k));
       weights.push_back(arm_dir / "final.safetensors");
     }
+    if (ran.empty()) continue;  // cut short before its first repeat ended
     first["repeats"] = analysis::repeat_statistics(ran, seeds, analysis::identical_repeats(ran, weights));
     write_json_atomically(run_dir / arm / "summary.json", first);
   }

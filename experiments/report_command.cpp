@@ -60,7 +60,8 @@ void add_report_options(CLI::App& cmd, ReportOptions& o) {
   cmd.add_option("run_dir", o.run_dir, "the run folder (quartet run made it)")->required();
   cmd.add_option("--format", o.formats,
                  "what to write, comma-separated: png, svg, md, html (html adds png when no image format is given); "
-                 "md alone is the tables and the projection, needs no Qt, and prints the page")
+                 "md alone is the tables and the projection (and a repeated run's error-bar charts, SVG), needs no Qt, "
+                 "and prints the page")
       ->capture_default_str();
   cmd.add_flag("-q,--quiet", o.quiet, "print nothing on success");
 }
