@@ -237,7 +237,8 @@ Table repeats_table(const std::vector<ArmResults>& arms) {
     const bool identical = member(r, "identical").is_boolean() && r["identical"].get<bool>();
     std::vector<std::string> row{a.name, std::to_string(trainers::integer(r, "n"))};
     for (const RepeatMetric& m : repeat_metrics())
-      row.push_back(interval_cell(member(member(r, "metrics"), m.key.c_str()), m, identical && is_quality_metric(m.key)));
+      row.push_back(
+          interval_cell(member(member(r, "metrics"), m.key.c_str()), m, identical && is_quality_metric(m.key)));
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -313,10 +314,11 @@ std::string bar_chart_svg(const std::string& title, const std::vector<std::pair<
         << "\" height=\"" << fixed(kTop + kPlot - y(i.mean), 1) << "\" fill=\"#4e79a7\"><title>"
         << escape_xml(arm + ": " + format(i.mean) + " ± " + format(i.half_width) + " (n " + std::to_string(i.n) + ")")
         << "</title></rect>\n";
-    if (i.half_width > 0.0)
-      for (const auto& [x1, y1, x2, y2] : {std::array<double, 4>{mid, y(i.mean - i.half_width), mid, y(i.mean + i.half_width)},
-                                          {mid - 8, y(i.mean - i.half_width), mid + 8, y(i.mean - i.half_width)},
-                                          {mid - 8, y(i.mean + i.half_width), mid + 8, y(i.mean + i.half_width)}})
+    const double low = y(i.mean - i.half_width), high = y(i.mean + i.half_width);
+    if (i.half_width > 0.0)  // the stem and its two caps
+      for (const auto& [x1, y1, x2, y2] : {std::array<double, 4>{mid, low, mid, high},
+                                          {mid - 8, low, mid + 8, low},
+                                          {mid - 8, high, mid + 8, high}})
         svg << "<line x1=\"" << fixed(x1, 1) << "\" y1=\"" << fixed(y1, 1) << "\" x2=\"" << fixed(x2, 1)
             << "\" y2=\"" << fixed(y2, 1) << "\" stroke=\"black\" stroke-width=\"1.5\"/>\n";
     svg << "<text x=\"" << fixed(mid, 1) << "\" y=\"" << fixed(kTop + kPlot + 16, 1) << "\" text-anchor=\"middle\">"
@@ -335,7 +337,8 @@ std::vector<RepeatChart> repeat_charts(const std::vector<ArmResults>& arms) {
     if (m.key != "samples_per_second" && m.key != "final_quality") continue;
     std::vector<std::pair<std::string, Interval>> bars;
     for (const ArmResults& a : arms)
-      if (const std::vector<double> v = metric_values(a, m.key); !v.empty()) bars.emplace_back(a.name, mean_interval(v));
+      if (const std::vector<double> v = metric_values(a, m.key); !v.empty())
+        bars.emplace_back(a.name, mean_interval(v));
     if (bars.empty()) continue;
     const std::string title = m.label + " over repeats";
     out.push_back({{"repeats-" + m.key + ".svg", title,

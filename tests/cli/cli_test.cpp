@@ -237,14 +237,16 @@ TEST_F(Cli, RepeatsOutsideOneToTwentyExitWith2NamingTheField) {
 TEST_F(Cli, RepeatsRunWithDerivedSeedsAndTheSummaryGivesIntervals) {
   json j = small_spec();
   j["arms"] = json::array({j["arms"][0]});
-  const Result once = quartet({"run", write_spec(j).string(), "--out", (dir_ / "once").string(), "--progress=none"}, dir_);
+  const Result once =
+      quartet({"run", write_spec(j).string(), "--out", (dir_ / "once").string(), "--progress=none"}, dir_);
   ASSERT_EQ(once.code, 0) << once.out;
   j["repeats"] = 2;
   const fs::path run = dir_ / "twice";
   const Result twice = quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"}, dir_);
   ASSERT_EQ(twice.code, 0) << twice.out;
 
-  EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"), file_bytes(dir_ / "once" / "single" / "final.safetensors"));
+  EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"),
+            file_bytes(dir_ / "once" / "single" / "final.safetensors"));
   ASSERT_TRUE(fs::exists(run / "repeats" / "2" / "single" / "final.safetensors"));
   EXPECT_NE(file_bytes(run / "repeats" / "2" / "single" / "final.safetensors"),
             file_bytes(run / "single" / "final.safetensors"));
