@@ -26,18 +26,6 @@ std::vector<const json*> stage_steps(const trainers::RoleRecords& role) {
 
 std::string percent(double fraction) { return fixed(100.0 * fraction, 1) + " %"; }
 
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);

@@ -8,6 +8,7 @@
 
 #include "analysis/pipeline_view.h"
 #include "analysis/projection.h"
+#include "analysis/repeats.h"
 #include "trainers/records.h"
 
 namespace quartet::analysis {
@@ -218,6 +219,7 @@ std::string summary_markdown(const RunResults& run) {
   const Table privacy = privacy_table(run.arms);
   if (!privacy.rows.empty())
     md.append("\n").append(to_markdown(privacy)).append("\n").append(privacy_table_note()).append("\n");
+  if (const std::string repeats = repeats_markdown(run.arms); !repeats.empty()) md.append("\n").append(repeats);
   return md;
 }
 

@@ -54,7 +54,8 @@ std::string environment_line(const RunResults& run);
 // The run's warnings and its arms' errors, one sentence each.
 std::vector<std::string> problems(const RunResults& run);
 
-// Markdown: the arms' table and its note (and the privacy table when an arm has DP); the projection's assumptions and table.
+// Markdown: the arms' table and its note (and the privacy table when an arm has DP, the repeats'
+// statistics when arms were repeated); the projection's assumptions and table.
 std::string summary_markdown(const RunResults& run);
 std::string projection_markdown(const RunResults& run);
 

@@ -17,6 +17,9 @@ struct Table {
 // A Markdown table; a cell's '|' is escaped and its line breaks become spaces.
 std::string to_markdown(const Table& t);
 
+// Text for an SVG or HTML page: < > & " escaped.
+std::string escape_xml(const std::string& s);
+
 // `v` with `digits` decimals: fixed(2.268, 2) is "2.27".
 std::string fixed(double v, int digits);
 

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "analysis/repeats.h"
 #include "analysis/summary.h"
 #include "engine/safetensors.h"
 #include "engine/threads.h"
@@ -486,6 +487,114 @@ void write_initial_weights(const ExperimentSpec& spec, const workloads::Workload
   for (const ArmSpec& arm : spec.arms) write(arm.model, initial_weights_path(run_dir, spec, arm), "");
 }
 
+// A run folder's run.json; one with no arms (none for a resume to keep) when it has none.
+json read_status(const fs::path& dir) {
+  json status = fs::exists(dir / "run.json") ? read_json(dir / "run.json") : json::object();
+  if (!status.is_object()) status = json::object();
+  if (!status.contains("arms") || !status["arms"].is_object()) status["arms"] = json::object();
+  return status;
+}
+
+// The spec of repeat `k`: the run's with the repeat's seed, run once.
+ExperimentSpec repeat_spec(const ExperimentSpec& spec, int k) {
+  if (k == 1) return spec;
+  json j = spec.json;
+  j["seed"] = analysis::repeat_seed(spec.seed, k);
+  j["repeats"] = 1;
+  return parse_spec(std::move(j));
+}
+
+// RUN/repeats/<k>: a run folder of its own for repeat k (its spec, initial weights from
+// its seed or --init, and run.json), so its arms run and resume like the run's.
+void make_repeat_folder(const fs::path& run_dir, const ExperimentSpec& spec, int k, const workloads::Workload& wl,
+                        const std::string& init) {
+  const fs::path dir = analysis::repeat_dir(run_dir, k);
+  if (fs::exists(dir / "run.json")) return;
+  fs::create_directories(dir);
+  const ExperimentSpec mine = repeat_spec(spec, k);
+  write_json_atomically(dir / "spec.json", {{"spec", mine.json}, {"environment", environment()}, {"repeat", k}});
+  write_initial_weights(mine, wl, init, dir);
+  write_json_atomically(dir / "run.json", {{"status", "running"}, {"arms", json::object()}});
+}
+
+struct PassOutcome {
+  std::vector<json> summaries;  // the arms that ran or were kept, in the spec's order
+  bool failed = false, interrupted = false;
+};
+
+// One pass over the arms in `dir` (the run folder, or a repeat's), with a coordinator of
+// its own: the arms a resume keeps are read back, the others run. dir's run.json and
+// summary.md say how it went.
+PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resume, int64_t train_size,
+                     const RunOptions& opt, const std::shared_ptr<const transport::Tls>& tls, Progress& progress) {
+  const fs::path exe = self_executable();
+  json status = read_status(dir);
+  RunCoordinator coordinator(dir, opt.listen, tls);
+  // An arm a resume keeps as it was.
+  auto kept = [&](const ArmSpec& arm) {
+    return resume && ended(status["arms"].value(arm.name, "")) && fs::exists(dir / arm.name / "summary.json");
+  };
+  // The first arm to run is declared now: a remote role that joins before its processes
+  // start (ranks started by a cluster launcher come in any order) still gets its spec.
+  for (const ArmSpec& arm : spec.arms)
+    if (!kept(arm)) {
+      declare_arm(coordinator, spec, arm);
+      break;
+    }
+  if (!std::getenv("QUARTET_TOKEN")) {
+    // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
+    write_file_atomically(dir / "token", coordinator.coordinator().token() + "\n", 0600);
+  }
+  PassOutcome out;
+  for (size_t i = 0; i < spec.arms.size(); ++i) {
+    const ArmSpec& arm = spec.arms[i];
+    if (kept(arm)) {
+      out.summaries.push_back(read_json(dir / arm.name / "summary.json"));
+      continue;
+    }
+    status["arms"][arm.name] = "running";
+    write_json_atomically(dir / "run.json", status);
+    ArmOutcome outcome = run_arm(exe, dir, spec, arm, static_cast<int>(i), train_size, resume, progress, coordinator);
+    status["arms"][arm.name] = outcome.status;
+    out.summaries.push_back(outcome.summary);
+    out.failed = out.failed || outcome.status == "failed";
+    if (outcome.status == "interrupted") {
+      out.interrupted = true;
+      break;
+    }
+  }
+  coordinator.coordinator().stop();
+  coordinator.close_writers();
+  // The pass's status is its worst arm's; a run that went badly never says finished.
+  status["status"] = run_status(out.interrupted, out.failed, out.summaries);
+  write_json_atomically(dir / "run.json", status);
+  write_file_atomically(dir / "summary.md", analysis::summary_table(spec.name, out.summaries));
+  return out;
+}
+
+// Each arm's figures over its repeats that ran to their end, added to the first repeat's
+// summary (RUN/<arm>/summary.json, "repeats") and to its entry in `summaries`.
+void add_repeat_statistics(const fs::path& run_dir, const ExperimentSpec& spec, std::vector<json>& summaries) {
+  for (json& first : summaries) {
+    const std::string arm = first.value("arm", "");
+    std::vector<json> ran;
+    std::vector<uint64_t> seeds;
+    std::vector<fs::path> weights;
+    for (int k = 1; k <= spec.repeats; ++k) {
+      const fs::path arm_dir = analysis::repeat_dir(run_dir, k) / arm;
+      if (!fs::exists(arm_dir / "summary.json")) continue;
+      json s = read_json(arm_dir / "summary.json");
+      if (!ended(s.value("status", ""))) continue;
+      ran.push_back(std::move(s));
+      seeds.push_back(analysis::repeat_seed(spec.seed, k));
+      weights.push_back(arm_dir / "final.safetensors");
+    }
+    if (ran.empty()) continue;  // cut short before its first repeat ended
+    first["repeats"] = analysis::repeat_statistics(ran, seeds, analysis::identical_repeats(ran, weights));
+    write_json_atomically(run_dir / arm / "summary.json", first);
+  }
+}
+
 }  // namespace
 
 int run_experiment(const RunOptions& opt) {
@@ -493,7 +602,6 @@ int run_experiment(const RunOptions& opt) {
   std::unique_ptr<Progress> progress = make_progress(opt.progress);
   fs::path run_dir;
   ExperimentSpec spec;
-  json status;
   const bool resume = !opt.resume.empty();
   std::unique_ptr<RunFolderLock> lock;  // held until the run ends: a run folder has one writer
   if (resume) {
@@ -508,9 +616,6 @@ int run_experiment(const RunOptions& opt) {
     } catch (const SpecError& e) {
       throw InputError((run_dir / "spec.json").string() + ": " + e.what());
     }
-    status = fs::exists(run_dir / "run.json") ? read_json(run_dir / "run.json") : json::object();
-    if (!status.is_object()) status = json::object();
-    if (!status.contains("arms") || !status["arms"].is_object()) status["arms"] = json::object();
   } else {
     spec = opt.spec ? *opt.spec : load_spec_file(opt.spec_path);
     run_dir = opt.out.empty() ? default_out(spec) : opt.out;
@@ -524,57 +629,40 @@ int run_experiment(const RunOptions& opt) {
     UnmadeRunFolder unmade(run_dir);  // a bad --init or a full disk leaves nothing behind
     write_json_atomically(run_dir / "spec.json", {{"spec", spec.json}, {"environment", environment()}});
     write_initial_weights(spec, *wl, opt.init, run_dir);
-    status = {{"status", "running"}, {"arms", json::object()}};
-    write_json_atomically(run_dir / "run.json", status);
+    write_json_atomically(run_dir / "run.json", {{"status", "running"}, {"arms", json::object()}});
+    for (int k = 2; k <= spec.repeats; ++k) make_repeat_folder(run_dir, spec, k, *wl, opt.init);
     unmade.dismiss();
   }
+  // A resume of a run cut short while it made its repeats' folders makes the rest.
+  for (int k = 2; k <= spec.repeats; ++k) make_repeat_folder(run_dir, spec, k, *wl, "");
   wl.reset();  // the roles load their own copy
 
   SignalGuard signals;
   g_signal = 0;
-  const fs::path exe = self_executable();
-  RunCoordinator coordinator(run_dir, opt.listen, tls);
-  // An arm a resume keeps as it was.
-  auto kept = [&](const ArmSpec& arm) {
-    return resume && ended(status["arms"].value(arm.name, "")) && fs::exists(run_dir / arm.name / "summary.json");
-  };
-  // The first arm to run is declared now: a remote role that joins before its processes
-  // start (ranks started by a cluster launcher come in any order) still gets its spec.
-  for (const ArmSpec& arm : spec.arms)
-    if (!kept(arm)) {
-      declare_arm(coordinator, spec, arm);
-      break;
-    }
-  if (!std::getenv("QUARTET_TOKEN")) {
-    // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
-    write_file_atomically(run_dir / "token", coordinator.coordinator().token() + "\n", 0600);
-  }
   progress->run_started(run_dir.string(), static_cast<int>(spec.arms.size()));
   std::vector<json> summaries;
   bool failed = false, interrupted = false;
-  for (size_t i = 0; i < spec.arms.size(); ++i) {
-    const ArmSpec& arm = spec.arms[i];
-    const fs::path summary_path = run_dir / arm.name / "summary.json";
-    if (kept(arm)) {
-      summaries.push_back(read_json(summary_path));
-      continue;
-    }
-    status["arms"][arm.name] = "running";
-    write_json_atomically(run_dir / "run.json", status);
-    ArmOutcome outcome =
-        run_arm(exe, run_dir, spec, arm, static_cast<int>(i), train_size, resume, *progress, coordinator);
-    status["arms"][arm.name] = outcome.status;
-    summaries.push_back(outcome.summary);
-    failed = failed || outcome.status == "failed";
-    if (outcome.status == "interrupted") {
-      interrupted = true;
-      break;
-    }
+  // Repeat after repeat, each over every arm: a machine that slows down over the run
+  // slows every arm's repeats alike.
+  for (int k = 1; k <= spec.repeats && !interrupted; ++k) {
+    if (spec.repeats > 1 && opt.progress == "bar")
+      std::cerr << "quartet: repeat " << k << " of " << spec.repeats << " (seed "
+                << analysis::repeat_seed(spec.seed, k) << ")\n";
+    PassOutcome pass = run_pass(analysis::repeat_dir(run_dir, k), repeat_spec(spec, k), resume, train_size, opt, tls,
+                                *progress);
+    if (k == 1) summaries = pass.summaries;
+    failed = failed || pass.failed;
+    interrupted = pass.interrupted;
   }
-  coordinator.coordinator().stop();
-  coordinator.close_writers();
-  // The run's status is its worst arm's; a run that went badly never says finished.
-  status["status"] = run_status(interrupted, failed, summaries);
+  if (spec.repeats > 1) add_repeat_statistics(run_dir, spec, summaries);
+  // The run's status is its worst arm's over every repeat.
+  std::vector<json> everything = summaries;
+  for (int k = 2; k <= spec.repeats; ++k)
+    for (const ArmSpec& arm : spec.arms)
+      if (const fs::path p = analysis::repeat_dir(run_dir, k) / arm.name / "summary.json"; fs::exists(p))
+        everything.push_back(read_json(p));
+  json status = read_status(run_dir);
+  status["status"] = run_status(interrupted, failed, everything);
   write_json_atomically(run_dir / "run.json", status);
   const std::string table = analysis::summary_table(spec.name, summaries);
   write_file_atomically(run_dir / "summary.md", table);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "analysis/repeats.h"
 #include "analysis/report.h"
 #include "experiments/results.h"
 
@@ -59,7 +60,8 @@ void add_report_options(CLI::App& cmd, ReportOptions& o) {
   cmd.add_option("run_dir", o.run_dir, "the run folder (quartet run made it)")->required();
   cmd.add_option("--format", o.formats,
                  "what to write, comma-separated: png, svg, md, html (html adds png when no image format is given); "
-                 "md alone is the tables and the projection, needs no Qt, and prints the page")
+                 "md alone is the tables and the projection (and a repeated run's error-bar charts, SVG), needs no Qt, "
+                 "and prints the page")
       ->capture_default_str();
   cmd.add_flag("-q,--quiet", o.quiet, "print nothing on success");
 }
@@ -81,12 +83,17 @@ int report_main(const ReportOptions& o, int argc, char** argv) {
   if (!read_report_input(o, formats, run)) return 2;
   if (analysis::needs_charts(formats)) return hand_over(argc, argv);
   const fs::path dir = run.dir / "report";
-  const std::string md = analysis::report_markdown(run, {});
+  // Without Qt the only charts are the repeats' (SVG); the Qt report draws the rest.
+  const std::vector<analysis::RepeatChart> repeat_charts = analysis::repeat_charts(run.arms);
+  std::vector<analysis::ChartImage> charts;
+  for (const analysis::RepeatChart& c : repeat_charts) charts.push_back(c.image);
+  const std::string md = analysis::report_markdown(run, charts);
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw std::runtime_error(dir.string() + ": cannot create: " + ec.message());
     for (const auto& [file, svg] : analysis::pipeline_timeline_images(run)) write_file_atomically(dir / file, svg);
+    for (const analysis::RepeatChart& c : repeat_charts) write_file_atomically(dir / c.image.file, c.svg);
     write_file_atomically(dir / "report.md", md);
   } catch (const std::exception& e) {
     std::cerr << "quartet report: " << e.what() << "\n";

@@ -116,6 +116,12 @@ Field make_schema() {
       field("name", FieldType::string, "the experiment's name").needed(),
       workload_field(),
       field("seed", FieldType::integer, "seed of the initial weights, shuffling and partitions").at_least(0).defaults_to(1),
+      field("repeats", FieldType::integer,
+            "runs of every arm, one after another; repeat k uses seed + k - 1, and the summary and the report give "
+            "each figure's mean and 95 % interval over them (docs/results.md)")
+          .at_least(1)
+          .at_most(kMaxRepeats)
+          .defaults_to(1),
       threads_field().defaults_to(0),
       device_field().defaults_to("cpu"),
       link_field().defaults_to("loopback"),
@@ -424,6 +430,16 @@ ExperimentSpec parse_spec(json j, bool machine_limits) {
     ArmSpec arm = parse_arm(arms[i], j, spec.workload, path, machine_limits);
     if (!seen.insert(arm.name).second) throw SpecError(path + ".name: \"" + arm.name + "\" is used by another arm");
     spec.arms.push_back(std::move(arm));
+  }
+  spec.repeats = static_cast<int>(j.at("repeats").get<int64_t>());
+  for (size_t i = 0; i < spec.arms.size() && spec.repeats > 1; ++i) {
+    if (spec.arms[i].name == "repeats")
+      throw SpecError("spec.arms[" + std::to_string(i) + "].name: \"repeats\" is the folder of the run's repeats "
+                      "(spec.repeats " + std::to_string(spec.repeats) + "); choose another name");
+    if (!spec.arms[i].remote.empty())
+      throw SpecError("spec.repeats: " + std::to_string(spec.repeats) + " with remote roles (spec.arms[" +
+                      std::to_string(i) + "].remote): repeats run on this machine only; use repeats 1, or run the "
+                      "experiment again with another seed");
   }
   spec.json = std::move(j);
   return spec;

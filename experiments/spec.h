@@ -55,10 +55,14 @@ struct ArmSpec {
   }
 };
 
+// The most repeats a spec may ask for: each repeat runs every arm again.
+constexpr int kMaxRepeats = 20;
+
 struct ExperimentSpec {
   std::string name;
   WorkloadSpec workload;
   uint64_t seed = 1;
+  int repeats = 1;  // runs of every arm; repeat k with seed + k - 1 (analysis/repeats.h)
   std::vector<ArmSpec> arms;
   nlohmann::json json;  // the spec with every default filled in: what was run
 

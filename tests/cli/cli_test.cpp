@@ -220,6 +220,94 @@ TEST_F(Cli, InterruptedRunKeepsFinishedArmsAndResumeMatchesAnUninterruptedRun) {
   EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"), file_bytes(dir_ / "whole" / "single" / "final.safetensors"));
 }
 
+TEST_F(Cli, RepeatsOutsideOneToTwentyExitWith2NamingTheField) {
+  for (const int bad : {0, 21}) {
+    json j = small_spec();
+    j["repeats"] = bad;
+    expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.repeats: expected an integer");
+  }
+  json j = small_spec();
+  j["repeats"] = 2;
+  j["arms"][0]["remote"] = {"trainer"};
+  expect_exit2_with(quartet({"validate", write_spec(j).string()}, dir_), "spec.repeats: 2 with remote roles");
+}
+
+// Repeat 1 is the run without repeats, bit for bit; repeat 2 runs with the next seed in
+// its own run folder; the summary gives each figure's interval over both.
+TEST_F(Cli, RepeatsRunWithDerivedSeedsAndTheSummaryGivesIntervals) {
+  json j = small_spec();
+  j["arms"] = json::array({j["arms"][0]});
+  const Result once =
+      quartet({"run", write_spec(j).string(), "--out", (dir_ / "once").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(once.code, 0) << once.out;
+  j["repeats"] = 2;
+  const fs::path run = dir_ / "twice";
+  const Result twice = quartet({"run", write_spec(j).string(), "--out", run.string(), "--progress=none"}, dir_);
+  ASSERT_EQ(twice.code, 0) << twice.out;
+
+  EXPECT_EQ(file_bytes(run / "single" / "final.safetensors"),
+            file_bytes(dir_ / "once" / "single" / "final.safetensors"));
+  ASSERT_TRUE(fs::exists(run / "repeats" / "2" / "single" / "final.safetensors"));
+  EXPECT_NE(file_bytes(run / "repeats" / "2" / "single" / "final.safetensors"),
+            file_bytes(run / "single" / "final.safetensors"));
+  EXPECT_EQ(json::parse(file_bytes(run / "repeats" / "2" / "spec.json"))["spec"]["seed"], 4);
+
+  const json summary = json::parse(file_bytes(run / "single" / "summary.json"));
+  EXPECT_EQ(summary["status"], "finished");
+  EXPECT_EQ(summary["repeats"]["n"], 2);
+  EXPECT_EQ(summary["repeats"]["seeds"], json({3, 4}));
+  EXPECT_EQ(summary["repeats"]["identical"], false);
+  EXPECT_EQ(summary["repeats"]["metrics"]["final_quality"]["n"], 2);
+  EXPECT_GT(summary["repeats"]["metrics"]["samples_per_second"]["half_width"].get<double>(), 0.0);
+  const std::string table = file_bytes(run / "summary.md");
+  EXPECT_NE(table.find("Over repeats"), std::string::npos) << table;
+  EXPECT_NE(table.find("| single | 2 |"), std::string::npos) << table;
+  EXPECT_NE(table.find(" ± "), std::string::npos) << table;
+  EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "finished");
+
+  const Result report = quartet({"report", run.string(), "--format", "md", "--quiet"}, dir_);
+  ASSERT_EQ(report.code, 0) << report.out;
+  const std::string page = file_bytes(run / "report" / "report.md");
+  EXPECT_NE(page.find("Over repeats"), std::string::npos) << page;
+  EXPECT_NE(page.find("](repeats-final_quality.svg)"), std::string::npos) << page;
+  EXPECT_NE(file_bytes(run / "report" / "repeats-samples_per_second.svg").find("<line"), std::string::npos)
+      << "no error bar";
+}
+
+// Ctrl-C in the second repeat: the first is kept as it was, and --resume runs only the
+// second, to the same weights as an uninterrupted run.
+TEST_F(Cli, InterruptedRepeatsResumeOnlyTheMissingRepeat) {
+  json j = small_spec();
+  j["arms"] = json::array({j["arms"][0]});
+  j["train"]["epochs"] = 40;  // the second repeat runs long after its first checkpoint
+  j["repeats"] = 2;
+  const fs::path spec = write_spec(j);
+  const Result whole = quartet({"run", spec.string(), "--out", (dir_ / "whole").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(whole.code, 0) << whole.out;
+
+  const fs::path run = dir_ / "cut";
+  const pid_t pid = start_quartet({"run", spec.string(), "--out", run.string(), "--progress=none"}, dir_ / "cut.log");
+  const fs::path second = run / "repeats" / "2" / "single";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  while (!fs::exists(second / "checkpoint.safetensors") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 130) << file_bytes(dir_ / "cut.log");
+  EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "interrupted");
+  EXPECT_EQ(json::parse(file_bytes(run / "repeats" / "2" / "run.json"))["arms"]["single"], "interrupted");
+  ASSERT_FALSE(fs::exists(second / "final.safetensors"));
+  const std::string first_records = file_bytes(run / "single" / "roles" / "trainer.jsonl");
+
+  const Result resumed = quartet({"run", "--resume", run.string(), "--progress=none"}, dir_);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_EQ(file_bytes(run / "single" / "roles" / "trainer.jsonl"), first_records) << "repeat 1 ran again";
+  EXPECT_EQ(file_bytes(second / "final.safetensors"),
+            file_bytes(dir_ / "whole" / "repeats" / "2" / "single" / "final.safetensors"));
+  const json summary = json::parse(file_bytes(run / "single" / "summary.json"));
+  EXPECT_EQ(summary["repeats"]["n"], 2);
+  EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "finished");
+}
+
 // A role started by hand "on another host" joins through the coordinator; its records
 // land in the run folder like a local role's.
 TEST_F(Cli, RemoteRoleJoinsThroughTheCoordinatorAndItsRecordsAreKept) {
