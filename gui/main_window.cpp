@@ -57,8 +57,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(controller_, &RunController::started, this, &MainWindow::update_run_actions);
   connect(controller_, &RunController::finished, this, [this](int code, const QString& error) {
     update_run_actions();
-    statusBar()->showMessage(code == 0 ? tr("Run finished: %1").arg(controller_->out_dir())
-                                       : tr("Run ended (exit code %1): %2").arg(code).arg(error.section('\n', 0, 0)));
+    if (code == 0)
+      statusBar()->showMessage(tr("Run finished: %1").arg(controller_->out_dir()));
+    else if (controller_->stopped())
+      statusBar()->showMessage(tr("Stopped: the arms that finished are kept in %1; Run › Resume (F6) continues")
+                                   .arg(controller_->out_dir()));
+    else
+      statusBar()->showMessage(tr("Run failed (exit code %1): %2").arg(code).arg(error.section('\n', 0, 0)));
     // A finished run joins the comparison.
     if (QFileInfo(controller_->out_dir() + "/spec.json").exists()) compare_->add_run(controller_->out_dir());
   });
@@ -158,6 +163,9 @@ void MainWindow::build_menus() {
   });
   add(run, "stop", tr("S&top"), {QKeySequence(Qt::SHIFT | Qt::Key_F5), QKeySequence(Qt::CTRL | Qt::Key_Period)},
       [this] { stop_run(); });
+  add(run, "resume", tr("Res&ume"), {QKeySequence(Qt::Key_F6)}, [this] {
+    if (const QString e = resume_run(); !e.isEmpty()) warn(tr("Cannot resume the run"), e);
+  });
   run->addSeparator();
   add(run, "report", tr("Write &Report for the Run Shown"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R)}, [this] {
     QString index;
@@ -221,6 +229,7 @@ QString MainWindow::save_spec(const QString& path) {
 QString MainWindow::open_results(const QString& dir) {
   if (const auto e = compare_->add_run(dir)) return *e;
   if (!controller_->running()) run_view_->show_results(compare_->runs().back());  // never hide a live run
+  update_run_actions();  // a stopped run opened can be resumed
   show_tab(2);
   return {};
 }
@@ -252,6 +261,22 @@ QString MainWindow::start_run() {
   if (!controller_->start(spec, out)) return controller_->error();
   show_tab(1);
   statusBar()->showMessage(tr("Running into %1").arg(out));
+  return {};
+}
+
+QString MainWindow::resumable_run() const {
+  const analysis::RunResults& shown = run_view_->shown();
+  if (shown.dir.empty() || (shown.status != "interrupted" && shown.status != "failed")) return {};
+  return QString::fromStdString(shown.dir.string());
+}
+
+QString MainWindow::resume_run() {
+  if (controller_->running()) return tr("a run is already in progress; stop it first (Shift+F5)");
+  const QString dir = resumable_run();
+  if (dir.isEmpty()) return tr("the run shown was not stopped and did not fail: there is nothing to resume");
+  if (!controller_->resume(dir)) return controller_->error();
+  show_tab(1);
+  statusBar()->showMessage(tr("Resuming %1").arg(dir));
   return {};
 }
 
@@ -317,6 +342,7 @@ void MainWindow::update_run_actions() {
   const bool running = controller_->running();
   if (QAction* a = action("run")) a->setEnabled(!running);
   if (QAction* a = action("stop")) a->setEnabled(running);
+  if (QAction* a = action("resume")) a->setEnabled(!running && !resumable_run().isEmpty());
 }
 
 bool MainWindow::confirm_discard() {

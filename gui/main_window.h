@@ -34,6 +34,11 @@ class MainWindow : public QMainWindow {
   QString open_volume(const QString& path);  // a NIfTI image, in the slice viewer
   QString start_run();
   void stop_run();
+  // Continues the run shown when it was stopped or failed (quartet run --resume); "" or
+  // why not.
+  QString resume_run();
+  // The folder resume_run() would continue, or "".
+  QString resumable_run() const;
   // Writes RUN_DIR/report/ for the run shown (as quartet report does).
   QString write_report_for_shown_run(QString* index_html = nullptr);
 

@@ -4,6 +4,7 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QTemporaryFile>
 #include <QTimer>
@@ -37,11 +38,6 @@ bool RunController::start(const nlohmann::json& spec, const QString& out_dir) {
     error_ = tr("a run is already in progress");
     return false;
   }
-  if (!QFileInfo(quartet_).isExecutable()) {
-    error_ = tr("cannot find the quartet runner at %1 (set QUARTET_BINARY, or build it beside quartet-gui)")
-                 .arg(quartet_);
-    return false;
-  }
   spec_file_ = std::make_unique<QTemporaryFile>(QDir::temp().filePath("quartet-gui-spec-XXXXXX.json"));
   if (!spec_file_->open()) {
     error_ = tr("cannot write the spec to a temporary file: %1").arg(spec_file_->errorString());
@@ -49,6 +45,36 @@ bool RunController::start(const nlohmann::json& spec, const QString& out_dir) {
   }
   spec_file_->write(QByteArray::fromStdString(spec.dump(2)));
   spec_file_->flush();
+  return launch(spec, out_dir, {"run", spec_file_->fileName(), "--out", out_dir, "--progress=jsonl"});
+}
+
+bool RunController::resume(const QString& run_dir) {
+  QFile saved(QDir(run_dir).filePath("spec.json"));
+  nlohmann::json spec;
+  if (saved.open(QIODevice::ReadOnly)) {
+    try {
+      spec = nlohmann::json::parse(saved.readAll().toStdString()).at("spec");
+    } catch (const std::exception&) {
+      spec = nullptr;
+    }
+  }
+  if (!spec.is_object()) {
+    error_ = tr("%1 is not a run folder that can be resumed (no readable spec.json)").arg(run_dir);
+    return false;
+  }
+  return launch(spec, run_dir, {"run", "--resume", run_dir, "--progress=jsonl"});
+}
+
+bool RunController::launch(const nlohmann::json& spec, const QString& out_dir, const QStringList& args) {
+  if (running()) {
+    error_ = tr("a run is already in progress");
+    return false;
+  }
+  if (!QFileInfo(quartet_).isExecutable()) {
+    error_ = tr("cannot find the quartet runner at %1 (set QUARTET_BINARY, or build it beside quartet-gui)")
+                 .arg(quartet_);
+    return false;
+  }
   stream_ = std::make_unique<RunStream>(spec);
   pending_.clear();
   stderr_.clear();
@@ -70,7 +96,7 @@ bool RunController::start(const nlohmann::json& spec, const QString& out_dir) {
     error_ = tr("cannot start %1: %2").arg(quartet_, process_->errorString());
     emit finished(exit_code_, error_);
   });
-  process_->start(quartet_, {"run", spec_file_->fileName(), "--out", out_dir, "--progress=jsonl"});
+  process_->start(quartet_, args);
   emit started();
   return true;
 }
@@ -109,8 +135,8 @@ void RunController::on_finished(int code, QProcess::ExitStatus status) {
     why = lines;
   }
   if (status != QProcess::NormalExit) why << tr("the runner crashed (%1)").arg(process_->errorString());
-  else if (exit_code_ == 130) why << tr("stopped: finished arms are kept; continue with quartet run --resume %1").arg(out_dir_);
-  error_ = exit_code_ == 0 ? QString() : why.join('\n');
+  // Stopped is what was asked for: the runner's notes then are no reason to show.
+  error_ = exit_code_ == 0 || stopped() ? QString() : why.join('\n');
   emit finished(exit_code_, error_);
 }
 

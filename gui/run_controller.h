@@ -31,6 +31,9 @@ class RunController : public QObject {
   // Starts a run of `spec` into `out_dir` (which must not exist). Returns false with
   // error() set when it cannot start (already running, the binary missing).
   bool start(const nlohmann::json& spec, const QString& out_dir);
+  // Continues a stopped or failed run folder (quartet run --resume): its finished arms
+  // are kept. Returns false with error() set when it cannot start (no run folder there).
+  bool resume(const QString& run_dir);
   // Asks the run to stop (SIGINT, as Ctrl-C); kills it if it has not stopped in 20 s.
   void stop();
   bool running() const;
@@ -38,8 +41,11 @@ class RunController : public QObject {
   const RunStream& stream() const { return *stream_; }
   QString out_dir() const { return out_dir_; }
   int exit_code() const { return exit_code_; }
-  // Why the run failed, in words: the stream's errors, else the runner's last stderr lines.
+  // Why the run failed, in words: the stream's errors, else the runner's last stderr lines;
+  // empty for a run that finished or was stopped.
   QString error() const { return error_; }
+  // The run was stopped (Stop, or Ctrl-C): not an error; resume() continues it.
+  bool stopped() const { return exit_code_ == 130; }
   QString stderr_text() const { return stderr_; }
 
  signals:
@@ -48,6 +54,7 @@ class RunController : public QObject {
   void finished(int exit_code, const QString& error);
 
  private:
+  bool launch(const nlohmann::json& spec, const QString& out_dir, const QStringList& args);
   void read_stdout();
   void on_finished(int code, QProcess::ExitStatus status);
 

@@ -90,6 +90,9 @@ void RunView::refresh() {
   if (controller_->running())
     for (const std::string& e : s.errors()) errors += (errors.isEmpty() ? "" : "\n") + QString::fromStdString(e);
   show_snapshot(run, errors, log);
+  if (!running && controller_->stopped())
+    status_->setText(status_->text() + tr(" — stopped as asked; the arms that finished are kept, and Run › Resume "
+                                          "(F6) continues with the rest"));
 }
 
 void RunView::show_results(const RunResults& run) {

@@ -10,18 +10,22 @@
 #include <QLineSeries>
 #include <QTabWidget>
 #include <QSettings>
+#include <QSignalSpy>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "gui/chart_panel.h"
 #include "gui/compare_view.h"
 #include "gui/main_window.h"
+#include "gui/run_controller.h"
 #include "gui/run_view.h"
 #include "gui/spec_editor.h"
 #include "tests/gui/gui_test_util.h"
 
 using namespace quartet::gui;
 using quartet::analysis::ArmResults;
+using quartet::analysis::samples_done;
 namespace fs = std::filesystem;
 
 class MainWindowTest : public QObject {
@@ -144,6 +148,34 @@ class MainWindowTest : public QObject {
     QCOMPARE(pen_of("A: ddp-2").color(), pen_of("B: ddp-2").color());
     QVERIFY(pen_of("A: ddp-2").color() != pen_of("A: single").color());
     QVERIFY(pen_of("A: ddp-2").style() != pen_of("B: ddp-2").style());
+  }
+
+  // Shift+F5 mid-run: the status bar says stopped (not an error, no exit code), Resume is
+  // offered and continues the folder to the end.
+  void AStoppedRunIsNotAnErrorAndResumes() {
+    QTemporaryDir tmp;
+    QSettings().setValue("results_dir", tmp.path());
+    MainWindow w;
+    w.controller()->set_quartet(QUARTET_BINARY);
+    nlohmann::json spec = nlohmann::json::parse(gui_test::read_text(gui_test::fixture_spec()));
+    spec["workload"]["train_samples"] = 8192;
+    spec["train"]["epochs"] = 20;
+    spec["arms"] = nlohmann::json::array({{{"name", "single"}, {"regime", "single"}}});
+    w.editor()->set_spec(spec);
+    QVERIFY(!w.action("resume")->isEnabled());
+    QCOMPARE(w.start_run(), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(samples_done(w.controller()->stream().snapshot().arms[0]) > 0, 60000);
+    QSignalSpy done(w.controller(), &RunController::finished);
+    w.stop_run();
+    QVERIFY(done.wait(60000));
+    const QString message = w.statusBar()->currentMessage();
+    QVERIFY2(message.startsWith("Stopped") && !message.contains("exit code"), qPrintable(message));
+    QVERIFY(w.action("resume")->isEnabled());
+    QCOMPARE(w.resume_run(), QString());
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w.controller()->exit_code(), 0);
+    QVERIFY2(w.statusBar()->currentMessage().startsWith("Run finished"), qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY(!w.action("resume")->isEnabled());
   }
 
   void ACorruptResultsFolderGivesAMessage() {
