@@ -264,6 +264,14 @@ void declare_arm(RunCoordinator& rc, const ExperimentSpec& spec, const ArmSpec& 
                                json{{"spec", spec.json}, {"arm", arm.name}}.dump());
 }
 
+// The training samples an arm plans: its epochs of whole batches, or max_steps of them.
+int64_t planned_samples(const ArmSpec& arm, int64_t train_size) {
+  const trainers::TrainConfig& cfg = arm.train;
+  int64_t total = cfg.epochs * workloads::batches_per_epoch(train_size, cfg.batch) * cfg.batch;
+  if (cfg.max_steps > 0) total = std::min(total, cfg.max_steps * cfg.batch);
+  return total;
+}
+
 ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const ExperimentSpec& spec, const ArmSpec& arm,
                    int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
@@ -288,9 +296,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   }
   declare_arm(rc, spec, arm);
 
-  int64_t total = cfg.epochs * workloads::batches_per_epoch(train_size, cfg.batch) * cfg.batch;
-  if (cfg.max_steps > 0) total = std::min(total, cfg.max_steps * cfg.batch);
-  progress.arm_started(arm.name, index, total);
+  progress.arm_started(arm.name, index, planned_samples(arm, train_size), trainers::clock_role_name(roles));
 
   std::vector<Child> children;
   for (const std::string& role : roles) {
@@ -449,6 +455,12 @@ bool ended(const std::string& status) {
   return status == "finished" || status == "degraded" || status == "diverged";
 }
 
+// Whether a resume keeps `arm` of the pass in `dir` (its status there) as it was.
+bool kept_arm(const json& status, const fs::path& dir, const ArmSpec& arm, bool resume) {
+  return resume && ended(status["arms"].value(arm.name, "")) && fs::exists(dir / arm.name / "summary.json");
+}
+
+
 // The worst of the arms': interrupted, failed, diverged, degraded, finished.
 std::string run_status(bool interrupted, bool failed, const std::vector<json>& summaries) {
   if (interrupted) return "interrupted";
@@ -531,9 +543,7 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
   json status = read_status(dir);
   RunCoordinator coordinator(dir, opt.listen, tls);
   // An arm a resume keeps as it was.
-  auto kept = [&](const ArmSpec& arm) {
-    return resume && ended(status["arms"].value(arm.name, "")) && fs::exists(dir / arm.name / "summary.json");
-  };
+  auto kept = [&](const ArmSpec& arm) { return kept_arm(status, dir, arm, resume); };
   // The first arm to run is declared now: a remote role that joins before its processes
   // start (ranks started by a cluster launcher come in any order) still gets its spec.
   for (const ArmSpec& arm : spec.arms)
@@ -639,7 +649,14 @@ int run_experiment(const RunOptions& opt) {
 
   SignalGuard signals;
   g_signal = 0;
-  progress->run_started(run_dir.string(), static_cast<int>(spec.arms.size()));
+  int64_t planned = 0;  // the samples of every arm and repeat still to run
+  for (int k = 1; k <= spec.repeats; ++k) {
+    const fs::path dir = analysis::repeat_dir(run_dir, k);
+    const json status = read_status(dir);
+    for (const ArmSpec& arm : spec.arms)
+      if (!kept_arm(status, dir, arm, resume)) planned += planned_samples(arm, train_size);
+  }
+  progress->run_started(run_dir.string(), static_cast<int>(spec.arms.size()), planned);
   std::vector<json> summaries;
   bool failed = false, interrupted = false;
   // Repeat after repeat, each over every arm: a machine that slows down over the run

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -21,37 +22,64 @@ std::string clock_text(double seconds) {
   return buf;
 }
 
-// A one-line bar per arm on stderr, redrawn in place on a terminal; elsewhere only the
-// arm's start and end lines.
-class Bar : public Progress {
+// Progress on stderr: on a terminal one bar per arm, redrawn in place; elsewhere (stdout
+// or stderr redirected to a log) a line when an arm starts, at each of its evaluations
+// (an epoch's or a round's end) and when it ends. Both give the arm's ETA and the run's:
+// the run's work is its arms' planned training samples, and the samples done so far
+// measure it (arms of unequal speed make it approximate, as any bar over a whole job).
+class Console : public Progress {
  public:
-  Bar() : tty_(::isatty(2)) {}
-  void run_started(const std::string& run_dir, int arms) override {
+  Console() : tty_(::isatty(2)) {}
+  void run_started(const std::string& run_dir, int arms, int64_t planned) override {
     arms_ = arms;
+    planned_ = planned;
+    run_start_ = std::chrono::steady_clock::now();
     std::fprintf(stderr, "quartet: %d arm%s, results in %s\n", arms, arms == 1 ? "" : "s", run_dir.c_str());
   }
-  void arm_started(const std::string& arm, int index, int64_t total) override {
+  void arm_started(const std::string& arm, int index, int64_t total, const std::string& clock_role) override {
     arm_ = arm;
     index_ = index;
     total_ = total;
+    clock_role_ = clock_role;
+    samples_ = 0;
+    loss_ = 0.0;
+    last_quality_ = -1.0;
     start_ = std::chrono::steady_clock::now();
-    if (!tty_) std::fprintf(stderr, "[%d/%d] %s: started\n", index + 1, arms_, arm.c_str());
-    else draw(0, 0.0, -1.0);
+    if (!tty_) std::fprintf(stderr, "%s %s: started\n", tag().c_str(), arm.c_str());
+    else draw();
   }
   void step(const std::string&, const json& r) override {
-    if (!tty_) return;
-    const double acc = r.contains("eval") ? r["eval"]["value"].get<double>() : -1.0;
-    if (acc >= 0) last_quality_ = acc;
-    draw(r.value("samples", int64_t{0}), r.value("loss", 0.0), last_quality_);
+    if (!clock_role_.empty() && r.value("role", clock_role_) != clock_role_) return;
+    samples_ = std::max(samples_, r.value("samples", int64_t{0}));
+    if (r.contains("loss") && r["loss"].is_number()) loss_ = r["loss"].get<double>();
+    const bool evaluated = r.contains("eval") && r["eval"].is_object() && r["eval"].contains("value");
+    if (evaluated) {
+      last_quality_ = r["eval"]["value"].get<double>();
+      metric_ = r["eval"].value("metric", "quality");
+    }
+    if (tty_) return draw();
+    if (!evaluated) return;
+    // A log line per evaluation: what a person tailing the log wants at each epoch's end.
+    std::string where = "epoch " + fixed(r.value("epoch", 0.0), 2);
+    if (r.contains("round")) where = "round " + std::to_string(r.value("step", int64_t{0}));  // federated: a step a round
+    std::fprintf(stderr, "%s %s: %s, %3.0f%%, loss %.4f, %s %.4f, %s elapsed, ETA %s, run ETA %s\n", tag().c_str(),
+                 arm_.c_str(), where.c_str(), 100.0 * fraction(), loss_, metric_.c_str(), last_quality_,
+                 clock_text(arm_elapsed()).c_str(), clock_text(arm_eta()).c_str(), clock_text(run_eta()).c_str());
   }
   void arm_finished(const std::string& arm, const json& s) override {
-    if (tty_) std::fprintf(stderr, "\n");
-    std::fprintf(stderr, "[%d/%d] %s: %s, %.0f samples/s", index_ + 1, arms_, arm.c_str(),
-                 s.value("status", "finished").c_str(), s.value("samples_per_second", 0.0));
+    const std::string status = s.value("status", "finished");
+    if (status == "finished") samples_ = std::max(samples_, total_);  // the bar ends full
+    if (tty_) {
+      draw();
+      std::fprintf(stderr, "\n");
+    }
+    done_ += std::max(total_, samples_);
+    std::fprintf(stderr, "%s %s: %s, %.0f samples/s", tag().c_str(), arm.c_str(), status.c_str(),
+                 s.value("samples_per_second", 0.0));
     if (s.contains("final_quality") && !s["final_quality"].is_null())
-      std::fprintf(stderr, ", quality %.4f", s["final_quality"].get<double>());
-    std::fprintf(stderr, "\n");
-    last_quality_ = -1.0;
+      std::fprintf(stderr, ", %s %.4f", metric_.c_str(), s["final_quality"].get<double>());
+    std::fprintf(stderr, ", %s; run ETA %s\n", clock_text(arm_elapsed()).c_str(), clock_text(run_eta()).c_str());
+    total_ = samples_ = 0;
   }
   void error(const std::string& arm, const std::string& message) override {
     if (tty_) std::fprintf(stderr, "\n");
@@ -64,37 +92,60 @@ class Bar : public Progress {
   }
 
  private:
-  void draw(int64_t samples, double loss, double quality) {
-    const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(samples) / static_cast<double>(total_)) : 0.0;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double eta = frac > 0 ? elapsed * (1.0 - frac) / frac : -1.0;
+  static std::string fixed(double v, int digits) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+  }
+  std::string tag() const {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "[%d/%d]", index_ + 1, arms_);
+    return buf;
+  }
+  double fraction() const {
+    return total_ > 0 ? std::min(1.0, static_cast<double>(samples_) / static_cast<double>(total_)) : 0.0;
+  }
+  double arm_elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  double arm_eta() const {
+    const double f = fraction();
+    return f > 0 ? arm_elapsed() * (1.0 - f) / f : -1.0;
+  }
+  // The whole run's: its elapsed time scaled by the planned samples still to train.
+  double run_eta() const {
+    const double done = static_cast<double>(done_ + std::min(samples_, total_ > 0 ? total_ : samples_));
+    if (!(done > 0) || planned_ <= 0) return -1.0;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+    return elapsed * std::max(0.0, static_cast<double>(planned_) - done) / done;
+  }
+  void draw() {
     constexpr int kWidth = 24;
+    const double frac = fraction();
     std::string bar;
     const int filled = static_cast<int>(frac * kWidth);
     for (int i = 0; i < kWidth; ++i) bar += i < filled ? "#" : "-";
-    std::fprintf(stderr, "\r[%d/%d] %-14s [%s] %3.0f%%  loss %.4f%s  %s elapsed, ETA %s   ", index_ + 1, arms_,
-                 arm_.c_str(), bar.c_str(), frac * 100.0, loss,
-                 quality >= 0 ? (" quality " + std::to_string(quality).substr(0, 6)).c_str() : "",
-                 clock_text(elapsed).c_str(), clock_text(eta).c_str());
+    const std::string quality = last_quality_ >= 0 ? " " + metric_ + " " + fixed(last_quality_, 4) : "";
+    std::fprintf(stderr, "\r%s %-14s [%s] %3.0f%%  loss %.4f%s  %s elapsed, ETA %s, run ETA %s   ", tag().c_str(),
+                 arm_.c_str(), bar.c_str(), frac * 100.0, loss_, quality.c_str(), clock_text(arm_elapsed()).c_str(),
+                 clock_text(arm_eta()).c_str(), clock_text(run_eta()).c_str());
     std::fflush(stderr);
   }
 
   bool tty_;
   int arms_ = 0, index_ = 0;
-  int64_t total_ = 0;
-  std::string arm_;
-  double last_quality_ = -1.0;
-  std::chrono::steady_clock::time_point start_;
+  int64_t planned_ = 0, done_ = 0, total_ = 0, samples_ = 0;
+  std::string arm_, clock_role_, metric_ = "quality";
+  double loss_ = 0.0, last_quality_ = -1.0;
+  std::chrono::steady_clock::time_point start_, run_start_;
 };
 
 // One JSON object per line on stdout: the event stream of docs/results.md.
 class Jsonl : public Progress {
  public:
-  void run_started(const std::string& run_dir, int arms) override {
-    emit({{"event", "run_started"}, {"run_dir", run_dir}, {"arms", arms}});
+  void run_started(const std::string& run_dir, int arms, int64_t planned) override {
+    emit({{"event", "run_started"}, {"run_dir", run_dir}, {"arms", arms}, {"planned_samples", planned}});
   }
-  void arm_started(const std::string& arm, int index, int64_t total) override {
-    emit({{"event", "arm_started"}, {"arm", arm}, {"index", index}, {"total_samples", total}});
+  void arm_started(const std::string& arm, int index, int64_t total, const std::string& clock_role) override {
+    emit({{"event", "arm_started"}, {"arm", arm}, {"index", index}, {"total_samples", total}, {"clock_role", clock_role}});
   }
   void step(const std::string& arm, const json& r) override {
     emit({{"event", "step"}, {"arm", arm}, {"record", r}});
@@ -117,22 +168,26 @@ class Jsonl : public Progress {
   }
 };
 
+// Nothing while it runs; the summary table at the end, as the other modes print it.
 class Silent : public Progress {
  public:
-  void run_started(const std::string&, int) override {}
-  void arm_started(const std::string&, int, int64_t) override {}
+  void run_started(const std::string&, int, int64_t) override {}
+  void arm_started(const std::string&, int, int64_t, const std::string&) override {}
   void step(const std::string&, const json&) override {}
   void arm_finished(const std::string&, const json&) override {}
   void error(const std::string& arm, const std::string& message) override {
     std::fprintf(stderr, "quartet: %s%s%s\n", arm.c_str(), arm.empty() ? "" : ": ", message.c_str());
   }
-  void run_finished(const std::string&, const std::string&) override {}
+  void run_finished(const std::string&, const std::string& summary_md) override {
+    std::fprintf(stdout, "%s", summary_md.c_str());
+    std::fflush(stdout);
+  }
 };
 
 }  // namespace
 
 std::unique_ptr<Progress> make_progress(const std::string& mode) {
-  if (mode == "bar") return std::make_unique<Bar>();
+  if (mode == "bar") return std::make_unique<Console>();
   if (mode == "jsonl") return std::make_unique<Jsonl>();
   if (mode == "none") return std::make_unique<Silent>();
   throw std::invalid_argument("--progress: expected bar, jsonl or none, got \"" + mode + "\"");

@@ -95,13 +95,23 @@ bool has_steps(const RoleRecords& role) {
                      [](const json& j) { return text(j, "type") == "step"; });
 }
 
+namespace {
+constexpr const char* kClockRoles[] = {"server", "trainer", "rank0"};
+}  // namespace
+
 const RoleRecords* clock_role(const std::vector<RoleRecords>& roles) {
-  for (const char* preferred : {"server", "trainer", "rank0"})
+  for (const char* preferred : kClockRoles)
     for (const RoleRecords& r : roles)
       if (r.role == preferred && has_steps(r)) return &r;
   for (const RoleRecords& r : roles)
     if (has_steps(r)) return &r;
   return nullptr;
+}
+
+std::string clock_role_name(const std::vector<std::string>& roles) {
+  for (const char* preferred : kClockRoles)
+    if (std::find(roles.begin(), roles.end(), preferred) != roles.end()) return preferred;
+  return roles.empty() ? std::string() : roles.front();
 }
 
 }  // namespace quartet::trainers

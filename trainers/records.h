@@ -70,4 +70,8 @@ bool has_steps(const RoleRecords& role);
 // rank0 when it has step records, else the first role that has; null when none has.
 const RoleRecords* clock_role(const std::vector<RoleRecords>& roles);
 
+// Of an arm's role names (in the regime's order), the one clock_role() picks once they
+// all have records: server, trainer or rank0 when present, else the first.
+std::string clock_role_name(const std::vector<std::string>& roles);
+
 }  // namespace quartet::trainers

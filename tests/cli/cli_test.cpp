@@ -155,6 +155,31 @@ TEST_F(Cli, RunWritesResultsAndTheSameSpecGivesIdenticalWeights) {
   EXPECT_TRUE(spec_json["environment"].contains("cpu"));
 }
 
+// Output to a file, as in a batch job: a line per evaluation (each epoch's end) with the
+// arm's and the run's ETA, then the summary table; --progress none prints the table only.
+TEST_F(Cli, RedirectedOutputLogsEachEpochWithEtasAndEndsWithTheTable) {
+  const fs::path spec = write_spec(small_spec());
+  const Result r = quartet({"run", spec.string(), "--out", (dir_ / "r").string()}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string line : {"[1/2] single: started", "[1/2] single: epoch 1.00,  50%, loss ",
+                                 "[1/2] single: epoch 2.00, 100%, loss ", "[2/2] acc: epoch 1.00,  50%, loss ",
+                                 "[2/2] acc: finished, "})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  const size_t epoch = r.out.find("[2/2] acc: epoch 1.00");
+  ASSERT_NE(epoch, std::string::npos);
+  const std::string line = r.out.substr(epoch, r.out.find('\n', epoch) - epoch);
+  EXPECT_NE(line.find(", accuracy "), std::string::npos) << line;
+  EXPECT_NE(line.find(" elapsed, ETA "), std::string::npos) << line;
+  EXPECT_NE(line.find(", run ETA "), std::string::npos) << line;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "no bar redrawn in a log";
+  EXPECT_NE(r.out.find("| single | single | finished |"), std::string::npos) << r.out;
+
+  const Result quiet = quartet({"run", spec.string(), "--out", (dir_ / "q").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_EQ(quiet.out.find("[1/2]"), std::string::npos) << quiet.out;
+  EXPECT_NE(quiet.out.find("| acc | accumulate | finished |"), std::string::npos) << quiet.out;
+}
+
 TEST_F(Cli, JsonlProgressStreamsEventsInOrder) {
   json j = small_spec();
   j["arms"] = json::array({j["arms"][0]});
