@@ -47,16 +47,29 @@ Kind kind_of(const json& schema) {
   return Kind::line;  // numbers, strings, arrays of strings, open objects (as JSON text)
 }
 
-// Members in the order a person fills them: the required ones as the schema lists them,
-// then the rest alphabetically.
+// Members in the order a person fills them: what it is (name, regime, workload, model),
+// then its plain values (the required ones first, the rest alphabetically), then nested
+// groups (train, optimizer), and lists (the arms) last.
 std::vector<std::string> member_order(const json& schema) {
-  std::vector<std::string> order;
   const json& required = field(schema, "required");
-  if (required.is_array())
-    for (const json& r : required)
-      if (r.is_string()) order.push_back(r.get<std::string>());
-  for (const auto& [key, _] : field(schema, "properties").items())
-    if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+  auto is_required = [&](const std::string& key) {
+    return required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
+  };
+  const json& properties = field(schema, "properties");
+  auto rank = [&](const std::string& key) {
+    static const char* const kFirst[] = {"name", "regime", "workload", "model"};
+    for (int i = 0; i < 4; ++i)
+      if (key == kFirst[i]) return i;
+    switch (kind_of(field(properties, key.c_str()))) {
+      case Kind::object: return 6;
+      case Kind::list: return 7;
+      default: return is_required(key) ? 4 : 5;
+    }
+  };
+  std::vector<std::string> order;
+  for (const auto& [key, _] : properties.items()) order.push_back(key);  // alphabetical
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   return order;
 }
 

@@ -98,6 +98,29 @@ class SpecEditorTest : public QObject {
     combo(e, "spec.arms[0].regime")->setCurrentText("single");
     QVERIFY(!e.spec()["arms"][0].contains("ranks"));
     QVERIFY(e.validate());
+    // A single arm shows no federated, split or data-parallel field.
+    for (const char* other : {"clients", "rounds", "cut", "topk_fraction", "compress", "ranks", "zero", "backend"})
+      if (QWidget* w = e.form()->editor(std::string("spec.arms[0].") + other))
+        QVERIFY2(w->parentWidget()->isHidden(), other);
+  }
+
+  // Fields in the order a person fills them: what it is first, its values, groups, the
+  // arms last; an optimizer's name before its settings.
+  void FieldsComeInTheOrderAPersonFillsThem() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    auto y = [&](const char* path) {
+      QWidget* w = e.form()->editor(path);
+      return w ? w->mapTo(&e, QPoint(0, 0)).y() : -1;
+    };
+    e.resize(900, 4000);
+    e.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&e));
+    QVERIFY(y("spec.name") < y("spec.workload.name"));
+    QVERIFY(y("spec.workload.name") < y("spec.seed"));
+    QVERIFY(y("spec.seed") < y("spec.train.batch"));
+    QVERIFY2(y("spec.train.optimizer.name") < y("spec.train.optimizer.lr"), qPrintable(QString("%1 %2 %3").arg(y("spec.train.optimizer.name")).arg(y("spec.train.optimizer.lr")).arg(y("spec.train.batch"))));
+    QVERIFY(y("spec.train.optimizer.name") < y("spec.train.optimizer.momentum"));
   }
 
   void ABadValueShowsItsErrorAtTheField() {
