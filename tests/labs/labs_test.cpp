@@ -1,0 +1,111 @@
+// The course labs (docs/labs/), each run in a reduced form: the lab's own experiment file
+// with small synthetic data, fewer steps or arms and one compute thread a process, so that
+// each finishes in seconds and its outcome follows from the seed alone. Each test asserts
+// the lab's qualitative result on weights, byte counts and memory figures, never on
+// timings. Real processes (the launcher and its roles): labelled labs and multirank, run
+// serially.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/cli/cli_util.h"
+
+#ifndef QUARTET_SOURCE_DIR
+#error "QUARTET_SOURCE_DIR must name the source tree"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using cli_util::file_bytes;
+using cli_util::quartet;
+using cli_util::records_of;
+using cli_util::Result;
+using cli_util::safetensors_floats;
+
+const fs::path kSource = QUARTET_SOURCE_DIR;
+const std::vector<std::string> kLabs = {"big-batch"};
+
+class Labs : public cli_util::FolderTest {
+ protected:
+  Labs() : FolderTest("labs") {}
+
+  // The lab's experiment file on synthetic data of `train` and `test` samples, one
+  // compute thread a process, and only the arms `keep` accepts.
+  static json reduced(const std::string& lab, int train, int test,
+                      const std::function<bool(const json&)>& keep = [](const json&) { return true; }) {
+    std::ifstream in(kSource / "experiments" / "labs" / (lab + ".json"));
+    json spec = json::parse(in, nullptr, true, /*ignore_comments=*/true);
+    spec["workload"] = {{"name", "synthetic"}, {"model", spec["workload"]["model"]},
+                        {"train_samples", train}, {"test_samples", test}};
+    spec["threads"] = 1;
+    json arms = json::array();
+    for (const json& arm : spec["arms"])
+      if (keep(arm)) arms.push_back(arm);
+    spec["arms"] = arms;
+    return spec;
+  }
+
+  // Runs `spec` to its end and returns its run folder.
+  fs::path run(const json& spec) {
+    const fs::path file = dir_ / "spec.json";
+    std::ofstream(file) << spec.dump(2);
+    const fs::path out = dir_ / "run";
+    const Result r = quartet({"run", file.string(), "--out", out.string(), "--progress=none"}, dir_);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return out;
+  }
+
+  static json summary(const fs::path& run, const std::string& arm) {
+    return json::parse(file_bytes(run / arm / "summary.json"));
+  }
+};
+
+double largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+  return worst;
+}
+
+// Every lab has its experiment, its page, its teacher's answers and a line in the index,
+// and its experiment is a valid spec as it stands.
+TEST_F(Labs, EveryLabHasItsExperimentPageAnswersAndIndexLine) {
+  const std::string index = file_bytes(kSource / "docs" / "labs" / "README.md");
+  for (const std::string& lab : kLabs) {
+    const fs::path spec = kSource / "experiments" / "labs" / (lab + ".json");
+    const Result r = quartet({"validate", spec.string()}, dir_);
+    EXPECT_EQ(r.code, 0) << lab << ": " << r.out;
+    EXPECT_TRUE(fs::exists(kSource / "docs" / "labs" / (lab + ".md"))) << lab;
+    EXPECT_TRUE(fs::exists(kSource / "docs" / "labs" / "answers" / (lab + ".md"))) << lab;
+    EXPECT_NE(index.find("(" + lab + ".md)"), std::string::npos) << lab;
+  }
+}
+
+// Lab big-batch: accumulated micro-batches and data-parallel ranks with the same global
+// batch end with single's weights, to float rounding; smaller batches do not.
+TEST_F(Labs, BigBatchAccumulatedAndDataParallelEndWithSinglesWeights) {
+  const fs::path out = run(reduced("big-batch", 512, 64));
+  const std::vector<float> single = safetensors_floats(out / "single" / "final.safetensors");
+  ASSERT_GT(single.size(), 200000u);  // mlp: 235,146 parameters
+  for (const char* arm : {"accum-4", "accum-16", "ddp-2", "ddp-4"}) {
+    EXPECT_EQ(summary(out, arm)["steps"], summary(out, "single")["steps"]) << arm;
+    const std::vector<float> w = safetensors_floats(out / arm / "final.safetensors");
+    ASSERT_EQ(w.size(), single.size()) << arm;
+    EXPECT_LT(largest_difference(w, single), 1e-5) << arm;
+  }
+  // The contrast arm takes four steps of 32 where the others take one of 128.
+  EXPECT_GT(largest_difference(safetensors_floats(out / "small-32" / "final.safetensors"), single), 1e-3);
+}
+
+}  // namespace
