@@ -35,7 +35,7 @@ using cli_util::Result;
 using cli_util::safetensors_floats;
 
 const fs::path kSource = QUARTET_SOURCE_DIR;
-const std::vector<std::string> kLabs = {"big-batch", "ring-bytes"};
+const std::vector<std::string> kLabs = {"big-batch", "ring-bytes", "zero-memory"};
 
 class Labs : public cli_util::FolderTest {
  protected:
@@ -130,6 +130,38 @@ TEST_F(Labs, RingAllReduceSendsTwoNMinusOneOverNOfTheGradientsPerRank) {
         EXPECT_LT(sent, 1.01 * expected) << name << " rank " << r;
       }
     }
+  }
+}
+
+// Lab zero-memory: per rank, zero 1 holds 1/N of the optimizer state and zero 2 also 1/N
+// of the gradients, plus the bucket being filled (a bucket holds whole tensors: the
+// mlp's fc1, 85 % of it). Apart from that bucket, gradients + optimizer state fall by N
+// against zero 0's.
+TEST_F(Labs, ZeroTwoDividesGradientAndOptimizerMemoryByTheRanks) {
+  json spec = reduced("zero-memory", 256, 64);
+  spec["train"]["max_steps"] = 2;
+  const fs::path out = run(spec);
+  auto peak = [&](const std::string& arm, const std::string& tag) {
+    return summary(out, arm)["memory_peak_bytes"]["by_tag"][tag].get<double>();
+  };
+  for (const auto& [n, arm_prefix] : {std::pair{2, "r2-zero"}, std::pair{4, "r4-zero"}}) {
+    const std::string prefix = arm_prefix;
+    const double opt0 = peak(prefix + "0", "optimizer_state"), grad0 = peak(prefix + "0", "gradients");
+    const double opt1 = peak(prefix + "1", "optimizer_state"), grad1 = peak(prefix + "1", "gradients");
+    const double opt2 = peak(prefix + "2", "optimizer_state"), grad2 = peak(prefix + "2", "gradients");
+    const double bucket = records_of(out / (prefix + "2") / "roles" / "rank0.jsonl", "step")
+                              .back()["comm"]["largest_bucket_bytes"].get<double>();
+    ASSERT_GT(opt0, 0.0);
+    ASSERT_GT(bucket, 0.0);
+    // Shards are padded to a multiple of N floats per bucket: a few bytes over 1/N.
+    EXPECT_NEAR(opt1, opt0 / n, 64.0) << n;
+    EXPECT_NEAR(grad1, grad0 + grad0 / n, 64.0) << n;  // the whole gradient and a copy of its shard
+    EXPECT_NEAR(opt2, opt0 / n, 64.0) << n;
+    EXPECT_LE(grad2, grad0 / n + bucket + 64.0) << n;
+    EXPECT_LT(opt2 + grad2, opt0 + grad0) << n;
+    const double ratio = (opt0 + grad0) / (opt2 + grad2 - bucket);
+    EXPECT_GT(ratio, 0.95 * n) << n;
+    EXPECT_LT(ratio, 1.05 * n) << n;
   }
 }
 
