@@ -277,9 +277,10 @@ std::vector<std::string> memory_tags() {
 
 std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
   struct RolePeak {
-    std::map<std::string, double> tags;
+    std::map<std::string, double> tags;     // each tag's own peak
+    std::map<std::string, double> at_peak;  // each tag's bytes when the total peaked
     double total = 0.0, rss = 0.0;
-    bool gpu = false;
+    bool gpu = false, has_at_peak = false;
   };
   std::vector<std::pair<std::string, RolePeak>> per_role;
   for (const RoleRecords& r : arm.roles) {
@@ -292,10 +293,19 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
       if (memory) {
         any = true;
         p.gpu = p.gpu || rec.gpu_memory.has_value();
-        for (const auto& [tag, m] : *memory) {
-          const double peak = static_cast<double>(m.peak);
-          if (tag == "total") p.total = std::max(p.total, peak);
-          else p.tags[tag] = std::max(p.tags[tag], peak);
+        for (const auto& [tag, m] : *memory)
+          if (tag != "total") p.tags[tag] = std::max(p.tags[tag], static_cast<double>(m.peak));
+        // The breakdown at the largest total peak of the run: where the stack of tags is
+        // the total, not the sum of peaks reached at different moments.
+        if (const auto total = memory->find("total"); total != memory->end() && total->second.peak > p.total) {
+          p.total = static_cast<double>(total->second.peak);
+          p.at_peak.clear();
+          p.has_at_peak = true;
+          for (const auto& [tag, m] : *memory)
+            if (tag != "total") {
+              if (m.at_total_peak < 0) p.has_at_peak = false;
+              p.at_peak[tag] = static_cast<double>(m.at_total_peak);
+            }
         }
       }
       p.rss = std::max(p.rss, static_cast<double>(rec.rss_peak.value_or(0)));
@@ -328,7 +338,9 @@ std::vector<ProcessMemory> process_memory(const ArmResults& arm) {
     if (it == kinds.end()) kinds.emplace_back(kind, &p);
     else if (p.total > it->second->total) it->second = &p;
   }
-  for (const auto& [kind, p] : kinds) out.push_back({kinds.size() == 1 ? "" : kind, ordered(p->tags), p->rss, p->gpu});
+  for (const auto& [kind, p] : kinds)
+    out.push_back({kinds.size() == 1 ? "" : kind, ordered(p->has_at_peak ? p->at_peak : p->tags), p->rss, p->gpu,
+                   p->has_at_peak});
   return out;
 }
 

@@ -39,9 +39,13 @@ struct BytesPoint {
 // the largest process of that kind.
 struct ProcessMemory {
   std::string kind;                                  // "" for a one-process arm
-  std::vector<std::pair<std::string, double>> tags;  // parameters, gradients, … in record order
+  // parameters, gradients, … in record order: each tag's bytes when the process's tracked
+  // total peaked (they sum to that peak), or, from records without that breakdown, each
+  // tag's own peak (reached at different moments: they may sum to more)
+  std::vector<std::pair<std::string, double>> tags;
   double rss = 0.0;
-  bool gpu = false;  // the tags are the GPU's (the process trained on one), not host memory
+  bool gpu = false;      // the tags are the GPU's (the process trained on one), not host memory
+  bool at_peak = false;  // tags are the breakdown at the total's peak
 };
 
 struct ArmResults {

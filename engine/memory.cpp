@@ -10,6 +10,7 @@ struct Counters {
   std::array<std::atomic<int64_t>, kMemTagCount> peak{};
   std::atomic<int64_t> total_current{0};
   std::atomic<int64_t> total_peak{0};
+  std::array<std::atomic<int64_t>, kMemTagCount> at_total_peak{};
 };
 
 Counters& counters() {
@@ -17,10 +18,17 @@ Counters& counters() {
   return c;
 }
 
-void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
+// True when `value` became the peak.
+bool raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
-  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
+  while (value > seen)
+    if (peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) return true;
+  return false;
+}
+
+void snapshot_at_peak(Counters& c) {
+  for (int i = 0; i < kMemTagCount; ++i)
+    c.at_total_peak[i].store(c.current[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 thread_local MemTag t_tag = MemTag::activations;
@@ -48,6 +56,7 @@ MemStats memory_stats() {
   }
   s.total_current = c.total_current.load(std::memory_order_relaxed);
   s.total_peak = c.total_peak.load(std::memory_order_relaxed);
+  for (int i = 0; i < kMemTagCount; ++i) s.at_total_peak[i] = c.at_total_peak[i].load(std::memory_order_relaxed);
   return s;
 }
 
@@ -55,13 +64,15 @@ void reset_memory_peaks() {
   Counters& c = counters();
   for (int i = 0; i < kMemTagCount; ++i) c.peak[i] = c.current[i].load();
   c.total_peak = c.total_current.load();
+  snapshot_at_peak(c);
 }
 
 void memory_add(MemTag tag, int64_t bytes) {
   Counters& c = counters();
   const int i = static_cast<int>(tag);
   raise_peak(c.peak[i], c.current[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
-  raise_peak(c.total_peak, c.total_current.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  if (raise_peak(c.total_peak, c.total_current.fetch_add(bytes, std::memory_order_relaxed) + bytes))
+    snapshot_at_peak(c);
 }
 
 void memory_sub(MemTag tag, int64_t bytes) {

@@ -24,6 +24,10 @@ struct MemStats {
   std::array<int64_t, kMemTagCount> peak{};
   int64_t total_current = 0;
   int64_t total_peak = 0;  // peak of the sum, not the sum of peaks
+  // Each tag's bytes when the total last reached its peak: they sum to total_peak (up to
+  // allocations on other threads at that instant), where the tags' own peaks, reached at
+  // different times, sum to more.
+  std::array<int64_t, kMemTagCount> at_total_peak{};
 };
 
 // Process-wide byte counts per tag for one device kind (host memory here; the CUDA

@@ -61,8 +61,10 @@ std::string chart_caption(ChartKind kind) {
     case ChartKind::quality_samples:
       return "The workload's test metric at each evaluation; the dashed line is the target.";
     case ChartKind::memory:
-      return "The engine's tracked peak per tag during training, for the largest process of each kind; the tags "
-             "peak at different moments, so a stack can exceed the tracked total.";
+      return "The engine's tracked memory per tag at the moment each process's tracked total peaked during "
+             "training, so a bar's length is that peak; the largest process of each kind. (Runs recorded without "
+             "that breakdown show each tag's own peak: those are reached at different moments and may sum to "
+             "more.)";
     case ChartKind::communication:
       return "Bytes sent and received per process per epoch-equivalent (Gloo and NCCL: the algorithm's bytes).";
     case ChartKind::cumulative_bytes: return "Bytes moved by the arm since it started, every message counted once.";

@@ -32,8 +32,8 @@ int64_t current_rss_bytes() {
 nlohmann::json memory_json(const engine::MemStats& mem) {
   nlohmann::json memory = nlohmann::json::object();
   for (int i = 0; i < engine::kMemTagCount; ++i)
-    memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {{"current", mem.current[i]},
-                                                                                 {"peak", mem.peak[i]}};
+    memory[std::string(engine::mem_tag_name(static_cast<engine::MemTag>(i)))] = {
+        {"current", mem.current[i]}, {"peak", mem.peak[i]}, {"at_total_peak", mem.at_total_peak[i]}};
   memory["total"] = {{"current", mem.total_current}, {"peak", mem.total_peak}};
   return memory;
 }

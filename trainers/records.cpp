@@ -65,7 +65,8 @@ RecordView read_record(const json& line) {
     r.eval = Evaluation{text(e, "metric", "accuracy"), number(e, "value"), integer(e, "samples"), number(e, "seconds")};
   if (const json& mem = member(line, "memory"); mem.is_object()) {
     r.memory.emplace();
-    for (const auto& [tag, m] : mem.items()) (*r.memory)[tag] = {integer(m, "current"), integer(m, "peak")};
+    for (const auto& [tag, m] : mem.items())
+      (*r.memory)[tag] = {integer(m, "current"), integer(m, "peak"), integer(m, "at_total_peak", -1)};
   }
   if (const json& gpu = member(line, "gpu_memory"); gpu.is_object()) {
     r.gpu_memory.emplace();

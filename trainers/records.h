@@ -40,6 +40,7 @@ struct RoleRecords {
 struct TagMemory {
   int64_t current = 0;
   int64_t peak = 0;
+  int64_t at_total_peak = -1;  // its bytes when the total peaked; -1 in records without it
 };
 
 // A record line read back: the writer's StepRecord and what to_json() adds. Records of

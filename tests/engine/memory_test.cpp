@@ -32,6 +32,30 @@ TEST(Memory, PeakRemembersTheHighestPointUntilReset) {
   EXPECT_EQ(peak(MemTag::communication), current(MemTag::communication));
 }
 
+// The tags at the total's peak sum to it; the tags' own peaks, reached at different
+// moments, sum to more.
+TEST(Memory, TheBreakdownAtTheTotalsPeakSumsToThePeak) {
+  reset_memory_peaks();
+  const MemStats base = memory_stats();
+  auto at_peak = [](MemTag t) { return memory_stats().at_total_peak[static_cast<int>(t)]; };
+  const int p = static_cast<int>(MemTag::parameters), a = static_cast<int>(MemTag::activations),
+            g = static_cast<int>(MemTag::gradients);
+  Tensor params = Tensor::empty({100}, Device::cpu(), MemTag::parameters);
+  { Tensor acts = Tensor::empty({50}, Device::cpu(), MemTag::activations); }
+  Tensor grads = Tensor::empty({30}, Device::cpu(), MemTag::gradients);
+  const MemStats s = memory_stats();
+  EXPECT_EQ(s.total_peak - base.total_peak, 600);  // 400 + 200 bytes, before the gradients
+  EXPECT_EQ(at_peak(MemTag::parameters) - base.current[p], 400);
+  EXPECT_EQ(at_peak(MemTag::activations) - base.current[a], 200);
+  EXPECT_EQ(at_peak(MemTag::gradients) - base.current[g], 0);
+  EXPECT_EQ((s.peak[p] - base.peak[p]) + (s.peak[a] - base.peak[a]) + (s.peak[g] - base.peak[g]), 720);
+  int64_t sum = 0;
+  for (int t = 0; t < kMemTagCount; ++t) sum += s.at_total_peak[t];
+  EXPECT_EQ(sum, s.total_peak);
+  reset_memory_peaks();  // the breakdown restarts from what is held now
+  EXPECT_EQ(at_peak(MemTag::gradients), memory_stats().current[g]);
+}
+
 TEST(Memory, DefaultTagIsActivationsAndScopesNest) {
   EXPECT_EQ(current_mem_tag(), MemTag::activations);
   {
