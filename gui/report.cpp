@@ -87,7 +87,7 @@ std::string report_html(const RunResults& run, const std::string& image_ext) {
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
       << escape_html(run.name) << " — Quartet report</title>\n<style>\n"
       << "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n"
-      << "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}\n"
+      << "table{border-collapse:collapse;margin:1em 0;font-size:0.9em;display:block;max-width:100%;overflow-x:auto}\n"
       << "th,td{border:1px solid #ccc;padding:0.3em 0.6em}th{background:#f3f3f3}.num{text-align:right}\n"
       << "img{max-width:100%;border:1px solid #eee}.problem{color:#a00}figure{margin:1.5em 0}\n"
       << "</style>\n</head>\n<body>\n";

@@ -73,6 +73,21 @@ TEST_F(VolumeCli, PhantomSpecFieldsAreCheckedAndFilled) {
                     "spec.workload.volumes: only the volume workloads take volumes");
 }
 
+// One epoch of unet3d learns nothing yet: the run ends with a hint to give it more epochs,
+// on the terminal and in summary.md.
+TEST_F(VolumeCli, AnUntrainedSegmentationEndsWithAHintToTrainLonger) {
+  const Result r =
+      quartet({"run", write_spec(phantom_spec()).string(), "--out", (dir_ / "r").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const double dice = json::parse(file_bytes(dir_ / "r" / "single" / "summary.json"))["final_quality"].get<double>();
+  ASSERT_LT(dice, 0.1) << "one epoch on 4 phantoms should not segment yet";
+  for (const std::string& text : {r.out, file_bytes(dir_ / "r" / "summary.md")}) {
+    EXPECT_NE(text.find("single: mean Dice "), std::string::npos) << text;
+    EXPECT_NE(text.find("has not learnt to segment yet"), std::string::npos) << text;
+    EXPECT_NE(text.find("give it more epochs"), std::string::npos) << text;
+  }
+}
+
 // Split with one client and the cut after enc2 sends {e1, e2} each step, and the voxel
 // labels: it equals single to float rounding. Federated averages two clients' volumes.
 TEST_F(VolumeCli, Unet3dTrainsUnderSingleSplitAndFederated) {
