@@ -34,8 +34,9 @@ SliceGeometry geometry(const Grid& g, Plane plane) {
   return {0, 0};
 }
 
-// The voxel (x, y, z) under pixel (u, v) of slice `s`.
-std::array<int64_t, 3> voxel(const Grid& g, Plane plane, int64_t s, int64_t u, int64_t v) {
+}  // namespace
+
+std::array<int64_t, 3> slice_voxel(const Grid& g, Plane plane, int64_t s, int64_t u, int64_t v) {
   switch (plane) {
     case Plane::axial: return {u, v, s};                       // anterior (low y) up
     case Plane::coronal: return {u, s, g.nz() - 1 - v};        // superior (high z) up
@@ -44,7 +45,16 @@ std::array<int64_t, 3> voxel(const Grid& g, Plane plane, int64_t s, int64_t u, i
   return {0, 0, 0};
 }
 
-}  // namespace
+// LPS: x grows to the patient's left, y to posterior, z to superior; pixel u grows with x
+// (axial, coronal) or y (sagittal), and v with y (axial) or against z.
+EdgeLetters edge_letters(Plane plane) {
+  switch (plane) {
+    case Plane::axial: return {"R", "L", "A", "P"};
+    case Plane::coronal: return {"R", "L", "S", "I"};
+    case Plane::sagittal: return {"A", "P", "S", "I"};
+  }
+  return {"", "", "", ""};
+}
 
 QColor class_color(int c) {
   static const QColor kColors[] = {QColor(230, 40, 40), QColor(250, 210, 30), QColor(40, 200, 230),
@@ -67,7 +77,7 @@ QImage slice_image(const Volume& image, Plane plane, int64_t index, const SliceS
   for (int64_t v = 0; v < geo.height; ++v) {
     auto* row = reinterpret_cast<QRgb*>(out.scanLine(static_cast<int>(v)));
     for (int64_t u = 0; u < geo.width; ++u) {
-      const auto [x, y, z] = voxel(g, plane, s, u, v);
+      const auto [x, y, z] = slice_voxel(g, plane, s, u, v);
       const double grey = std::clamp((image.at(x, y, z) - lo) * scale, 0.0, 255.0);
       double r = grey, gr = grey, b = grey;
       if (mask) {

@@ -7,6 +7,8 @@
 
 #include <QColor>
 #include <QImage>
+#include <array>
+#include <cstdint>
 
 #include "medical3d/volume.h"
 
@@ -39,5 +41,18 @@ SliceStyle default_style(const medical3d::Volume& image);
 
 // The colour of mask class c (1: red, 2: yellow, 3: cyan, …).
 QColor class_color(int c);
+
+// The voxel (x, y, z) under pixel (u, v) of slice `s` of `plane` as slice_image draws it.
+std::array<int64_t, 3> slice_voxel(const medical3d::Grid& grid, Plane plane, int64_t s, int64_t u, int64_t v);
+
+// The patient's directions at a slice's left, right, top and bottom edges as slice_image
+// draws an LPS volume (R/L, A/P, S/I): axial R L A P, coronal R L S I, sagittal A P S I.
+struct EdgeLetters {
+  const char* left;
+  const char* right;
+  const char* top;
+  const char* bottom;
+};
+EdgeLetters edge_letters(Plane plane);
 
 }  // namespace quartet::gui

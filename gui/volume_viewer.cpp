@@ -7,6 +7,8 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
 #include <QPushButton>
 #include <QSlider>
 #include <QVBoxLayout>
@@ -42,6 +44,25 @@ medical3d::LabelVolume read_mask([[maybe_unused]] const QString& path) {
 #endif
 }
 
+// The patient's directions at the picture's edges, white on a dark outline.
+void draw_edge_letters(QPixmap& pixmap, const EdgeLetters& e) {
+  QPainter painter(&pixmap);
+  QFont font = painter.font();
+  font.setBold(true);
+  painter.setFont(font);
+  const QRect r = pixmap.rect().adjusted(4, 2, -4, -2);
+  const std::pair<const char*, int> at[] = {{e.left, Qt::AlignLeft | Qt::AlignVCenter},
+                                            {e.right, Qt::AlignRight | Qt::AlignVCenter},
+                                            {e.top, Qt::AlignTop | Qt::AlignHCenter},
+                                            {e.bottom, Qt::AlignBottom | Qt::AlignHCenter}};
+  for (const auto& [letter, align] : at) {
+    painter.setPen(Qt::black);
+    painter.drawText(r.translated(1, 1), align, letter);
+    painter.setPen(QColor(255, 230, 120));
+    painter.drawText(r, align, letter);
+  }
+}
+
 }  // namespace
 
 VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
@@ -62,7 +83,9 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
   opacity_->setValue(45);
   opacity_->setMaximumWidth(140);
   show_mask_ = new QCheckBox(tr("Mask"), this);
-  show_mask_->setChecked(true);
+  show_mask_->setChecked(false);
+  show_mask_->setEnabled(false);  // until a mask is open
+  show_mask_->setToolTip(tr("Open a mask (File › Open Mask) to show it over the image"));
   bar->addWidget(open_image);
   bar->addWidget(open_mask);
   bar->addSpacing(12);
@@ -79,6 +102,14 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
   info_ = new QLabel(tr("Open a NIfTI image (.nii, .nii.gz), then its mask if it has one."), this);
   info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   layout->addWidget(info_);
+  auto* lines = new QHBoxLayout;
+  legend_ = new QLabel(this);
+  readout_ = new QLabel(this);
+  readout_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  lines->addWidget(legend_);
+  lines->addStretch(1);
+  lines->addWidget(readout_);
+  layout->addLayout(lines);
   error_ = new QLabel(this);
   error_->setStyleSheet("color: #b00020;");
   error_->setWordWrap(true);
@@ -88,7 +119,10 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
   auto* grid = new QGridLayout;
   for (size_t p = 0; p < 3; ++p) {
     auto* title = new QLabel(tr(kPlaneNames[p]), this);
+    titles_[p] = title;
     views_[p] = new QLabel(this);
+    views_[p]->setMouseTracking(true);
+    views_[p]->installEventFilter(this);
     views_[p]->setAlignment(Qt::AlignCenter);
     views_[p]->setMinimumSize(160, 160);
     views_[p]->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
@@ -120,7 +154,7 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
     if (!path.isEmpty()) this->open_image(path);
   });
   connect(open_mask, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a mask"), QString(),
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a mask"), image_dir_,
                                                       tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
     if (!path.isEmpty()) this->open_mask(path);
   });
@@ -137,7 +171,10 @@ QString VolumeViewer::open_image(const QString& path) {
   std::optional<medical3d::LabelVolume> mask;
   if (mask_ && mask_->grid.dims == image.grid.dims) mask = mask_;  // a mask of the same grid stays
   const QString problem = set_volume(std::move(image), std::move(mask));
-  if (problem.isEmpty()) info_->setText(QFileInfo(path).fileName() + " — " + info_->text());
+  if (problem.isEmpty()) {
+    info_->setText(QFileInfo(path).fileName() + " — " + info_->text());
+    image_dir_ = QFileInfo(path).absolutePath();
+  }
   return problem;
 }
 
@@ -159,9 +196,59 @@ QString VolumeViewer::open_mask(const QString& path) {
     return error_text();
   }
   error_->hide();
-  show_mask_->setChecked(true);
+  mask_changed();
   redraw();
   return {};
+}
+
+// The mask toggle, on with a fresh mask and off without one, and the legend of its classes.
+void VolumeViewer::mask_changed() {
+  show_mask_->setEnabled(mask_.has_value());
+  show_mask_->setChecked(mask_.has_value());
+  QString legend;
+  if (mask_) {
+    std::array<bool, 256> present{};
+    for (int64_t z = 0; z < mask_->nz(); ++z)
+      for (int64_t y = 0; y < mask_->ny(); ++y)
+        for (int64_t x = 0; x < mask_->nx(); ++x) present[mask_->at(x, y, z)] = true;
+    legend = tr("Mask classes:");
+    for (int c = 1; c < 256; ++c)
+      if (present[static_cast<size_t>(c)])
+        legend += QString(" <span style=\"color:%1\">■</span> %2").arg(class_color(c).name()).arg(c);
+    if (legend == tr("Mask classes:")) legend += tr(" none (every voxel is background)");
+  }
+  legend_->setText(legend);
+}
+
+QString VolumeViewer::legend_text() const { return legend_->text(); }
+bool VolumeViewer::mask_toggle_enabled() const { return show_mask_->isEnabled(); }
+
+QString VolumeViewer::plane_title(Plane plane) const { return titles_[static_cast<size_t>(plane)]->text(); }
+
+QString VolumeViewer::readout_at(Plane plane, QPoint point) {
+  const size_t p = static_cast<size_t>(plane);
+  QString text;
+  const QRect& r = shown_[p];
+  if (image_ && r.width() > 0 && r.height() > 0 && r.contains(point)) {
+    const int64_t u = (point.x() - r.x()) * pictures_[p].width() / r.width();
+    const int64_t v = (point.y() - r.y()) * pictures_[p].height() / r.height();
+    const auto [x, y, z] = slice_voxel(image_->grid, plane, sliders_[p]->value(), u, v);
+    text = tr("voxel (%1, %2, %3): %4").arg(x).arg(y).arg(z).arg(image_->at(x, y, z), 0, 'g', 5);
+    if (mask_) text += tr(", class %1").arg(mask_->at(x, y, z));
+  }
+  readout_->setText(text);
+  return text;
+}
+
+bool VolumeViewer::eventFilter(QObject* watched, QEvent* event) {
+  for (size_t p = 0; p < 3; ++p)
+    if (watched == views_[p]) {
+      if (event->type() == QEvent::MouseMove)
+        readout_at(kPlanes[p], static_cast<QMouseEvent*>(event)->position().toPoint());
+      else if (event->type() == QEvent::Leave)
+        readout_->clear();
+    }
+  return QWidget::eventFilter(watched, event);
 }
 
 QString VolumeViewer::set_volume(medical3d::Volume image, std::optional<medical3d::LabelVolume> mask) {
@@ -171,6 +258,7 @@ QString VolumeViewer::set_volume(medical3d::Volume image, std::optional<medical3
   }
   image_ = std::move(image);
   mask_ = std::move(mask);
+  mask_changed();
   error_->hide();
   filling_ = true;
   const SliceStyle style = default_style(*image_);
@@ -219,8 +307,15 @@ void VolumeViewer::redraw() {
     const double aspect = pixel_aspect(image_->grid, kPlanes[p]);
     QSizeF shape(pictures_[p].width(), pictures_[p].height() * aspect);
     shape.scale(QSizeF(room), Qt::KeepAspectRatio);
-    views_[p]->setPixmap(QPixmap::fromImage(pictures_[p].scaled(shape.toSize().expandedTo(QSize(1, 1)),
-                                                                Qt::IgnoreAspectRatio, Qt::FastTransformation)));
+    QPixmap pixmap = QPixmap::fromImage(pictures_[p].scaled(shape.toSize().expandedTo(QSize(1, 1)),
+                                                            Qt::IgnoreAspectRatio, Qt::FastTransformation));
+    draw_edge_letters(pixmap, edge_letters(kPlanes[p]));
+    shown_[p] = QRect(QPoint((room.width() - pixmap.width()) / 2, (room.height() - pixmap.height()) / 2), pixmap.size());
+    views_[p]->setPixmap(pixmap);
+    titles_[p]->setText(tr("%1 — slice %2 of %3")
+                            .arg(tr(kPlaneNames[p]))
+                            .arg(sliders_[p]->value() + 1)
+                            .arg(slice_count(image_->grid, kPlanes[p])));
   }
 }
 

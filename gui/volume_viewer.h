@@ -5,6 +5,7 @@
 // prediction from `quartet predict`).
 
 #include <QImage>
+#include <QRect>
 #include <QString>
 #include <QWidget>
 #include <array>
@@ -39,17 +40,29 @@ class VolumeViewer : public QWidget {
   QImage picture(Plane plane) const { return pictures_[static_cast<size_t>(plane)]; }
   QString error_text() const;
   bool has_image() const { return image_.has_value(); }
+  // What the viewer says of `plane` ("Axial — slice 17 of 32"), of the voxel under a
+  // point of its view (as the readout line shows it when the mouse is there; "" off the
+  // image), and of the mask's classes (the legend line).
+  QString plane_title(Plane plane) const;
+  QString readout_at(Plane plane, QPoint point_in_view);
+  QString legend_text() const;
+  QRect picture_rect(Plane plane) const { return shown_[static_cast<size_t>(plane)]; }  // in its view
+  bool mask_toggle_enabled() const;
 
  protected:
   void resizeEvent(QResizeEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void redraw();
   void show_error(const QString& message);
+  void mask_changed();
 
   std::optional<medical3d::Volume> image_;
   std::optional<medical3d::LabelVolume> mask_;
   std::array<QLabel*, 3> views_{};
+  std::array<QLabel*, 3> titles_{};
+  std::array<QRect, 3> shown_{};  // where each picture sits in its view, scaled
   std::array<QSlider*, 3> sliders_{};
   std::array<QImage, 3> pictures_;
   QDoubleSpinBox* window_;
@@ -57,7 +70,10 @@ class VolumeViewer : public QWidget {
   QSlider* opacity_;
   QCheckBox* show_mask_;
   QLabel* info_;
+  QLabel* legend_;
+  QLabel* readout_;
   QLabel* error_;
+  QString image_dir_;  // where Open Mask starts: the image's folder
   bool filling_ = false;
 };
 

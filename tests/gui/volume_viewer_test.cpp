@@ -1,6 +1,7 @@
 // The slice viewer shows a volume's slices and its mask over them; a mask that does not
 // fit, or a file that is not NIfTI, gives a message.
 
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -48,6 +49,15 @@ class VolumeViewerTest : public QObject {
     QCOMPARE(qGray(coronal.pixel(3, 1)), 0);
     QCOMPARE(pixel_aspect(g, Plane::coronal), 2.5);
     QCOMPARE(slice_count(g, Plane::sagittal), int64_t{4});
+    // The letters at the edges say where the patient's directions are, as drawn above.
+    const EdgeLetters a = edge_letters(Plane::axial), c = edge_letters(Plane::coronal),
+                      sg = edge_letters(Plane::sagittal);
+    QCOMPARE(QString("%1%2%3%4").arg(a.left, a.right, a.top, a.bottom), QString("RLAP"));
+    QCOMPARE(QString("%1%2%3%4").arg(c.left, c.right, c.top, c.bottom), QString("RLSI"));
+    QCOMPARE(QString("%1%2%3%4").arg(sg.left, sg.right, sg.top, sg.bottom), QString("APSI"));
+    const auto far = slice_voxel(g, Plane::coronal, 0, 3, 0);  // the top right pixel of the coronal slice
+    QCOMPARE(far[0], int64_t{3});
+    QCOMPARE(far[2], int64_t{1});
   }
 
   void ViewerShowsAPhantomsSlicesAndMask() {
@@ -59,7 +69,23 @@ class VolumeViewerTest : public QObject {
 
     VolumeViewer viewer;
     viewer.resize(900, 400);
+    viewer.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&viewer));
+    QVERIFY(!viewer.mask_toggle_enabled());
     QCOMPARE(viewer.open_image(image), QString());
+    QVERIFY(!viewer.mask_toggle_enabled());  // no mask yet: nothing to toggle
+    QCOMPARE(viewer.plane_title(Plane::axial), QString("Axial — slice 17 of 32"));
+    // The voxel under the middle of the axial view, and its value.
+    const QRect shown = viewer.picture_rect(Plane::axial);
+    QVERIFY(!shown.isEmpty());
+    const QString readout = viewer.readout_at(Plane::axial, shown.center());
+    const QRegularExpressionMatch m =
+        QRegularExpression(R"(^voxel \((\d+), (\d+), (\d+)\): (\S+)$)").match(readout);
+    QVERIFY2(m.hasMatch(), qPrintable(readout));
+    const int vx = m.captured(1).toInt(), vy = m.captured(2).toInt(), vz = m.captured(3).toInt();
+    QVERIFY2(std::abs(vx - 16) <= 1 && std::abs(vy - 16) <= 1 && vz == 16, qPrintable(readout));  // the middle
+    QCOMPARE(m.captured(4), QString::number(phantom.image.at(vx, vy, vz), 'g', 5));
+    QVERIFY(viewer.readout_at(Plane::axial, QPoint(-5, -5)).isEmpty());
     for (Plane p : {Plane::axial, Plane::coronal, Plane::sagittal}) QCOMPARE(viewer.picture(p).size(), QSize(32, 32));
     const auto [x, y] = voxel_of_class(phantom.labels, m3d::kOrganClass);
     QVERIFY(x >= 0);
@@ -67,6 +93,10 @@ class VolumeViewerTest : public QObject {
     QCOMPARE(qRed(before), qGreen(before));  // grey: no mask yet
 
     QCOMPARE(viewer.open_mask(labels), QString());
+    QVERIFY(viewer.mask_toggle_enabled());
+    QVERIFY2(viewer.legend_text().contains("■</span> 1") && viewer.legend_text().contains("■</span> 2"),
+             qPrintable(viewer.legend_text()));
+    QVERIFY(viewer.readout_at(Plane::axial, shown.center()).contains(", class "));
     const QRgb organ = viewer.picture(Plane::axial).pixel(x, y);
     QVERIFY2(qRed(organ) > qGreen(organ) + 40, "the liver is tinted red");
     const auto [lx, ly] = voxel_of_class(phantom.labels, 0);
