@@ -1,6 +1,7 @@
 #include "analysis/results_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -190,6 +191,14 @@ std::vector<EvalPoint> eval_points(const ArmResults& arm) {
   if (evals.is_array())
     for (const json& e : evals)
       out.push_back({integer(e, "step"), integer(e, "samples"), number(e, "epoch"), number(e, "wall"), number(e, "value")});
+  return out;
+}
+
+std::vector<std::pair<int64_t, double>> loss_points(const ArmResults& arm) {
+  std::vector<std::pair<int64_t, double>> out;
+  if (const RoleRecords* t = arm.timeline())
+    for (const RecordView& r : steps_of(*t))
+      if (std::isfinite(r.loss)) out.emplace_back(r.samples, r.loss);
   return out;
 }
 

@@ -89,6 +89,10 @@ RunResults load_run(const std::filesystem::path& dir);
 // Figures derived from an arm's records and summary, for charts; each tolerates a running
 // arm (no summary) and missing fields (returns empty or 0).
 std::vector<EvalPoint> eval_points(const ArmResults& arm);
+
+// The training loss at each step of the arm's clock role, against the training samples so
+// far: (samples, loss), non-finite losses left out.
+std::vector<std::pair<int64_t, double>> loss_points(const ArmResults& arm);
 std::vector<BytesPoint> cumulative_bytes(const ArmResults& arm);
 double samples_per_second(const ArmResults& arm);  // training samples per training second
 double bytes_per_process_per_epoch(const ArmResults& arm);

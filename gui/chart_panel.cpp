@@ -30,8 +30,8 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(tabs_);
   auto* overview = new QWidget;
   auto* grid = new QGridLayout(overview);
-  const ChartKind four[] = {ChartKind::quality_wall, ChartKind::throughput, ChartKind::memory,
-                            ChartKind::cumulative_bytes};
+  // The loss has points from the first step on, before any evaluation.
+  const ChartKind four[] = {ChartKind::loss, ChartKind::quality_wall, ChartKind::throughput, ChartKind::memory};
   for (int i = 0; i < 4; ++i) {
     QChartView* v = new_view(four[i], overview);
     grid->addWidget(v, i / 2, i % 2);
@@ -45,8 +45,8 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
     views_.push_back({info.kind, v});
   }
   // Short tab names; the chart's own title says the rest.
-  const QStringList names = {tr("Throughput"), tr("Quality / time"), tr("Quality / samples"), tr("Memory"),
-                             tr("Communication"), tr("Bytes over time"), tr("Projection")};
+  const QStringList names = {tr("Throughput"), tr("Quality / time"), tr("Quality / samples"), tr("Loss"),
+                             tr("Memory"),     tr("Communication"),  tr("Bytes over time"),   tr("Projection")};
   for (int i = 0; i < names.size() && i + 1 < tabs_->count(); ++i) tabs_->setTabText(i + 1, names[i]);
 }
 

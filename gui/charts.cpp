@@ -223,6 +223,20 @@ void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples
   lines(chart, arms, spec, target_line(arms, by_samples));
 }
 
+// Training loss from the first step on: what a live run shows before its first evaluation.
+void loss(QChart* chart, const std::vector<ArmResults>& arms) {
+  LineSpec spec;
+  spec.x_title = "training samples";
+  spec.y_title = "loss";  // short: the title says training
+  spec.y_format = "%.3g";
+  spec.points = [](const ArmResults& a) {
+    Points pts;
+    for (const auto& [samples, value] : loss_points(a)) pts.append({static_cast<double>(samples), value});
+    return pts;
+  };
+  lines(chart, arms, spec);
+}
+
 // A bar chart's content: categories along x, one bar set per series of values.
 struct Bars {
   QStringList categories;
@@ -530,6 +544,7 @@ const std::vector<ChartInfo>& chart_kinds() {
       {ChartKind::throughput, "throughput", "Throughput per arm"},
       {ChartKind::quality_wall, "quality-wall", "Test quality against wall time"},
       {ChartKind::quality_samples, "quality-samples", "Test quality against training samples"},
+      {ChartKind::loss, "loss", "Training loss against training samples"},
       {ChartKind::memory, "memory", "Peak memory per process, by tag"},
       {ChartKind::communication, "communication", "Communication per process per epoch (log scale)"},
       {ChartKind::cumulative_bytes, "cumulative-bytes", "Bytes moved over time (log scale)"},
@@ -557,6 +572,7 @@ void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& ar
     case ChartKind::throughput: return throughput(chart, arms);
     case ChartKind::quality_wall: return quality(chart, arms, false);
     case ChartKind::quality_samples: return quality(chart, arms, true);
+    case ChartKind::loss: return loss(chart, arms);
     case ChartKind::memory: return memory(chart, arms);
     case ChartKind::communication: return communication(chart, arms);
     case ChartKind::cumulative_bytes: return cumulative(chart, arms);

@@ -18,6 +18,7 @@ enum class ChartKind {
   throughput,        // samples/s per arm (bars)
   quality_wall,      // test metric against wall time (a line per arm)
   quality_samples,   // test metric against training samples (a line per arm)
+  loss,              // training loss against training samples (a line per arm)
   memory,            // tracked peak per tag, per kind of process (stacked bars, MiB)
   communication,     // bytes per process per epoch (bars, log scale)
   cumulative_bytes,  // bytes moved against wall time (a line per arm, log scale)

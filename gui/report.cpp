@@ -60,6 +60,7 @@ std::string chart_caption(ChartKind kind) {
     case ChartKind::quality_wall:
     case ChartKind::quality_samples:
       return "The workload's test metric at each evaluation; the dashed line is the target.";
+    case ChartKind::loss: return "The training loss of every step (the arm's clock role's), against training samples.";
     case ChartKind::memory:
       return "The engine's tracked memory per tag at the moment each process's tracked total peaked during "
              "training, so a bar's length is that peak; the largest process of each kind. (Runs recorded without "

@@ -54,7 +54,7 @@ void expect_every_chart_has_content(const RunResults& run) {
     QVERIFY2(!chart->series().isEmpty(), info.id);
     QVERIFY2(drawn_values(chart.get()) > 0, info.id);
     const QStringList names = series_names(chart.get());
-    if (info.kind == ChartKind::quality_wall || info.kind == ChartKind::quality_samples ||
+    if (info.kind == ChartKind::quality_wall || info.kind == ChartKind::quality_samples || info.kind == ChartKind::loss ||
         info.kind == ChartKind::projection)
       for (const ArmResults& a : run.arms)
         QVERIFY2(names.contains(QString::fromStdString(a.name)), (std::string(info.id) + ": " + a.name).c_str());

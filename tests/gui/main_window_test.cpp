@@ -137,7 +137,7 @@ class MainWindowTest : public QObject {
         if (m->isVisible() && !m->label().startsWith("target ")) legend << m->label();
       if (tab == "Memory" || tab == "Communication") continue;  // tags, or one set of bars
       for (const QString& entry : legend) QVERIFY2(labels.contains(entry), qPrintable(tab + ": " + entry));
-      if (tab == "Throughput" || tab.startsWith("Quality")) QCOMPARE(legend, labels);
+      if (tab == "Throughput" || tab.startsWith("Quality") || tab == "Loss") QCOMPARE(legend, labels);
     }
     QChart* quality = c->charts()->chart(ChartKind::quality_samples);
     auto pen_of = [&](const QString& name) {
@@ -194,7 +194,7 @@ class MainWindowTest : public QObject {
     MainWindow w;
     QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
     const QStringList files = w.compare()->charts()->export_to(tmp.filePath("charts"), true, true);
-    QCOMPARE(files.size(), 14);
+    QCOMPARE(files.size(), 16);  // 8 charts, PNG and SVG
     for (const QString& f : files) QVERIFY2(QFileInfo(f).size() > 1000, qPrintable(f));
   }
 
