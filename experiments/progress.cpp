@@ -73,13 +73,14 @@ class Console : public Progress {
       draw();
       std::fprintf(stderr, "\n");
     }
+    // The arm's work is done: it moves from the arm's share to the run's, counted once.
     done_ += std::max(total_, samples_);
+    total_ = samples_ = 0;
     std::fprintf(stderr, "%s %s: %s, %.0f samples/s", tag().c_str(), arm.c_str(), status.c_str(),
                  s.value("samples_per_second", 0.0));
     if (s.contains("final_quality") && !s["final_quality"].is_null())
       std::fprintf(stderr, ", %s %.4f", metric_.c_str(), s["final_quality"].get<double>());
     std::fprintf(stderr, ", %s; run ETA %s\n", clock_text(arm_elapsed()).c_str(), clock_text(run_eta()).c_str());
-    total_ = samples_ = 0;
   }
   void error(const std::string& arm, const std::string& message) override {
     if (tty_) std::fprintf(stderr, "\n");
