@@ -76,17 +76,69 @@ Replay replay_step(const std::vector<StageTimeline>& lanes) {
 
 namespace {
 
+// The lanes of one step from each stage's record of it (role, record), on the stages'
+// shared clock; empty when a record is missing or carries no timeline.
+std::vector<StageTimeline> lanes_of(const std::vector<std::pair<std::string, const json*>>& picked) {
+  double t0 = std::numeric_limits<double>::infinity();
+  for (const auto& [role, r] : picked) {
+    if (!r) return {};
+    const json& p = member(*r, "pipeline");
+    if (!member(p, "timeline").is_array()) return {};
+    t0 = std::min(t0, number(p, "timeline_start"));
+  }
+  std::vector<StageTimeline> out;
+  for (const auto& [role, r] : picked) {
+    const json& p = member(*r, "pipeline");
+    const double shift = number(p, "timeline_start") - t0;
+    StageTimeline lane;
+    lane.stage = integer(p, "stage");
+    lane.role = role;
+    lane.step_end = shift + number(p, "step_wall");
+    for (const json& op : member(p, "timeline"))
+      if (op.is_array() && op.size() == 4 && op[0].is_string() && op[1].is_number() && op[2].is_number() &&
+          op[3].is_number())
+        lane.ops.push_back({op[0].get<std::string>(), op[1].get<int64_t>(), shift + op[2].get<double>(),
+                            shift + op[3].get<double>()});
+    out.push_back(std::move(lane));
+  }
+  std::sort(out.begin(), out.end(), [](const StageTimeline& a, const StageTimeline& b) { return a.stage < b.stage; });
+  return out;
+}
+
+// Each stage's step records by step number, read once.
+std::vector<std::pair<std::string, std::map<int64_t, const json*>>> records_by_step(const ArmResults& arm) {
+  std::vector<std::pair<std::string, std::map<int64_t, const json*>>> out;
+  for (const trainers::RoleRecords& role : arm.roles) {
+    std::map<int64_t, const json*> by_step;
+    for (const json* r : stage_steps(role)) by_step[integer(*r, "step")] = r;
+    if (!by_step.empty()) out.emplace_back(role.role, std::move(by_step));
+  }
+  return out;
+}
+
+// Each stage's record of `step` (null where a stage has none).
+std::vector<std::pair<std::string, const json*>> records_of_step(
+    const std::vector<std::pair<std::string, std::map<int64_t, const json*>>>& stages, int64_t step) {
+  std::vector<std::pair<std::string, const json*>> picked;
+  for (const auto& [role, by_step] : stages) {
+    const auto it = by_step.find(step);
+    picked.emplace_back(role, it == by_step.end() ? nullptr : it->second);
+  }
+  return picked;
+}
+
 // Each stage's idle fraction in its steps but the first, replayed (replay_step).
 void add_replayed_idle(const ArmResults& arm, std::vector<StageFigures>& stages) {
   if (stages.empty()) return;
   std::vector<double> idle(stages.size(), 0.0);
   double wall = 0.0;
-  const trainers::RoleRecords* first = nullptr;
-  for (const trainers::RoleRecords& role : arm.roles)
-    if (role.role == stages.front().role) first = &role;
-  const std::vector<const json*> steps = stage_steps(*first);
+  const auto records = records_by_step(arm);
+  std::vector<int64_t> steps;
+  for (const auto& [role, by_step] : records)
+    if (role == stages.front().role)
+      for (const auto& [step, record] : by_step) steps.push_back(step);
   for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
-    const Replay r = replay_step(pipeline_timeline(arm, integer(*steps[i], "step")));
+    const Replay r = replay_step(lanes_of(records_of_step(records, steps[i])));
     if (r.idle.size() != stages.size()) return;
     for (size_t s = 0; s < stages.size(); ++s) idle[s] += r.idle[s];
     wall += r.step;
@@ -172,45 +224,11 @@ std::string pipeline_table_note() {
 }
 
 std::vector<StageTimeline> pipeline_timeline(const ArmResults& arm, int64_t step) {
-  // Each stage's record of the step.
-  std::vector<std::pair<std::string, const json*>> picked;
-  std::vector<std::vector<const json*>> all;
-  int64_t common = std::numeric_limits<int64_t>::max();
-  for (const trainers::RoleRecords& role : arm.roles) {
-    std::vector<const json*> steps = stage_steps(role);
-    if (steps.empty()) continue;
-    common = std::min(common, integer(*steps.back(), "step"));
-    picked.emplace_back(role.role, nullptr);
-    all.push_back(std::move(steps));
-  }
-  if (picked.empty()) return {};
-  const int64_t want = step < 0 ? common : step;
-  double t0 = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < picked.size(); ++i) {
-    for (const json* r : all[i])
-      if (integer(*r, "step") == want) picked[i].second = r;
-    if (!picked[i].second) return {};
-    const json& p = member(*picked[i].second, "pipeline");
-    if (!member(p, "timeline").is_array()) return {};
-    t0 = std::min(t0, number(p, "timeline_start"));
-  }
-  std::vector<StageTimeline> out;
-  for (const auto& [role, r] : picked) {
-    const json& p = member(*r, "pipeline");
-    const double shift = number(p, "timeline_start") - t0;
-    StageTimeline lane;
-    lane.stage = integer(p, "stage");
-    lane.role = role;
-    lane.step_end = shift + number(p, "step_wall");
-    for (const json& op : member(p, "timeline"))
-      if (op.is_array() && op.size() == 4 && op[0].is_string() && op[1].is_number() && op[2].is_number() &&
-          op[3].is_number())
-        lane.ops.push_back({op[0].get<std::string>(), op[1].get<int64_t>(), shift + op[2].get<double>(),
-                            shift + op[3].get<double>()});
-    out.push_back(std::move(lane));
-  }
-  std::sort(out.begin(), out.end(), [](const StageTimeline& a, const StageTimeline& b) { return a.stage < b.stage; });
-  return out;
+  const auto stages = records_by_step(arm);
+  if (stages.empty()) return {};
+  int64_t common = std::numeric_limits<int64_t>::max();  // the last step every stage recorded
+  for (const auto& [role, by_step] : stages) common = std::min(common, by_step.rbegin()->first);
+  return lanes_of(records_of_step(stages, step < 0 ? common : step));
 }
 
 std::string timeline_svg(const std::vector<StageTimeline>& timeline, const std::string& title) {

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "analysis/tables.h"
+
 namespace quartet::experiments {
 namespace {
 
@@ -60,7 +62,7 @@ class Console : public Progress {
     if (tty_) return draw();
     if (!evaluated) return;
     // A log line per evaluation: what a person tailing the log wants at each epoch's end.
-    std::string where = "epoch " + fixed(r.value("epoch", 0.0), 2);
+    std::string where = "epoch " + analysis::fixed(r.value("epoch", 0.0), 2);
     if (r.contains("round")) where = "round " + std::to_string(r.value("step", int64_t{0}));  // federated: a step a round
     std::fprintf(stderr, "%s %s: %s, %3.0f%%, loss %.4f, %s %.4f, %s elapsed, ETA %s, run ETA %s\n", tag().c_str(),
                  arm_.c_str(), where.c_str(), 100.0 * fraction(), loss_, metric_.c_str(), last_quality_,
@@ -93,11 +95,6 @@ class Console : public Progress {
   }
 
  private:
-  static std::string fixed(double v, int digits) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-  }
   std::string tag() const {
     char buf[48];
     std::snprintf(buf, sizeof buf, "[%d/%d]", index_ + 1, arms_);
@@ -124,7 +121,7 @@ class Console : public Progress {
     std::string bar;
     const int filled = static_cast<int>(frac * kWidth);
     for (int i = 0; i < kWidth; ++i) bar += i < filled ? "#" : "-";
-    const std::string quality = last_quality_ >= 0 ? " " + metric_ + " " + fixed(last_quality_, 4) : "";
+    const std::string quality = last_quality_ >= 0 ? " " + metric_ + " " + analysis::fixed(last_quality_, 4) : "";
     std::fprintf(stderr, "\r%s %-14s [%s] %3.0f%%  loss %.4f%s  %s elapsed, ETA %s, run ETA %s   ", tag().c_str(),
                  arm_.c_str(), bar.c_str(), frac * 100.0, loss_, quality.c_str(), clock_text(arm_elapsed()).c_str(),
                  clock_text(arm_eta()).c_str(), clock_text(run_eta()).c_str());
