@@ -45,34 +45,59 @@ Field train_field(const std::string& description) {
   return field("train", FieldType::object, description).with_fields(trainers::TrainConfig::table().fields());
 }
 
+// The workloads of volumes, and those made from the seed: the workload fields that apply
+// to them alone say so (Field::applies_when), so an editor shows them only there.
+std::vector<std::string> volume_workloads() {
+  std::vector<std::string> out;
+  for (const std::string& w : workloads::workload_names())
+    if (workloads::is_volume_workload(w)) out.push_back(w);
+  return out;
+}
+
+std::vector<std::string> image_workloads() {
+  std::vector<std::string> out;
+  for (const std::string& w : workloads::workload_names())
+    if (!workloads::is_volume_workload(w)) out.push_back(w);
+  return out;
+}
+
 Field workload_field() {
+  const std::vector<std::string> phantoms = {"phantom-ct-seg", "phantom-mri-seg"};
   return field("workload", FieldType::object, "dataset, model, loss and metric")
       .needed()
       .with_fields({
           field("name", FieldType::string, "the workload (quartet list workloads)")
               .allowed(workloads::workload_names())
               .needed(),
-          field("model", FieldType::string, "the model (quartet list models)").needed(),
-          field("data_dir", FieldType::string, "dataset folder; empty: the workload's default").defaults_to(""),
+          field("model", FieldType::string, "the model (quartet list models)").needed().names_a("model"),
+          field("data_dir", FieldType::string, "dataset folder; empty: the workload's default")
+              .defaults_to("")
+              .applies_when("name", {"fashion-mnist", "msd-folder"}),
           field("train_samples", FieldType::integer, "use only the first N training samples; 0: all")
               .at_least(0)
-              .defaults_to(0),
+              .defaults_to(0)
+              .applies_when("name", image_workloads()),
           field("test_samples", FieldType::integer, "evaluate on the first N test samples; 0: all")
               .at_least(0)
-              .defaults_to(0),
+              .defaults_to(0)
+              .applies_when("name", image_workloads()),
           field("volumes", FieldType::integer,
                 "phantom workloads: phantoms made from the seed, the test ones included; default 20. msd-folder: use "
                 "the first N cases; default all")
-              .at_least(2),
+              .at_least(2)
+              .applies_when("name", volume_workloads()),
           field("test_volumes", FieldType::integer,
                 "volume workloads: the last ones, held out for the metric; default 4")
-              .at_least(1),
+              .at_least(1)
+              .applies_when("name", volume_workloads()),
           field("volume_size", FieldType::integer, "phantom workloads: voxels per side of each volume; default 32")
               .at_least(32)
-              .at_most(256),
+              .at_most(256)
+              .applies_when("name", phantoms),
           field("patch", FieldType::integer,
                 "volume workloads: voxels per side of a training patch and of an inference window; default 32")
-              .at_least(1),
+              .at_least(1)
+              .applies_when("name", volume_workloads()),
       });
 }
 
@@ -92,11 +117,13 @@ Field arm_field() {
                           .allowed(trainers::regime_names())
                           .needed(),
                       field("model", FieldType::string,
-                            "the model this arm trains (quartet list models); default: workload.model"),
+                            "the model this arm trains (quartet list models); default: workload.model")
+                          .names_a("model"),
                       field("patch", FieldType::integer,
                             "volume workloads: this arm's patch and inference window, voxels per side (memory "
                             "against size); default: workload.patch")
-                          .at_least(1),
+                          .at_least(1)
+                          .applies_when("/workload/name", volume_workloads()),
                       arm_train,
                       threads_field(),
                       device_field(),

@@ -8,6 +8,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QSignalBlocker>
 #include <QTabWidget>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -93,10 +94,13 @@ struct SchemaForm::Node {
   bool required = false;
   std::vector<std::string> regimes;  // shown only for these regimes (arm members)
   std::map<std::string, json> schema_for;  // a regime member: its schema under each regime
+  std::string when;                  // shown only while this field ("x-applies-when") ...
+  std::vector<std::string> when_values;  // ... holds one of these (or is unset)
   QWidget* row = nullptr;            // what is hidden with the field
   QLabel* label = nullptr;
   QLineEdit* line = nullptr;
   QComboBox* combo = nullptr;
+  QComboBox* names = nullptr;        // a line with known values to pick from (its line edit is `line`)
   QLabel* error = nullptr;
   QTabWidget* tabs = nullptr;  // list
   std::vector<std::unique_ptr<Node>> children;
@@ -153,6 +157,12 @@ void SchemaForm::build_object(Node& node, QWidget* container) {
   outer->addLayout(form);
   const json& required = field(node.schema, "required");
   auto add_row = [&](std::unique_ptr<Node> child) {
+    const json& when = field(child->schema, "x-applies-when");
+    if (when.is_object() && when.size() == 1 && when.begin().value().is_array()) {
+      child->when = when.begin().key();
+      for (const json& v : when.begin().value())
+        if (v.is_string()) child->when_values.push_back(v.get<std::string>());
+    }
     QWidget* w = build_field(*child);
     child->label = new QLabel(QString::fromStdString(child->key) + (child->required ? " *" : ""), container);
     child->label->setToolTip(w->toolTip());
@@ -242,6 +252,14 @@ QWidget* SchemaForm::build_field(Node& n) {
     n.combo = new QComboBox(row);
     connect(n.combo, &QComboBox::currentIndexChanged, this, [this] { edited(); });
     v->addWidget(n.combo);
+  } else if (field(n.schema, "format").is_string() && type_of(n.schema) == "string") {
+    n.names = new QComboBox(row);
+    n.names->setEditable(true);
+    n.names->setInsertPolicy(QComboBox::NoInsert);
+    n.line = n.names->lineEdit();
+    connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
+    connect(n.names, &QComboBox::textActivated, this, [this] { edited(); });
+    v->addWidget(n.names);
   } else {
     n.line = new QLineEdit(row);
     n.line->setClearButtonEnabled(true);
@@ -303,6 +321,7 @@ void SchemaForm::rebuild_items(Node& list, const json& items) {
   const bool was_filling = filling_;
   filling_ = true;
   const int shown = list.tabs->currentIndex();
+  index_.clear();  // it points into the items about to go; reindex() below rebuilds it
   while (list.tabs->count() > 0) {
     QWidget* page = list.tabs->widget(0);
     list.tabs->removeTab(0);
@@ -348,22 +367,41 @@ void SchemaForm::add_item(const std::string& path, const json& item) {
   edited();
 }
 
+bool SchemaForm::applies(const Node& object, const Node& n) const {
+  if (n.when.empty()) return true;
+  // A sibling's name, or a JSON Pointer from the root ("/workload/name").
+  QString path = QString::fromStdString(object.path) + '.' + QString::fromStdString(n.when);
+  if (n.when.front() == '/')
+    path = QString::fromStdString(root_->path) + QString::fromStdString(n.when).replace('/', '.');
+  auto it = index_.find(path.toStdString());
+  if (it == index_.end() || !it->second->combo || it->second->hidden()) return true;
+  const std::string value = it->second->combo->currentData().toString().toStdString();
+  return value.empty() || std::find(n.when_values.begin(), n.when_values.end(), value) != n.when_values.end();
+}
+
 void SchemaForm::update_visibility(Node& object) {
-  const Node* regime = nullptr;
+  std::string chosen;
   for (auto& c : object.children)
-    if (c->key == "regime" && c->combo) regime = c.get();
-  if (!regime) return;
-  const std::string chosen = regime->combo->currentData().toString().toStdString();
+    if (c->key == "regime" && c->combo) chosen = c->combo->currentData().toString().toStdString();
   for (auto& c : object.children) {
-    if (c->regimes.empty()) continue;
-    const bool show = chosen.empty() || std::find(c->regimes.begin(), c->regimes.end(), chosen) != c->regimes.end();
-    c->row->setVisible(show);
-    c->label->setVisible(show);
+    const bool regime_ok =
+        c->regimes.empty() || chosen.empty() || std::find(c->regimes.begin(), c->regimes.end(), chosen) != c->regimes.end();
+    const bool show = regime_ok && applies(object, *c);
+    if (c->row->isHidden() == show) {
+      c->row->setVisible(show);
+      c->label->setVisible(show);
+    }
     if (auto it = c->schema_for.find(chosen); it != c->schema_for.end() && it->second != c->schema) {
       c->schema = it->second;
       if (c->kind == Kind::line || c->kind == Kind::choice) show_schema(*c);
     }
   }
+}
+
+void SchemaForm::refresh_visibility(Node& n) {
+  if (n.kind != Kind::object && n.kind != Kind::list) return;
+  if (n.kind == Kind::object) update_visibility(n);
+  for (auto& c : n.children) refresh_visibility(*c);
 }
 
 void SchemaForm::fill(Node& n, const json& v) {
@@ -474,6 +512,8 @@ void SchemaForm::index_node(Node& n) {
 void SchemaForm::reindex() {
   index_.clear();
   index_node(*root_);
+  refresh_visibility(*root_);
+  refresh_suggestions();
 }
 
 std::string SchemaForm::show_error(const std::string& path, const QString& message) {
@@ -511,6 +551,31 @@ void SchemaForm::clear_errors() {
   }
 }
 
+void SchemaForm::suggest(const std::string& format, Suggestions names) {
+  suggestions_[format] = std::move(names);
+  refresh_suggestions();
+}
+
+void SchemaForm::refresh_suggestions() {
+  if (suggestions_.empty()) return;
+  const json whole = value();
+  for (auto& [path, n] : index_) {
+    if (!n->names) continue;
+    auto it = suggestions_.find(field(n->schema, "format").get<std::string>());
+    if (it == suggestions_.end()) continue;
+    const QStringList names = it->second(whole, path);
+    QStringList shown;
+    for (int i = 0; i < n->names->count(); ++i) shown << n->names->itemText(i);
+    if (names == shown) continue;
+    const QString text = n->line->text();  // clearing the list would clear the text
+    const QSignalBlocker block(n->names);
+    n->names->clear();
+    n->names->addItems(names);
+    n->names->setCurrentIndex(-1);
+    n->line->setText(text);
+  }
+}
+
 QWidget* SchemaForm::editor(const std::string& path) const {
   auto it = index_.find(path);
   return it == index_.end() ? nullptr : it->second->editor();
@@ -522,7 +587,10 @@ QString SchemaForm::error_at(const std::string& path) const {
 }
 
 void SchemaForm::edited() {
-  if (!filling_) emit changed();
+  if (filling_) return;
+  refresh_visibility(*root_);
+  refresh_suggestions();
+  emit changed();
 }
 
 }  // namespace quartet::gui

@@ -7,7 +7,9 @@
 // are shown under the field they name.
 
 #include <QString>
+#include <QStringList>
 #include <QWidget>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +43,12 @@ class SchemaForm : public QWidget {
   // Appends an element to the array of objects at `path` (the arms), as the Add button does.
   void add_item(const std::string& path, const nlohmann::json& item);
 
+  // The names a string field of `format` (JSON Schema's "format": "model", "stage") may
+  // hold, given the whole value and the field's path; its editor offers them in a list
+  // and still takes any text (validation says what is wrong).
+  using Suggestions = std::function<QStringList(const nlohmann::json& value, const std::string& path)>;
+  void suggest(const std::string& format, Suggestions names);
+
  signals:
   void changed();
 
@@ -54,13 +62,18 @@ class SchemaForm : public QWidget {
   void fill(Node& node, const nlohmann::json& value);
   void reindex();
   void index_node(Node& node);
+  // Shows each member of `object` that its regime takes and whose x-applies-when holds.
   void update_visibility(Node& object);
+  void refresh_visibility(Node& n);
+  void refresh_suggestions();
+  bool applies(const Node& object, const Node& n) const;
   void edited();
   static std::optional<nlohmann::json> read(const Node& node);
 
   nlohmann::json schema_;
   std::unique_ptr<Node> root_;
   std::map<std::string, Node*> index_;
+  std::map<std::string, Suggestions> suggestions_;
   bool filling_ = false;
 };
 

@@ -9,12 +9,58 @@
 #include "experiments/results.h"
 #include "experiments/spec.h"
 #include "gui/schema_form.h"
+#include "workloads/models.h"
+#include "workloads/workload.h"
 
 namespace quartet::gui {
 
 using nlohmann::json;
 
 json spec_json_schema() { return experiments::spec_json_schema(); }
+
+namespace {
+
+QStringList qt_list(const std::vector<std::string>& names) {
+  QStringList out;
+  for (const std::string& n : names) out << QString::fromStdString(n);
+  return out;
+}
+
+std::string text_at(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// "spec.arms[2].cut" -> the arm's object in `spec`, or null.
+const json* arm_of(const json& spec, const std::string& path) {
+  const size_t open = path.find("arms[");
+  if (open == std::string::npos || !spec.contains("arms") || !spec["arms"].is_array()) return nullptr;
+  const size_t i = std::stoul(path.substr(open + 5));
+  return i < spec["arms"].size() && spec["arms"][i].is_object() ? &spec["arms"][i] : nullptr;
+}
+
+// The models that fit the spec's workload (all of them while the workload is unknown).
+QStringList model_choices(const json& spec, const std::string&) {
+  try {
+    return qt_list(workloads::workload_model_names(text_at(spec.value("workload", json::object()), "name")));
+  } catch (const std::exception&) {
+    return qt_list(workloads::model_names());
+  }
+}
+
+// The stages of the model the field's arm trains: where a cut may go.
+QStringList stage_choices(const json& spec, const std::string& path) {
+  const json* arm = arm_of(spec, path);
+  std::string model = arm ? text_at(*arm, "model") : "";
+  if (model.empty()) model = text_at(spec.value("workload", json::object()), "model");
+  try {
+    return qt_list(workloads::model_info(model).stages);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
 
 SpecEditor::SpecEditor(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
@@ -23,6 +69,8 @@ SpecEditor::SpecEditor(QWidget* parent) : QWidget(parent) {
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   layout->addWidget(status_);
   form_ = new SchemaForm(spec_json_schema(), "spec");
+  form_->suggest("model", model_choices);
+  form_->suggest("stage", stage_choices);
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(form_);
   scroll->setWidgetResizable(true);

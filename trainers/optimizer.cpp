@@ -11,13 +11,16 @@ const SettingsTable<OptimizerConfig>& OptimizerConfig::table() {
     SettingsTable<O> t;
     t.add(&O::name, "name", "optimizer").allowed({"sgd", "adam", "adamw"});
     t.add(&O::lr, "lr", "learning rate").above(0.0);
-    t.add(&O::momentum, "momentum", "SGD momentum").at_least(0.0).at_most(1.0);
-    t.add(&O::nesterov, "nesterov", "sgd: Nesterov momentum");
+    t.add(&O::momentum, "momentum", "SGD momentum").at_least(0.0).at_most(1.0).applies_when("name", {"sgd"});
+    t.add(&O::nesterov, "nesterov", "sgd: Nesterov momentum").applies_when("name", {"sgd"});
     t.add(&O::weight_decay, "weight_decay", "weight decay: L2 on the gradient (sgd, adam), decoupled (adamw)")
         .at_least(0.0);
-    t.add(&O::beta1, "beta1", "adam, adamw: first-moment decay").at_least(0.0).at_most(0.999999);
-    t.add(&O::beta2, "beta2", "adam, adamw: second-moment decay").at_least(0.0).at_most(0.999999);
-    t.add(&O::eps, "eps", "adam, adamw: added to the denominator").at_least(0.0);
+    t.add(&O::beta1, "beta1", "adam, adamw: first-moment decay").at_least(0.0).at_most(0.999999)
+        .applies_when("name", {"adam", "adamw"});
+    t.add(&O::beta2, "beta2", "adam, adamw: second-moment decay").at_least(0.0).at_most(0.999999)
+        .applies_when("name", {"adam", "adamw"});
+    t.add(&O::eps, "eps", "adam, adamw: added to the denominator").at_least(0.0)
+        .applies_when("name", {"adam", "adamw"});
     return t;
   }();
   return t;
@@ -33,9 +36,11 @@ const SettingsTable<ScheduleConfig>& ScheduleConfig::table() {
     using S = ScheduleConfig;
     SettingsTable<S> t;
     t.add(&S::name, "name", "schedule").allowed({"constant", "step", "cosine"});
-    t.add(&S::step_size, "step_size", "step: decay every this many optimizer steps").at_least(1);
-    t.add(&S::gamma, "gamma", "step: decay factor").above(0.0);
-    t.add(&S::min_lr, "min_lr", "cosine: the rate at the end").at_least(0.0);
+    t.add(&S::step_size, "step_size", "step: decay every this many optimizer steps")
+        .at_least(1)
+        .applies_when("name", {"step"});
+    t.add(&S::gamma, "gamma", "step: decay factor").above(0.0).applies_when("name", {"step"});
+    t.add(&S::min_lr, "min_lr", "cosine: the rate at the end").at_least(0.0).applies_when("name", {"cosine"});
     t.add(&S::warmup_steps, "warmup_steps", "linear warm-up steps in front of the schedule; 0: none").at_least(0);
     t.add(&S::warmup_start_factor, "warmup_start_factor", "warm-up starts at this fraction of the rate")
         .above(0.0)

@@ -37,8 +37,12 @@ const SettingsTable<workloads::PartitionSpec>& partition_table() {
     SettingsTable<P> t;
     t.add(&P::kind, "kind", "iid, dirichlet (label skew) or shards (McMahan et al.)")
         .allowed(workloads::partition_kinds());
-    t.add(&P::alpha, "alpha", "dirichlet: concentration; small is skewed").above(0.0);
-    t.add(&P::shards_per_client, "shards_per_client", "shards: shards per client").at_least(1);
+    t.add(&P::alpha, "alpha", "dirichlet: concentration; small is skewed")
+        .above(0.0)
+        .applies_when("kind", {"dirichlet"});
+    t.add(&P::shards_per_client, "shards_per_client", "shards: shards per client")
+        .at_least(1)
+        .applies_when("kind", {"shards"});
     return t;
   }();
   return t;

@@ -101,7 +101,65 @@ class SpecEditorTest : public QObject {
     // A single arm shows no federated, split or data-parallel field.
     for (const char* other : {"clients", "rounds", "cut", "topk_fraction", "compress", "ranks", "zero", "backend"})
       if (QWidget* w = e.form()->editor(std::string("spec.arms[0].") + other))
-        QVERIFY2(w->parentWidget()->isHidden(), other);
+        QVERIFY2(!w->isVisibleTo(e.form()), other);
+  }
+
+  // A field shows where it means something: Adam's betas for Adam, momentum for SGD, the
+  // volume fields for volume workloads; what is hidden leaves the spec.
+  void FieldsFollowTheOptimizerAndTheWorkload() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    auto shown = [&](const char* path) { return e.form()->editor(path)->isVisibleTo(e.form()); };
+    combo(e, "spec.train.optimizer.name")->setCurrentText("sgd");
+    QVERIFY(shown("spec.train.optimizer.momentum"));
+    QVERIFY(!shown("spec.train.optimizer.beta1"));
+    QVERIFY(!shown("spec.train.optimizer.eps"));
+    type_into(line(e, "spec.train.optimizer.momentum"), "0.9");
+    combo(e, "spec.train.optimizer.name")->setCurrentText("adam");
+    QVERIFY(!shown("spec.train.optimizer.momentum"));
+    QVERIFY(shown("spec.train.optimizer.beta1"));
+    QVERIFY(!e.spec()["train"]["optimizer"].contains("momentum"));
+    QVERIFY(e.validate());
+
+    combo(e, "spec.workload.name")->setCurrentText("synthetic");
+    QVERIFY(shown("spec.workload.train_samples"));
+    for (const char* volume_field : {"spec.workload.volume_size", "spec.workload.patch", "spec.arms[0].patch"})
+      QVERIFY2(!shown(volume_field), volume_field);
+    combo(e, "spec.workload.name")->setCurrentText("phantom-ct-seg");
+    QVERIFY(!shown("spec.workload.train_samples"));
+    for (const char* volume_field : {"spec.workload.volume_size", "spec.workload.patch", "spec.arms[0].patch"})
+      QVERIFY2(shown(volume_field), volume_field);
+  }
+
+  // model and cut offer the names that fit: the workload's models, the model's stages.
+  void ModelAndCutOfferTheNamesThatFit() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    auto names = [&](const std::string& path) {
+      auto* box = qobject_cast<QComboBox*>(e.form()->editor(path)->parentWidget());
+      if (!box) throw std::runtime_error("no list of names at " + path);
+      QStringList out;
+      for (int i = 0; i < box->count(); ++i) out << box->itemText(i);
+      return std::pair{box, out};
+    };
+    combo(e, "spec.workload.name")->setCurrentText("synthetic");
+    auto [models, fitting] = names("spec.workload.model");
+    QVERIFY(fitting.contains("cnn"));
+    QVERIFY(fitting.contains("resnet-mini"));
+    QVERIFY(!fitting.contains("unet3d"));
+    // Picking one sets the field; the split arm's cut then offers that model's stages.
+    models->setCurrentIndex(fitting.indexOf("lenet5"));
+    emit models->textActivated("lenet5");
+    QCOMPARE(e.spec()["workload"]["model"], json("lenet5"));
+    combo(e, "spec.arms[0].regime")->setCurrentText("split");
+    QCOMPARE(names("spec.arms[0].cut").second, (QStringList{"conv1", "conv2", "fc1", "fc2", "fc3"}));
+    combo(e, "spec.workload.name")->setCurrentText("phantom-ct-seg");
+    QVERIFY(names("spec.workload.model").second.contains("unet3d"));
+    QVERIFY(!names("spec.workload.model").second.contains("cnn"));
+    // Any text is still taken, and validation says what is wrong with it.
+    type_into(line(e, "spec.workload.model"), "no-such-model");
+    QCOMPARE(e.spec()["workload"]["model"], json("no-such-model"));
+    QVERIFY(!e.validate());
   }
 
   // Fields in the order a person fills them: what it is first, its values, groups, the

@@ -419,7 +419,8 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&Settings::intra_link, "intra_link",
           "the link between the ranks of one host that the report's projection prices backend \"hierarchical\"'s "
           "intra-host bytes at (transport/link.h presets; its inter-host bytes go on each projected link)")
-        .allowed(transport::link_profile_names());
+        .allowed(transport::link_profile_names())
+        .applies_when("backend", {"hierarchical"});
     t.add(&Settings::bucket_mb, "bucket_mb", "gradient bucket size in MiB (the default is PyTorch DDP's)").above(0.0);
     t.add(&Settings::sync_bn, "sync_bn", "SyncBatchNorm: batch statistics over every rank");
     t.add(&Settings::zero, "zero",

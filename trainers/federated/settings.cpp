@@ -19,18 +19,27 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::partition, "partition", "how the training set is split among the clients", partition_table());
     t.add(&S::strategy, "strategy", "how the server combines updates").allowed(strategy_names());
     t.add(&S::mu, "mu", "fedprox: weight of the proximal term (mu/2)||w - w_global||^2; other strategies take none")
-        .at_least(0.0);
+        .at_least(0.0)
+        .applies_when("strategy", {"fedprox"});
     t.add(&S::server_momentum, "server_momentum", "fedavgm: server momentum beta; other strategies: 0")
         .at_least(0.0)
-        .at_most(1.0);
+        .at_most(1.0)
+        .applies_when("strategy", {"fedavgm"});
     t.add(&S::server_lr, "server_lr",
           "server learning rate eta of fedavgm (default 1.0) and fedadagrad, fedadam, fedyogi (default 0.1)")
-        .above(0.0);
+        .above(0.0)
+        .applies_when("strategy", {"fedavgm", "fedadagrad", "fedadam", "fedyogi"});
     t.add(&S::beta1, "beta1", "fedadagrad, fedadam, fedyogi: server momentum of the pseudo-gradient")
         .at_least(0.0)
-        .at_most(1.0);
-    t.add(&S::beta2, "beta2", "fedadam, fedyogi: decay of the second moment").at_least(0.0).at_most(1.0);
-    t.add(&S::tau, "tau", "fedadagrad, fedadam, fedyogi: adaptivity tau, added to sqrt(v)").above(0.0);
+        .at_most(1.0)
+        .applies_when("strategy", {"fedadagrad", "fedadam", "fedyogi"});
+    t.add(&S::beta2, "beta2", "fedadam, fedyogi: decay of the second moment")
+        .at_least(0.0)
+        .at_most(1.0)
+        .applies_when("strategy", {"fedadam", "fedyogi"});
+    t.add(&S::tau, "tau", "fedadagrad, fedadam, fedyogi: adaptivity tau, added to sqrt(v)")
+        .above(0.0)
+        .applies_when("strategy", {"fedadagrad", "fedadam", "fedyogi"});
     t.add(&S::aggregator, "aggregator",
           "how the round's client weights are combined before the strategy: mean (sample-weighted, FedAvg's), "
           "median, trimmed_mean or krum (robust to corrupted updates)")
@@ -38,11 +47,14 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::trim_fraction, "trim_fraction",
           "trimmed_mean: fraction of the round's clients dropped at each end, per coordinate")
         .at_least(0.0)
-        .at_most(0.5);
+        .at_most(0.5)
+        .applies_when("aggregator", {"trimmed_mean"});
     t.add(&S::krum_byzantine, "krum_byzantine", "krum: Byzantine clients f tolerated; a round needs more than 2f + 2")
-        .at_least(0);
+        .at_least(0)
+        .applies_when("aggregator", {"krum"});
     t.add(&S::krum_select, "krum_select", "krum: clients m of lowest score averaged (1: Krum, more: multi-Krum)")
-        .at_least(1);
+        .at_least(1)
+        .applies_when("aggregator", {"krum"});
     t.add(&S::byzantine_clients, "byzantine_clients",
           "clients 0 .. k-1 send corrupted updates (an attack to test aggregators against); fewer than clients")
         .at_least(0);
@@ -60,7 +72,8 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::compress, "compress", "encoding of client updates").allowed(codec_names());
     t.add(&S::topk_fraction, "topk_fraction", "compress topk: fraction of the update's values sent")
         .above(0.0)
-        .at_most(1.0);
+        .at_most(1.0)
+        .applies_when("compress", {"topk"});
     t.add(&S::dp_clip, "dp_clip",
           "DP-FedAvg: L2 bound S on each client's update (clipped at the server); 0: no differential privacy")
         .at_least(0.0);

@@ -54,6 +54,17 @@ Field& Field::at_least(double v) {
   return *this;
 }
 
+Field& Field::applies_when(std::string field_name, std::vector<std::string> values) {
+  when_field = std::move(field_name);
+  when_values = std::move(values);
+  return *this;
+}
+
+Field& Field::names_a(std::string what) {
+  format = std::move(what);
+  return *this;
+}
+
 Field& Field::above(double v) {
   exclusive_minimum = v;
   return *this;
@@ -183,6 +194,8 @@ json schema_of(const Field& f) {
   if (!f.description.empty()) s["description"] = f.description;
   if (!f.default_value.is_null()) s["default"] = f.default_value;
   if (!f.one_of.empty()) s["enum"] = f.one_of;
+  if (!f.format.empty()) s["format"] = f.format;
+  if (!f.when_field.empty()) s["x-applies-when"] = {{f.when_field, f.when_values}};
   if (f.type == FieldType::array) {
     if (f.minimum) s["minItems"] = static_cast<int64_t>(*f.minimum);
     if (f.maximum) s["maxItems"] = static_cast<int64_t>(*f.maximum);

@@ -35,6 +35,12 @@ struct Field {
   std::vector<Field> fields;               // object members
   std::vector<Field> items;                // array: one element schema
   bool open = false;                       // object accepts keys not listed (checked elsewhere)
+  // Where the field means something: when the field `when_field` names (a sibling's name,
+  // or a JSON Pointer from the document's root such as "/workload/name") holds one of
+  // `when_values`. Not validated: an editor shows the field only then ("x-applies-when").
+  std::string when_field;
+  std::vector<std::string> when_values;
+  std::string format;                      // what a string names ("model", "stage"): JSON Schema's format
 
   // Refinements, so that a field reads as one line where it is declared:
   //   field("ranks", FieldType::integer, "processes").at_least(1).at_most(1024).needed()
@@ -47,6 +53,8 @@ struct Field {
   Field& without_default();
   Field& with_fields(std::vector<Field> members);
   Field& of(Field item);                    // an array's element
+  Field& applies_when(std::string field, std::vector<std::string> values);
+  Field& names_a(std::string what);         // format: an editor offers the names it knows
 };
 
 Field field(std::string name, FieldType type, std::string description);

@@ -24,15 +24,19 @@ const SettingsTable<Settings>& Settings::table() {
           "averaged every epoch)")
         .allowed(variant_names());
     t.add(&S::cut, "cut",
-          "vanilla, splitfed: the client's last stage (quartet list models); the server runs the rest");
+          "vanilla, splitfed: the client's last stage (quartet list models); the server runs the rest")
+        .names_a("stage")
+        .applies_when("variant", {"vanilla", "splitfed"});
     t.add(&S::cuts, "cuts",
           "ushaped: [a, b]: the client runs the stages up to a and after b, and keeps the labels; the server runs the "
           "stages after a up to b")
         .at_least(2)
-        .at_most(2);
+        .at_most(2)
+        .applies_when("variant", {"ushaped"});
     t.add(&S::server_halves, "server_halves",
           "splitfed: per_client (SFLv1, server halves averaged; the default) or shared (SFLv2)")
-        .allowed(server_halves_names());
+        .allowed(server_halves_names())
+        .applies_when("variant", {"splitfed"});
     t.add(&S::partition, "partition", "how the training set is split among the clients", partition_table());
     t.add(&S::processes, "processes",
           "pool processes hosting the virtual clients, at most clients; default 1 (vanilla, ushaped: clients take "
