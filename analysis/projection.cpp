@@ -77,7 +77,7 @@ double path_seconds(const std::vector<PathStage>& stages, double bandwidth, doub
 
 ArmProjection project_arm(const ArmResults& arm) {
   ArmProjection p;
-  p.arm = arm.label.empty() ? arm.name : arm.label;
+  p.arm = shown_label(arm);
   p.regime = arm.regime;
   p.measured_link = arm.link;
   p.epochs = epochs_done(arm);

@@ -154,7 +154,7 @@ Table projection_table(const std::vector<ArmResults>& arms) {
   }
   for (const ArmResults& a : arms) {
     const ArmProjection p = project_arm(a);
-    std::vector<std::string> row{a.name};
+    std::vector<std::string> row{p.arm};
     if (!p.unavailable.empty()) {
       row.push_back(p.unavailable);
       row.resize(t.headers.size(), "—");

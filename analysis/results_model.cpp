@@ -96,6 +96,13 @@ std::vector<RecordView> steps_of(const RoleRecords& role) {
 
 }  // namespace
 
+bool is_partial(const ArmResults& arm) { return arm.status == "interrupted" || arm.status == "failed"; }
+
+std::string shown_label(const ArmResults& arm) {
+  const std::string label = arm.label.empty() ? arm.name : arm.label;
+  return is_partial(arm) ? label + " (partial)" : label;
+}
+
 std::string role_kind(const std::string& role) {
   std::string kind = role;
   while (!kind.empty() && std::isdigit(static_cast<unsigned char>(kind.back()))) kind.pop_back();

@@ -102,6 +102,13 @@ double train_seconds(const ArmResults& arm);  // wall minus evaluation
 std::vector<ProcessMemory> process_memory(const ArmResults& arm);
 std::vector<std::string> memory_tags();  // parameters, gradients, … in a fixed order
 
+// Whether the arm stopped before its end (interrupted, or failed): its figures cover
+// only the part it ran.
+bool is_partial(const ArmResults& arm);
+// What charts and tables call the arm: its label (or name), "(partial)" after it when
+// is_partial, so a figure of a cut-short arm is not read as a whole one.
+std::string shown_label(const ArmResults& arm);
+
 // "pool" for "pool12", "rank" for "rank0": a role's kind.
 std::string role_kind(const std::string& role);
 

@@ -63,7 +63,7 @@ QLogValueAxis* log_axis(const QString& title, double lo, double hi, const char* 
   return axis;
 }
 
-QString label_of(const ArmResults& arm) { return QString::fromStdString(arm.label.empty() ? arm.name : arm.label); }
+QString label_of(const ArmResults& arm) { return QString::fromStdString(analysis::shown_label(arm)); }
 
 // A bar's category: its label, a comparison's run letter on a line of its own ("A: single"
 // is "A<br>single"), so that narrow categories need not cut it.

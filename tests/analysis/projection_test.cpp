@@ -50,6 +50,24 @@ TEST(Projection, LinksAreTheNetworkPresetsFastestFirst) {
               transport::link_profile(links[i]).bandwidth_bits_per_s);
 }
 
+// An arm cut short (interrupted or failed) is projected from what it ran, and says so.
+TEST(Projection, AnArmCutShortIsMarkedPartial) {
+  RunResults run = load_run(fixture_run());
+  ArmResults single = arm(run, "single");
+  EXPECT_EQ(project_arm(single).arm, "single");
+  for (const char* status : {"interrupted", "failed"}) {
+    single.status = status;
+    EXPECT_TRUE(is_partial(single)) << status;
+    EXPECT_EQ(project_arm(single).arm, "single (partial)") << status;
+  }
+  single.label = "B: single";
+  EXPECT_EQ(shown_label(single), "B: single (partial)");
+  for (const char* status : {"finished", "degraded", "diverged", "running"}) {
+    single.status = status;
+    EXPECT_FALSE(is_partial(single)) << status;
+  }
+}
+
 TEST(Projection, OneProcessArmsTakeTheSameTimeOnEveryLink) {
   const RunResults run = load_run(fixture_run());
   for (const char* name : {"single", "accum-2"}) {
