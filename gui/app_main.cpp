@@ -3,7 +3,6 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QFileInfo>
 #include <QTimer>
 #include <iostream>
 
@@ -53,12 +52,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  for (const QString& path : cli.positionalArguments()) {
-    const QString problem = QFileInfo(path).isDir()             ? window.open_results(path)
-                            : quartet::gui::is_volume_file(path) ? window.open_volume(path)
-                                                                 : window.open_spec(path);
-    if (!problem.isEmpty()) std::cerr << "quartet-gui: " << problem.toStdString() << "\n";
-  }
   window.show();
+  for (const QString& problem : window.open_paths(cli.positionalArguments()))
+    std::cerr << "quartet-gui: " << problem.toStdString() << "\n";
   return app.exec();
 }

@@ -201,6 +201,19 @@ void MainWindow::build_menus() {
 
 QAction* MainWindow::action(const QString& name) const { return findChild<QAction*>(name); }
 
+QStringList MainWindow::open_paths(const QStringList& paths) {
+  QStringList problems;
+  for (const QString& path : paths) {
+    const QString problem = QFileInfo(path).isDir() ? open_results(path)
+                            : is_volume_file(path)  ? open_volume(path)
+                                                    : open_spec(path);
+    if (problem.isEmpty()) continue;
+    warn(tr("Cannot open %1").arg(path), problem);
+    problems << problem;
+  }
+  return problems;
+}
+
 QString MainWindow::open_spec(const QString& path) {
   try {
     editor_->load(path);

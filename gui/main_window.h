@@ -32,6 +32,9 @@ class MainWindow : public QMainWindow {
   QString save_spec(const QString& path);
   QString open_results(const QString& dir);
   QString open_volume(const QString& path);  // a NIfTI image, in the slice viewer
+  // What the command line names, each by what it is (a run folder, a volume, an
+  // experiment); a problem is shown as the interactive actions show it, and returned.
+  QStringList open_paths(const QStringList& paths);
   QString start_run();
   void stop_run();
   // Continues the run shown when it was stopped or failed (quartet run --resume); "" or

@@ -80,6 +80,15 @@ void RunStream::feed(const std::string& line) {
   ++version_;
 }
 
+void settle(analysis::RunResults& run, int exit_code) {
+  const std::string ended = exit_code == 0 ? "finished" : exit_code == 130 ? "interrupted" : "failed";
+  if (run.status == "running" || run.status == "starting" || run.status.empty()) run.status = ended;
+  for (ArmResults& a : run.arms) {
+    if (a.status == "running") a.status = exit_code == 0 ? "finished" : ended;
+    if (a.status == "pending" && run.status != "finished") a.status = "not run";
+  }
+}
+
 double arm_progress(const ArmResults& arm) {
   if (arm.status == "finished") return 1.0;
   if (arm.total_samples <= 0) return 0.0;

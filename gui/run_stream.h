@@ -38,6 +38,11 @@ class RunStream {
   uint64_t version_ = 0;
 };
 
+// A run whose runner has ended, as its exit code tells it when the stream did not (130:
+// stopped, as Ctrl-C; another non-zero code: failed): the run and an arm still running
+// take that status; an arm never started is "not run" unless the run finished.
+void settle(analysis::RunResults& run, int exit_code);
+
 // How far an arm is, 0…1: samples done over the planned total (1 once finished).
 double arm_progress(const analysis::ArmResults& arm);
 

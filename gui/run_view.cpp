@@ -81,11 +81,7 @@ void RunView::refresh() {
   drawn_running_ = running;
   RunResults run = s.snapshot();
   if (run.dir.empty()) run.dir = controller_->out_dir().toStdString();
-  if (!running && (run.status == "running" || run.status == "starting")) {
-    // The runner ended without saying how: its exit code does (130: stopped, as Ctrl-C).
-    const int code = controller_->exit_code();
-    run.status = code == 0 ? "finished" : code == 130 ? "interrupted" : "failed";
-  }
+  if (!running) settle(run, controller_->exit_code());
   QString errors = controller_->running() ? QString() : controller_->error();
   if (controller_->running())
     for (const std::string& e : s.errors()) errors += (errors.isEmpty() ? "" : "\n") + QString::fromStdString(e);
@@ -119,7 +115,7 @@ void RunView::show_snapshot(const RunResults& run, const QString& errors, const 
     it->second.bar->setValue(static_cast<int>(arm_progress(a) * 1000.0));
     const std::vector<EvalPoint> evals = eval_points(a);
     QString detail = QString::fromStdString(a.status);
-    if (a.status != "pending") {
+    if (!a.roles.empty() || !a.summary.is_null()) {  // it has figures
       detail += tr(" · %1 samples/s").arg(samples_per_second(a), 0, 'f', 0);
       if (!evals.empty()) detail += tr(" · quality %1").arg(evals.back().value, 0, 'f', 4);
     }

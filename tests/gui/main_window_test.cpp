@@ -189,6 +189,21 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.compare()->error_text(), problem);
   }
 
+  // A path on the command line that cannot be opened says so in the window, not only
+  // on stderr; the experiment shown stays what it was.
+  void AMissingSpecOnTheCommandLineIsShownInTheWindow() {
+    QTemporaryDir tmp;
+    MainWindow w;
+    const QString missing = tmp.filePath("no-such-experiment.json");
+    const QStringList problems = w.open_paths({missing});
+    QCOMPARE(problems.size(), 1);
+    QVERIFY2(problems.front().contains("no-such-experiment.json"), qPrintable(problems.front()));
+    QVERIFY2(w.statusBar()->currentMessage().contains("no-such-experiment.json"),
+             qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY(w.editor()->path().isEmpty());
+    QVERIFY(w.open_paths({QString::fromStdString(gui_test::fixture_spec())}).isEmpty());
+  }
+
   void ChartsExportAsImages() {
     QTemporaryDir tmp;
     MainWindow w;

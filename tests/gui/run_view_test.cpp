@@ -92,6 +92,7 @@ class RunViewTest : public QObject {
     view.refresh();
     QVERIFY2(view.error_text().contains("dataset-fashion-mnist"), qPrintable(view.error_text()));
     QVERIFY2(view.status_text().contains("failed"), qPrintable(view.status_text()));
+    for (const quartet::analysis::ArmResults& a : view.shown().arms) QCOMPARE(a.status, std::string("not run"));
   }
 
   void ACrashedRunnerLeavesTheViewResponsiveWithTheErrorShown() {
@@ -112,6 +113,9 @@ class RunViewTest : public QObject {
     QCOMPARE(wait_for(c), -1);
     view.refresh();
     QVERIFY2(view.error_text().contains("crashed"), qPrintable(view.error_text()));
+    // The arm it was running failed; the others never ran (none stays "pending").
+    QCOMPARE(view.shown().arms[0].status, std::string("failed"));
+    for (size_t i = 1; i < view.shown().arms.size(); ++i) QCOMPARE(view.shown().arms[i].status, std::string("not run"));
     QVERIFY(!c.running());
     QTest::qWait(50);  // the event loop still turns
     // A missing runner is refused up front, with the reason.
