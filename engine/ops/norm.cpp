@@ -54,12 +54,22 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   if (training) {
     NoGradScope no_grad;
     sums = Tensor::empty({3, channels}, dev);
-    // Sums around a shift near the mean: this batch's own mean for a process alone; the
-    // running mean, which every process holds alike, when the sums are added across them.
+    // Sums around a shift at the mean, so that the variance is not the difference of two
+    // large numbers: this batch's own mean for a process alone. Across processes, the
+    // shift must be the same everywhere: first the whole batch's mean (from sums around
+    // the running mean, which every process holds alike), then sums around it.
     const bool shift_by_mean = opt.reducer == nullptr;
     Tensor shift = shift_by_mean ? Tensor::empty({channels}, dev) : running_mean.clone();
     QUARTET_DISPATCH(dev, batch_norm_sums, x, shift_by_mean, shift, sums);
-    if (opt.reducer) opt.reducer->all_reduce_sum(sums);
+    if (opt.reducer) {
+      opt.reducer->all_reduce_sum(sums);
+      Tensor unused_mean = running_mean.clone(), unused_var = running_var.clone();
+      QUARTET_DISPATCH(dev, batch_norm_batch_stats, sums, shift, 0.0f, opt.eps, mean, invstd, unused_mean,
+                       unused_var);
+      shift = mean.clone();
+      QUARTET_DISPATCH(dev, batch_norm_sums, x, false, shift, sums);
+      opt.reducer->all_reduce_sum(sums);
+    }
     QUARTET_DISPATCH(dev, batch_norm_batch_stats, sums, shift, opt.momentum, opt.eps, mean, invstd,
                      running_mean, running_var);
   } else {

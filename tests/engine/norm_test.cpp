@@ -84,10 +84,10 @@ struct BatchNormRun {
 // SyncBatchNorm over two thread-ranks, each holding half the batch, against batch_norm
 // on the whole batch: outputs, input gradients, summed parameter gradients and running
 // statistics all agree.
-void expect_two_ranks_match_whole_batch(const Shape& shape) {
+// x uniform in [lo, hi]: away from zero, so that the variance is not the mean square.
+void expect_two_ranks_match_whole_batch(const Shape& shape, float lo = 2.0f, float hi = 5.0f) {
   const int64_t n = shape[0], half = n / 2;
-  // Values centred away from zero, so the variance is not the mean square.
-  Tensor x = random_tensor(shape, 1, 2.0f, 5.0f);
+  Tensor x = random_tensor(shape, 1, lo, hi);
   Tensor w = random_tensor({shape[1]}, 2, 0.5f, 1.5f), b = random_tensor({shape[1]}, 3);
   Tensor probe = random_tensor(shape, 4);
 
@@ -115,9 +115,10 @@ void expect_two_ranks_match_whole_batch(const Shape& shape) {
     expect_near(part->running_mean.to_vector(), whole.running_mean.to_vector(), tol);
     expect_near(part->running_var.to_vector(), whole.running_var.to_vector(), tol);
   }
-  // One all-reduce of statistics forward, one of gradient sums backward.
-  EXPECT_EQ(r0.calls, 2);
-  EXPECT_EQ(r1.calls, 2);
+  // Two all-reduces of statistics forward (the mean, then sums around it), one of
+  // gradient sums backward.
+  EXPECT_EQ(r0.calls, 3);
+  EXPECT_EQ(r1.calls, 3);
 }
 
 // ---- batch norm: forward by hand ----
@@ -209,6 +210,13 @@ TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachEqualBatchNormOnTheWholeBatch2d)
 
 TEST(SyncBatchNorm, TwoRanksWithHalfTheBatchEachEqualBatchNormOnTheWholeBatch3d) {
   expect_two_ranks_match_whole_batch({4, 2, 3, 2, 3});
+}
+
+// The running mean (0) is far from the batch's (1000) and the spread small: sums around
+// the running mean would lose the variance to float rounding, sums around the batch
+// mean keep it.
+TEST(SyncBatchNorm, AMeanFarFromTheRunningMeanDoesNotCancelTheVariance) {
+  expect_two_ranks_match_whole_batch({4, 3, 3, 5}, 1000.0f, 1000.5f);
 }
 
 TEST(SyncBatchNorm, EvalModeDoesNotCallTheReducer) {
@@ -331,7 +339,7 @@ TEST(BatchNormModule, SetReducerMakesItSync) {
   bn.set_reducer(&r);
   Tensor x = param({2, 2, 3}, 1);
   sum(mul(bn(x), random_tensor({2, 2, 3}, 2))).backward();
-  EXPECT_EQ(r.calls, 2);
+  EXPECT_EQ(r.calls, 3);  // the mean and the sums forward, gradient sums backward
 }
 
 // ---- group norm ----
