@@ -135,18 +135,4 @@ std::shared_ptr<engine::Model> make_unet3d(const UNet3dOptions& o, Generator& ge
   return m;
 }
 
-std::shared_ptr<engine::Model> make_cnn3d(Generator& gen, int64_t classes) {
-  auto m = std::make_shared<engine::Model>();
-  auto conv1 = std::make_shared<Sequential>();
-  conv1->emplace<engine::Conv3d>(1, 16, 3, padding(1), gen).emplace<engine::ReLU>().emplace<engine::MaxPool>(pool2());
-  auto conv2 = std::make_shared<Sequential>();
-  conv2->emplace<engine::Conv3d>(16, 32, 3, padding(1), gen).emplace<engine::ReLU>().emplace<engine::MaxPool>(pool2());
-  auto head = std::make_shared<Sequential>();
-  // Flatten of (N, 32) is the identity; it keeps the indices of PyTorch's
-  // AdaptiveAvgPool3d(1) + Flatten + Linear head.
-  head->emplace<engine::GlobalAvgPool>().emplace<engine::Flatten>(1).emplace<engine::Linear>(32, classes, gen);
-  m->add_stage("conv1", conv1).add_stage("conv2", conv2).add_stage("head", head);
-  return m;
-}
-
 }  // namespace quartet::medical3d

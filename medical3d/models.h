@@ -46,9 +46,4 @@ struct UNet3dOptions {
 // throws std::invalid_argument when depth < 2 or a channel count < 1.
 std::shared_ptr<engine::Model> make_unet3d(const UNet3dOptions& options, engine::Generator& gen);
 
-// conv3d 3^3 (padding 1) 1 -> 16, ReLU, max-pool 2; conv3d 16 -> 32, ReLU, max-pool 2;
-// global average pool; linear 32 -> classes. Stages conv1, conv2, head.
-// x: (N, 1, D, H, W) with D, H, W >= 4; logits: (N, classes).
-std::shared_ptr<engine::Model> make_cnn3d(engine::Generator& gen, int64_t classes = 2);
-
 }  // namespace quartet::medical3d

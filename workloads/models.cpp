@@ -218,8 +218,6 @@ const std::vector<Entry>& registry() {
        "3D U-Net: three levels (16, 32, 64 channels), two 3x3x3 conv-InstanceNorm-LeakyReLU per level, "
        "transposed-conv up, skips concatenated; a logit per class (3) and voxel; skips travel across cuts",
        [](Generator& gen) { return build_unet3d(gen); }, kVolumeSegmentation, {1, 32, 32, 32}, medical3d::kPhantomClasses},
-      {"cnn3d", "two 3x3x3 conv + max-pool blocks (16, 32 channels), global average pool, 32-2",
-       [](Generator& gen) { return medical3d::make_cnn3d(gen, 2); }, kVolumeClassification, {1, 32, 32, 32}, 2},
   };
   return entries;
 }

@@ -13,16 +13,14 @@
 
 namespace quartet::workloads {
 
-// What a model maps: images to class logits, volumes to class logits, or volumes to a
-// logit per class and voxel.
+// What a model maps: images to class logits, or volumes to a logit per class and voxel.
 inline constexpr const char* kImageClassification = "image-classification";
-inline constexpr const char* kVolumeClassification = "volume-classification";
 inline constexpr const char* kVolumeSegmentation = "volume-segmentation";
 
 struct ModelInfo {
   std::string name;
   std::string description;
-  std::string task;           // kImageClassification, kVolumeClassification or kVolumeSegmentation
+  std::string task;           // kImageClassification or kVolumeSegmentation
   engine::Shape input_shape;  // per sample: (C, H, W), or (C, D, H, W) for volumes (a size they take)
   int num_classes = 0;
   std::vector<std::string> stages;

@@ -102,7 +102,7 @@ TEST_F(PredictCli, BadInputExitsWith2AndOneMessage) {
   engine::save_safetensors(weights.string(), workloads::make_model("unet3d", 3)->state_dict());
   medical3d::write_nifti(image.string(), oblique_ct());
   const fs::path cnn = dir_ / "cnn.safetensors", junk = dir_ / "junk.nii";
-  engine::save_safetensors(cnn.string(), workloads::make_model("cnn3d", 3)->state_dict());
+  engine::save_safetensors(cnn.string(), workloads::make_model("cnn", 3)->state_dict());
   std::ofstream(junk) << "not a NIfTI file";
 
   auto expect_one_line = [&](const std::vector<std::string>& args, const std::string& fragment) {
@@ -115,7 +115,7 @@ TEST_F(PredictCli, BadInputExitsWith2AndOneMessage) {
   const std::string w = weights.string(), img = image.string();
   expect_one_line({"predict", (dir_ / "none.safetensors").string(), img, "--out", out}, "none.safetensors");
   expect_one_line({"predict", cnn.string(), img, "--out", out}, "cnn.safetensors: ");
-  expect_one_line({"predict", w, img, "--out", out, "--model", "cnn3d"}, "--model: cnn3d does not segment volumes");
+  expect_one_line({"predict", w, img, "--out", out, "--model", "cnn"}, "--model: cnn does not segment volumes");
   expect_one_line({"predict", w, img, "--out", out, "--model", "vnet"}, "--model: unknown model \"vnet\"");
   expect_one_line({"predict", w, img, "--out", out, "--kind", "pet"}, "--kind: ");
   expect_one_line({"predict", w, img, "--out", out, "--patch", "18"},

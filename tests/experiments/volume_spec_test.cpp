@@ -85,8 +85,8 @@ TEST(VolumeSpec, ModelsMustFitTheWorkload) {
   EXPECT_NE(error_of(j).find("spec.workload.model: model resnet-mini does not fit workload phantom-mri-seg"),
             std::string::npos);
   j = phantom();
-  j["arms"][0]["model"] = "cnn3d";
-  EXPECT_NE(error_of(j).find("spec.arms[0].model: model cnn3d does not fit workload phantom-mri-seg"),
+  j["arms"][0]["model"] = "mlp";
+  EXPECT_NE(error_of(j).find("spec.arms[0].model: model mlp does not fit workload phantom-mri-seg"),
             std::string::npos);
 }
 

@@ -154,20 +154,5 @@ TEST(UNet3d, GradientsReachEveryParameterAndAStepLowersTheLoss) {
   EXPECT_LT(loss().item(), l0.item());
 }
 
-TEST(Cnn3d, MapsVolumesToTwoLogitsWithThePyTorchNames) {
-  engine::Generator gen(1);
-  const auto model = make_cnn3d(gen);
-  EXPECT_EQ(model->stage_names(), (std::vector<std::string>{"conv1", "conv2", "head"}));
-  EXPECT_EQ(names_and_shapes(model->named_parameters()),
-            (Params{{"conv1.0.weight", {16, 1, 3, 3, 3}},
-                    {"conv1.0.bias", {16}},
-                    {"conv2.0.weight", {32, 16, 3, 3, 3}},
-                    {"conv2.0.bias", {32}},
-                    {"head.2.weight", {2, 32}},
-                    {"head.2.bias", {2}}}));
-  engine::NoGradScope no_grad;
-  EXPECT_EQ(model->forward(volumes({3, 1, 16, 16, 16})).shape(), (engine::Shape{3, 2}));
-}
-
 }  // namespace
 }  // namespace quartet::medical3d

@@ -207,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Models, EveryModel, ::testing::ValuesIn(image_model_nam
 
 TEST(Models, ModelNamesAreTheDocumentedOnes) {
   EXPECT_EQ(model_names(),
-            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d", "cnn3d"}));
+            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d"}));
 }
 
 TEST(Models, StageNamesAreTheDocumentedOnes) {
@@ -371,7 +371,7 @@ TEST(Models, UnknownModelListsTheKnownOnes) {
     make_model("resnet-huge", 1);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini, cnn-wide, unet3d, cnn3d");
+    EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini, cnn-wide, unet3d");
   }
 }
 
