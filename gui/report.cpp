@@ -6,7 +6,7 @@
 
 #include "analysis/pipeline_view.h"
 #include "analysis/projection.h"
-#include "experiments/results.h"
+#include "runner/results.h"
 #include "gui/chart_render.h"
 #include "gui/charts.h"
 
@@ -77,7 +77,7 @@ std::string chart_caption(ChartKind kind) {
 }
 
 void write_text(const fs::path& path, const std::string& text, std::vector<fs::path>& written) {
-  experiments::write_file_atomically(path, text);
+  runner::write_file_atomically(path, text);
   written.push_back(path);
 }
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "experiments/report_command.h"
+#include "runner/report_command.h"
 #include "gui/report.h"
 
 namespace {
@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
   CLI::App app{"quartet report: charts (PNG/SVG), the summary table and the projection over link profiles of a "
                "run folder, written into RUN_DIR/report/ only."};
   app.name("quartet report");
-  quartet::experiments::ReportOptions options;
-  quartet::experiments::add_report_options(app, options);
+  quartet::runner::ReportOptions options;
+  quartet::runner::add_report_options(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
 
   quartet::analysis::ReportFormats f;
   quartet::analysis::RunResults run;
-  if (!quartet::experiments::read_report_input(options, f, run)) return 2;
+  if (!quartet::runner::read_report_input(options, f, run)) return 2;
   // Charts render offscreen: a report never needs a display.
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   qInstallMessageHandler(qt_messages);

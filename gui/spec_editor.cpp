@@ -6,8 +6,8 @@
 #include <QVBoxLayout>
 #include <stdexcept>
 
-#include "experiments/results.h"
-#include "experiments/spec.h"
+#include "runner/results.h"
+#include "runner/spec.h"
 #include "gui/schema_form.h"
 #include "workloads/models.h"
 #include "workloads/workload.h"
@@ -16,7 +16,7 @@ namespace quartet::gui {
 
 using nlohmann::json;
 
-json spec_json_schema() { return experiments::spec_json_schema(); }
+json spec_json_schema() { return runner::spec_json_schema(); }
 
 namespace {
 
@@ -106,7 +106,7 @@ void SpecEditor::set_spec(const json& spec) {
 json SpecEditor::spec() const { return form_->value(); }
 
 void SpecEditor::load(const QString& path) {
-  const json j = experiments::read_spec_json(path.toStdString());
+  const json j = runner::read_spec_json(path.toStdString());
   if (!j.is_object()) throw std::runtime_error(path.toStdString() + ": expected an experiment (a JSON object)");
   set_spec(j);
   path_ = path;
@@ -114,7 +114,7 @@ void SpecEditor::load(const QString& path) {
 }
 
 void SpecEditor::save(const QString& path) {
-  experiments::write_file_atomically(path.toStdString(), spec().dump(2) + "\n");
+  runner::write_file_atomically(path.toStdString(), spec().dump(2) + "\n");
   path_ = path;
   set_modified(false);
 }
@@ -123,7 +123,7 @@ bool SpecEditor::validate() {
   check_timer_->stop();
   form_->clear_errors();
   try {
-    const experiments::ExperimentSpec parsed = experiments::parse_spec(spec());
+    const runner::ExperimentSpec parsed = runner::parse_spec(spec());
     problem_.clear();
     status_->setStyleSheet("color: #1b5e20;");
     status_->setText(tr("Valid: experiment \"%1\" with %n arm(s).", nullptr, static_cast<int>(parsed.arms.size()))

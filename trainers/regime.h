@@ -6,7 +6,7 @@
 // (trainers/regime_table.cpp); the spec parser, `quartet schema`, docs/spec.md, the GUI's
 // form and the report all read that table. docs/regimes.md says how to add one.
 //
-// The launcher (experiments/) starts one process per role and hands it a RoleContext;
+// The launcher (runner/) starts one process per role and hands it a RoleContext;
 // nothing in it is raw JSON: the arm's settings arrive parsed and typed.
 
 #include <cstdint>

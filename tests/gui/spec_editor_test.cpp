@@ -8,7 +8,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "experiments/spec.h"
+#include "runner/spec.h"
 #include "gui/schema_form.h"
 #include "gui/spec_editor.h"
 #include "tests/gui/gui_test_util.h"
@@ -237,8 +237,8 @@ class SpecEditorTest : public QObject {
     e.save(saved);
     SpecEditor again;
     again.load(saved);
-    QCOMPARE(quartet::experiments::load_spec_file(saved.toStdString()).json,
-             quartet::experiments::load_spec_file(quickstart.toStdString()).json);
+    QCOMPARE(quartet::runner::load_spec_file(saved.toStdString()).json,
+             quartet::runner::load_spec_file(quickstart.toStdString()).json);
   }
 
   void UnreadableFilesAreNamed() {
@@ -262,7 +262,7 @@ class SpecEditorTest : public QObject {
 
   // An arm's regime fields come from the schema's branches, which the regime table makes.
   void RegimeFieldsAreReadFromTheSchemasBranches() {
-    const auto members = regime_members(quartet::experiments::spec_json_schema()["properties"]["arms"]["items"]);
+    const auto members = regime_members(quartet::runner::spec_json_schema()["properties"]["arms"]["items"]);
     QCOMPARE(members.at("ranks").size(), size_t{1});
     QVERIFY(members.at("ranks").count("data_parallel"));
     QCOMPARE(members.at("clients").size(), size_t{2});

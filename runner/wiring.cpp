@@ -1,0 +1,66 @@
+#include "runner/wiring.h"
+
+namespace quartet::runner {
+
+workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
+  workloads::WorkloadConfig c;
+  c.name = spec.workload.name;
+  c.model = spec.workload.model;
+  c.data_dir = spec.workload.data_dir;
+  c.seed = spec.seed;
+  c.train_limit = spec.workload.train_samples;
+  c.test_limit = spec.workload.test_samples;
+  c.volumes = spec.workload.volumes;
+  c.test_volumes = spec.workload.test_volumes;
+  c.volume_size = spec.workload.volume_size;
+  c.patch = spec.workload.patch;
+  return c;
+}
+
+workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmSpec& arm) {
+  workloads::WorkloadConfig c = workload_config(spec);
+  if (arm.patch > 0) c.patch = arm.patch;
+  return c;
+}
+
+std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir, const ExperimentSpec& spec,
+                                           const ArmSpec& arm) {
+  if (arm.model == spec.workload.model) return run_dir / "init.safetensors";
+  return run_dir / ("init-" + arm.model + ".safetensors");
+}
+
+trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::path& run_dir,
+                                   const ExperimentSpec& spec) {
+  trainers::RoleContext ctx;
+  ctx.arm = arm.name;
+  ctx.arm_dir = run_dir / arm.name;
+  ctx.init_weights = initial_weights_path(run_dir, spec, arm);
+  ctx.model_name = arm.model;
+  ctx.config = arm.train;
+  ctx.settings = arm.settings;
+  ctx.device = arm.device;
+  ctx.link = arm.link;
+  return ctx;
+}
+
+namespace {
+
+std::unique_ptr<workloads::Workload> load(const workloads::WorkloadConfig& config) {
+  try {
+    return workloads::make_workload(config);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("spec.workload: ") + e.what());
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec) { return load(workload_config(spec)); }
+
+std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, const ArmSpec& arm) {
+  return load(workload_config(spec, arm));
+}
+
+}  // namespace quartet::runner
