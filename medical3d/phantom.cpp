@@ -188,8 +188,10 @@ void blur_axis(Volume& v, int axis, double sigma) {
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
     const int64_t c = (i / stride) % n;
     double sum = 0;
-    for (int64_t j = -radius; j <= radius; ++j)
-      sum += kernel[static_cast<size_t>(j + radius)] * v.voxels[i + (std::clamp(c + j, int64_t{0}, n - 1) - c) * stride];
+    for (int64_t j = -radius; j <= radius; ++j) {
+      const int64_t at = i + (std::clamp(c + j, int64_t{0}, n - 1) - c) * stride;
+      sum += kernel[static_cast<size_t>(j + radius)] * v.voxels[at];
+    }
     out[i] = static_cast<float>(sum);
   }
   v.voxels = std::move(out);

@@ -245,10 +245,11 @@ TEST(Phantom, MriSurfaceCoilHasAStrongerBiasField) {
 }
 
 TEST(Phantom, ScannersOutsideTheProfilesAreRefused) {
-  EXPECT_NE(thrown_message<std::invalid_argument>([] { make_phantom(PhantomKind::ct, 32, 1, kPhantomScanners); }).find("expected 0 to 3"),
-            std::string::npos);
-  EXPECT_NE(thrown_message<std::invalid_argument>([] { scanner_profile(PhantomKind::mri, -1); }).find("phantom scanner -1"),
-            std::string::npos);
+  const std::string past =
+      thrown_message<std::invalid_argument>([] { make_phantom(PhantomKind::ct, 32, 1, kPhantomScanners); });
+  EXPECT_NE(past.find("expected 0 to 3"), std::string::npos) << past;
+  const std::string negative = thrown_message<std::invalid_argument>([] { scanner_profile(PhantomKind::mri, -1); });
+  EXPECT_NE(negative.find("phantom scanner -1"), std::string::npos) << negative;
 }
 
 }  // namespace
