@@ -110,8 +110,19 @@ struct Contrast {
 constexpr Contrast kCt{-1000, -100, 40, 30, 700, 60};
 constexpr Contrast kMr{0, 900, 300, 380, 600, 520};
 
-constexpr float kCtNoiseHu = 10;
-constexpr float kMrNoise = 20;
+// The table in phantom.h; scanner 0 is the reference phantom.
+constexpr ScannerProfile kCtScanners[kPhantomScanners] = {
+    {"reference", 10, 1.0f, 0, 0, 0, 0},
+    {"low dose", 40, 1.0f, 0, 0, 0, 0},
+    {"smooth kernel", 6, 1.1f, 40, 0, 8, 0},
+    {"thick slices", 20, 0.9f, -30, 0, 0, 12},
+};
+constexpr ScannerProfile kMrScanners[kPhantomScanners] = {
+    {"reference", 20, 1.0f, 0, 1.0f, 0, 0},
+    {"low field", 45, 0.6f, 0, 0.5f, 0, 0},
+    {"surface coil", 15, 1.4f, 0, 4.0f, 0, 0},
+    {"thick slices", 30, 1.0f, 0, 2.0f, 0, 12},
+};
 
 // The tissue at u, and which lesion when it is one. Where organs overlap, the liver wins,
 // then bone, then the kidneys.
@@ -163,6 +174,35 @@ struct BiasField {
   }
 };
 
+// Gaussian blur along `axis` (0 x, 1 y, 2 z) with sigma in voxels; edges repeat the last voxel.
+void blur_axis(Volume& v, int axis, double sigma) {
+  const int64_t radius = static_cast<int64_t>(std::ceil(3 * sigma));
+  std::vector<double> kernel(static_cast<size_t>(2 * radius + 1));
+  double total = 0;
+  for (int64_t j = -radius; j <= radius; ++j)
+    total += kernel[static_cast<size_t>(j + radius)] = std::exp(-0.5 * static_cast<double>(j * j) / (sigma * sigma));
+  for (double& k : kernel) k /= total;
+  const Dims3 d = v.grid.dims;
+  const int64_t stride = axis == 0 ? 1 : axis == 1 ? d[0] : d[0] * d[1], n = d[static_cast<size_t>(axis)];
+  std::vector<float> out(v.voxels.size());
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    const int64_t c = (i / stride) % n;
+    double sum = 0;
+    for (int64_t j = -radius; j <= radius; ++j) {
+      const int64_t at = i + (std::clamp(c + j, int64_t{0}, n - 1) - c) * stride;
+      sum += kernel[static_cast<size_t>(j + radius)] * v.voxels[at];
+    }
+    out[i] = static_cast<float>(sum);
+  }
+  v.voxels = std::move(out);
+}
+
+// A reconstruction kernel or slice profile: sigma_mm per axis, 0 for none.
+void blur(Volume& v, const Vec3& sigma_mm) {
+  for (int axis = 0; axis < 3; ++axis)
+    if (sigma_mm[axis] > 0) blur_axis(v, axis, sigma_mm[axis] / v.grid.spacing[axis]);
+}
+
 }  // namespace
 
 PhantomKind parse_phantom_kind(const std::string& name) {
@@ -175,17 +215,25 @@ const char* to_string(PhantomKind kind) { return kind == PhantomKind::ct ? "ct" 
 
 std::ostream& operator<<(std::ostream& out, PhantomKind kind) { return out << to_string(kind); }
 
-Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed) {
+const ScannerProfile& scanner_profile(PhantomKind kind, int scanner) {
+  if (scanner < 0 || scanner >= kPhantomScanners)
+    throw std::invalid_argument("phantom scanner " + std::to_string(scanner) + ": expected 0 to " +
+                                std::to_string(kPhantomScanners - 1));
+  return (kind == PhantomKind::ct ? kCtScanners : kMrScanners)[scanner];
+}
+
+Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed, int scanner) {
   if (size < kMinPhantomSize || size > kMaxPhantomSize)
     throw std::invalid_argument("phantom size " + std::to_string(size) + ": expected " +
                                 std::to_string(kMinPhantomSize) + " to " + std::to_string(kMaxPhantomSize));
+  const ScannerProfile& profile = scanner_profile(kind, scanner);
   engine::Generator gen(seed);
   const Anatomy anatomy = draw_anatomy(gen);
   const bool ct = kind == PhantomKind::ct;
   BiasField bias{};
   if (!ct) {
-    for (double& c : bias.linear) c = gen.uniform(-0.08f, 0.08f);
-    for (double& c : bias.quadratic) c = gen.uniform(-0.04f, 0.04f);
+    for (double& c : bias.linear) c = gen.uniform(-0.08f, 0.08f) * profile.bias;
+    for (double& c : bias.quadratic) c = gen.uniform(-0.04f, 0.04f) * profile.bias;
   }
 
   Grid g;
@@ -203,22 +251,29 @@ Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed) {
   for (int64_t z = 0; z < size; ++z)
     for (int64_t y = 0; y < size; ++y)
       for (int64_t x = 0; x < size; ++x) {
-        const Vec3 p{u[x], u[y], u[z]};
         int lesion = -1;
-        const Tissue t = tissue_at(anatomy, p, lesion);
-        const float clean = intensity(t, contrast, anatomy, lesion, ct);
-        float v;
-        if (ct) {
-          v = std::clamp(clean + gen.normal(0, kCtNoiseHu), -1024.0f, 3071.0f);
-        } else {
-          const double s = clean * bias.at(p);
-          const double re = s + gen.normal(0, kMrNoise), im = gen.normal(0, kMrNoise);
-          v = static_cast<float>(std::sqrt(re * re + im * im));
-        }
-        out.image.at(x, y, z) = v;
+        const Tissue t = tissue_at(anatomy, {u[x], u[y], u[z]}, lesion);
+        out.image.at(x, y, z) = intensity(t, contrast, anatomy, lesion, ct);
         out.labels.at(x, y, z) = t == Tissue::lesion  ? kLesionClass
                                  : t == Tissue::liver ? kOrganClass
                                                       : kBackgroundClass;
+      }
+  blur(out.image, {profile.blur_xy_mm, profile.blur_xy_mm, profile.blur_z_mm});
+  // The noise is drawn voxel by voxel in the order above, after the anatomy, so scanner 0
+  // draws the stream it always drew.
+  for (int64_t z = 0; z < size; ++z)
+    for (int64_t y = 0; y < size; ++y)
+      for (int64_t x = 0; x < size; ++x) {
+        const float clean = out.image.at(x, y, z);
+        float v;
+        if (ct) {
+          v = std::clamp(profile.gain * clean + profile.offset + gen.normal(0, profile.noise), -1024.0f, 3071.0f);
+        } else {
+          const double s = clean * bias.at({u[x], u[y], u[z]}) * profile.gain;
+          const double re = s + gen.normal(0, profile.noise), im = gen.normal(0, profile.noise);
+          v = static_cast<float>(std::sqrt(re * re + im * im));
+        }
+        out.image.at(x, y, z) = v;
       }
   return out;
 }

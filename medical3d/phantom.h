@@ -20,6 +20,22 @@
 // quadratic, within about +-40 % inside the body); then Rician noise (sigma 20): the
 // magnitude of the signal plus complex Gaussian noise, so it is > 0 everywhere, air too.
 //
+// Scanners: a phantom can be acquired on one of kPhantomScanners scanners, each with a
+// fixed profile that changes the image, never the anatomy or the labels (the same seed gives
+// the same labels on every scanner). Scanner 0 is the reference above. CT profiles set the
+// noise (dose), a calibration gain and offset (HU' = gain * HU + offset, before the noise)
+// and a Gaussian blur of the clean image (a smooth reconstruction kernel in-plane, thick
+// slices along z); MRI profiles set the noise, an intensity scale and the strength of the
+// bias field (its exponent times `bias`):
+//   CT   0 reference        sigma 10 HU, gain 1,    offset   0 HU, no blur
+//   CT   1 low dose         sigma 40 HU, gain 1,    offset   0 HU, no blur
+//   CT   2 smooth kernel    sigma  6 HU, gain 1.1,  offset +40 HU, blur sigma 8 mm in-plane
+//   CT   3 thick slices     sigma 20 HU, gain 0.9,  offset -30 HU, blur sigma 12 mm along z
+//   MRI  0 reference        sigma 20,    scale 1,   bias x1
+//   MRI  1 low field        sigma 45,    scale 0.6, bias x0.5
+//   MRI  2 surface coil     sigma 15,    scale 1.4, bias x4
+//   MRI  3 thick slices     sigma 30,    scale 1,   bias x2, blur sigma 12 mm along z
+//
 // The voxel grid is size^3, isotropic, centred on the origin, with direction identity.
 // Contrasts and sizes are chosen so the task is learnable at 32^3 (the liver spans about
 // 10 voxels, a lesion 4 to 5).
@@ -41,6 +57,21 @@ inline constexpr int kPhantomClasses = 3;
 inline constexpr int64_t kMinPhantomSize = 32;
 inline constexpr int64_t kMaxPhantomSize = 256;
 inline constexpr double kPhantomFieldOfViewMm = 320;
+inline constexpr int kPhantomScanners = 4;
+
+// How one scanner acquires a phantom (the table above).
+struct ScannerProfile {
+  const char* name;
+  float noise;        // CT: Gaussian sigma, HU; MRI: Rician sigma
+  float gain;         // CT: HU multiplier; MRI: intensity scale
+  float offset;       // CT: HU added; MRI: unused (0)
+  float bias;         // MRI: multiplies the bias field's exponent; CT: unused (0)
+  double blur_xy_mm;  // Gaussian sigma of the clean image's blur in x and y; 0: none
+  double blur_z_mm;   // and along z
+};
+
+// requires 0 <= scanner < kPhantomScanners (else std::invalid_argument naming the range).
+const ScannerProfile& scanner_profile(PhantomKind kind, int scanner);
 
 // "ct" or "mri"; throws std::invalid_argument naming the choices otherwise.
 PhantomKind parse_phantom_kind(const std::string& name);
@@ -48,11 +79,13 @@ const char* to_string(PhantomKind kind);
 // Writes to_string(kind), so a kind prints as its name (in gtest's test names too).
 std::ostream& operator<<(std::ostream& out, PhantomKind kind);
 
-// A size^3 phantom and its labels.
-// requires kMinPhantomSize <= size <= kMaxPhantomSize (else std::invalid_argument)
-// ensures the same (kind, size, seed) gives the same voxels (engine::Generator's stream);
-// the labels hold voxels of all three classes.
-Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed);
+// A size^3 phantom and its labels, acquired on `scanner`.
+// requires kMinPhantomSize <= size <= kMaxPhantomSize and a scanner of scanner_profile
+// (else std::invalid_argument)
+// ensures the same (kind, size, seed, scanner) gives the same voxels (engine::Generator's
+// stream); the same (kind, size, seed) gives the same labels on every scanner; the labels
+// hold voxels of all three classes.
+Sample make_phantom(PhantomKind kind, int64_t size, uint64_t seed, int scanner = 0);
 
 // The seed of phantom `index` in a set of phantoms made with `seed` (a phantom workload's
 // volumes, a Decathlon folder msd.h writes): a SplitMix64 hash, so the cases of seed s do

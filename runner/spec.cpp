@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/threads.h"
+#include "medical3d/phantom.h"
 #include "transport/link.h"
 #include "workloads/models.h"
 #include "workloads/workload.h"
@@ -98,6 +99,12 @@ Field workload_field() {
                 "volume workloads: voxels per side of a training patch and of an inference window; default 32")
               .at_least(1)
               .applies_when("name", volume_workloads()),
+          field("scanners", FieldType::integer,
+                "phantom workloads: scanners the volumes are acquired on, volume i on scanner i mod scanners, each "
+                "with its own noise, calibration and blur (docs/medical3d.md); default 1, the reference scanner")
+              .at_least(1)
+              .at_most(medical3d::kPhantomScanners)
+              .applies_when("name", phantoms),
       });
 }
 
@@ -186,7 +193,7 @@ void check_model_fits(const std::string& workload, const std::string& model, con
 // The volume workloads' fields: filled with their defaults on those workloads (so the
 // spec as run says what ran), refused on the others; the model must fit the workload.
 void check_workload(json& w, const std::string& path, const std::optional<trainers::MachineLimits>& limits) {
-  static const char* const kVolumeFields[] = {"volumes", "test_volumes", "volume_size", "patch"};
+  static const char* const kVolumeFields[] = {"volumes", "test_volumes", "volume_size", "patch", "scanners"};
   const std::string name = w.at("name").get<std::string>();
   check_model_fits(name, w.at("model").get<std::string>(), path + ".model");
   if (!workloads::is_volume_workload(name)) {
@@ -215,6 +222,9 @@ void check_workload(json& w, const std::string& path, const std::optional<traine
     if (w.contains("volume_size"))
       throw SpecError(path + ".volume_size: msd-folder's volumes keep their own sizes; only the phantom workloads "
                       "take volume_size");
+    if (w.contains("scanners"))
+      throw SpecError(path + ".scanners: msd-folder's volumes come from their own scanners; only the phantom "
+                      "workloads take scanners");
     if (w.at("data_dir").get<std::string>().empty())
       throw SpecError(path + ".data_dir: msd-folder needs the dataset's folder (dataset.json, imagesTr/, labelsTr/)");
     if (!w.contains("test_volumes")) w["test_volumes"] = 4;
@@ -230,6 +240,7 @@ void check_workload(json& w, const std::string& path, const std::optional<traine
   if (!w.contains("volumes")) w["volumes"] = 20;
   if (!w.contains("test_volumes")) w["test_volumes"] = 4;
   if (!w.contains("volume_size")) w["volume_size"] = 32;
+  if (!w.contains("scanners")) w["scanners"] = 1;
   if (!w.contains("patch")) w["patch"] = std::min<int64_t>(32, w.at("volume_size").get<int64_t>());
   const int64_t volumes = w.at("volumes").get<int64_t>(), size = w.at("volume_size").get<int64_t>();
   if (volumes > 10000) throw SpecError(path + ".volumes: expected at most 10000, got " + std::to_string(volumes));
@@ -253,6 +264,24 @@ void check_workload(json& w, const std::string& path, const std::optional<traine
                     std::to_string(patch));
 }
 
+// An arm (as run) whose partition is by scanner: the workload must have scanners to deal,
+// at least one per client, each client's first scanner with a training volume.
+void check_scanner_partition(const json& a, const WorkloadSpec& w, const std::string& path) {
+  if (!a.contains("partition") || a.at("partition").value("kind", "") != "scanner") return;
+  if (!workloads::is_volume_workload(w.name))
+    throw SpecError(path + ".partition.kind: scanner splits a volume workload's volumes by the scanner that "
+                    "acquired them; " + w.name + " has no volumes (use iid, dirichlet or shards)");
+  const int64_t clients = a.at("clients").get<int64_t>();
+  if (clients > w.scanners)
+    throw SpecError(path + ".clients: the scanner partition gives each client whole scanners (scanner s to client s "
+                    "mod clients), so at most workload.scanners (" + std::to_string(w.scanners) + "), got " +
+                    std::to_string(clients) + "; raise workload.scanners or lower clients");
+  const int64_t train = w.volumes - w.test_volumes;
+  if (w.volumes > 0 && clients > train)
+    throw SpecError(path + ".clients: with the scanner partition client k holds training volumes of scanner k, and "
+                    "there are " + std::to_string(train) + " training volumes for " + std::to_string(clients) +
+                    " clients; raise workload.volumes");
+}
 
 // The regimes that take a field of an arm, by name.
 std::vector<std::string> regimes_taking(const std::string& key) {
@@ -442,6 +471,7 @@ ExperimentSpec parse_spec(json j, bool machine_limits) {
     spec.workload.test_volumes = w.at("test_volumes").get<int64_t>();
     spec.workload.volume_size = w.value("volume_size", int64_t{0});
     spec.workload.patch = w.at("patch").get<int64_t>();
+    spec.workload.scanners = w.value("scanners", int64_t{1});
   }
   // The experiment's own train settings are checked whole even where every arm overrides them.
   {
@@ -455,6 +485,7 @@ ExperimentSpec parse_spec(json j, bool machine_limits) {
   for (size_t i = 0; i < arms.size(); ++i) {
     const std::string path = "spec.arms[" + std::to_string(i) + "]";
     ArmSpec arm = parse_arm(arms[i], j, spec.workload, path, machine_limits);
+    check_scanner_partition(arms[i], spec.workload, path);
     if (!seen.insert(arm.name).second) throw SpecError(path + ".name: \"" + arm.name + "\" is used by another arm");
     spec.arms.push_back(std::move(arm));
   }

@@ -32,6 +32,7 @@ struct WorkloadSpec {
   int64_t test_volumes = 4;    // the last ones, held out
   int64_t volume_size = 32;    // voxels per side (phantoms)
   int64_t patch = 32;          // voxels per side of a training patch and an inference window
+  int64_t scanners = 1;        // phantoms: volume i on scanner i mod scanners
 };
 
 struct ArmSpec {

@@ -14,6 +14,7 @@ workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
   c.test_volumes = spec.workload.test_volumes;
   c.volume_size = spec.workload.volume_size;
   c.patch = spec.workload.patch;
+  c.scanners = spec.workload.scanners;
   return c;
 }
 

@@ -35,7 +35,9 @@ const SettingsTable<workloads::PartitionSpec>& partition_table() {
   static const SettingsTable<workloads::PartitionSpec> t = [] {
     using P = workloads::PartitionSpec;
     SettingsTable<P> t;
-    t.add(&P::kind, "kind", "iid, dirichlet (label skew) or shards (McMahan et al.)")
+    t.add(&P::kind, "kind",
+          "iid, dirichlet (label skew), shards (McMahan et al.) or scanner (feature skew: each client holds whole "
+          "scanners of a phantom workload, scanner s on client s mod clients)")
         .allowed(workloads::partition_kinds());
     t.add(&P::alpha, "alpha", "dirichlet: concentration; small is skewed")
         .above(0.0)

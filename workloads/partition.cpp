@@ -87,7 +87,7 @@ std::vector<int64_t> iota_vector(int64_t n) {
 
 }  // namespace
 
-std::vector<std::string> partition_kinds() { return {"iid", "dirichlet", "shards"}; }
+std::vector<std::string> partition_kinds() { return {"iid", "dirichlet", "shards", "scanner"}; }
 
 double sample_gamma(engine::Generator& gen, double alpha) {
   if (!(alpha > 0.0) || !std::isfinite(alpha))
@@ -184,11 +184,32 @@ Partition partition_shards(const std::vector<int32_t>& labels, int num_classes, 
   return finish(std::move(out), labels, num_classes);
 }
 
+Partition partition_scanner(const std::vector<int32_t>& scanners, int num_scanners, int64_t clients) {
+  if (clients > num_scanners)
+    throw std::invalid_argument("partition clients: the scanner partition gives each client whole scanners, so at "
+                                "most " + std::to_string(num_scanners) + " clients (the workload's scanners), got " +
+                                std::to_string(clients));
+  check_common(scanners, num_scanners, clients);
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(clients));
+  for (size_t i = 0; i < scanners.size(); ++i) out[scanners[i] % clients].push_back(static_cast<int64_t>(i));
+  for (int64_t k = 0; k < clients; ++k)
+    if (out[k].empty())
+      throw std::invalid_argument("partition: with the scanner partition client " + std::to_string(k) +
+                                  " holds no training sample (its scanners acquired none); use more volumes or "
+                                  "fewer clients");
+  Partition p = finish(std::move(out), scanners, num_scanners);
+  p.counts = "scanner";
+  return p;
+}
+
 Partition make_partition(const PartitionSpec& spec, const std::vector<int32_t>& labels, int num_classes) {
   if (spec.kind == "iid") return partition_iid(labels, num_classes, spec.clients, spec.seed);
   if (spec.kind == "dirichlet") return partition_dirichlet(labels, num_classes, spec.clients, spec.alpha, spec.seed);
   if (spec.kind == "shards")
     return partition_shards(labels, num_classes, spec.clients, spec.seed, spec.shards_per_client);
+  if (spec.kind == "scanner")
+    throw std::invalid_argument("partition kind scanner: partitions a volume workload's training volumes by "
+                                "scanner, and these samples have none");
   std::string known;
   for (const auto& k : partition_kinds()) known += (known.empty() ? "" : ", ") + k;
   throw std::invalid_argument("partition kind: expected one of " + known + ", got \"" + spec.kind + "\"");

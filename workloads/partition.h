@@ -18,11 +18,14 @@ struct Partition {
   std::vector<std::vector<int64_t>> clients;     // sample indices per client, ascending
   std::vector<std::vector<int64_t>> histograms;  // [client][class]: samples of that class
   int num_classes = 0;
+  // What the histograms count: "class" (the samples' classes), or "scanner" for the
+  // scanner partition, whose histograms are [client][scanner] and num_classes the scanners.
+  std::string counts = "class";
   int64_t num_clients() const { return static_cast<int64_t>(clients.size()); }
 };
 
 struct PartitionSpec {
-  std::string kind = "iid";  // "iid", "dirichlet" or "shards"
+  std::string kind = "iid";  // "iid", "dirichlet", "shards" or "scanner"
   int64_t clients = 1;
   double alpha = 0.5;              // dirichlet: concentration; small is skewed
   int64_t shards_per_client = 2;   // shards
@@ -49,7 +52,15 @@ Partition partition_dirichlet(const std::vector<int32_t>& labels, int num_classe
 Partition partition_shards(const std::vector<int32_t>& labels, int num_classes, int64_t clients, uint64_t seed,
                            int64_t shards_per_client = 2);
 
-// Dispatches on spec.kind; unknown kinds throw std::invalid_argument listing the known ones.
+// Feature skew by acquisition (hospitals with different scanners): scanner s goes whole to
+// client s mod clients, so with clients == scanners each client holds one scanner.
+// scanners[i] is sample i's scanner in [0, num_scanners); the histograms count scanners.
+// requires 1 <= clients <= num_scanners, and every client left some sample (else
+// std::invalid_argument saying which client and what to change).
+Partition partition_scanner(const std::vector<int32_t>& scanners, int num_scanners, int64_t clients);
+
+// Dispatches on spec.kind (the scanner kind needs the workload's scanners:
+// workloads::make_partition(spec, workload)); unknown kinds throw std::invalid_argument listing the known ones.
 Partition make_partition(const PartitionSpec& spec, const std::vector<int32_t>& labels, int num_classes);
 Partition make_partition(const PartitionSpec& spec, const ImageDataset& data);
 

@@ -46,6 +46,7 @@ SegmentationWorkload::SegmentationWorkload(std::string name, std::vector<medical
   if (options_.classes < 2 || options_.classes > 256)
     throw std::invalid_argument("workload " + name_ + ": classes must be in [2, 256]");
   if (options_.patch < 1) throw std::invalid_argument("workload " + name_ + ": patch must be >= 1");
+  if (options_.scanners < 1) throw std::invalid_argument("workload " + name_ + ": scanners must be >= 1");
   for (const auto* split : {&train_, &test_})
     for (const auto& s : *split) {
       if (s.image.grid.dims != s.labels.grid.dims)
@@ -89,6 +90,12 @@ Batch SegmentationWorkload::train_batch(const std::vector<int64_t>& indices, int
     std::copy(patch.labels.voxels.begin(), patch.labels.voxels.end(), b.y.begin() + k * voxels);
   }
   return b;
+}
+
+std::vector<int32_t> SegmentationWorkload::sample_scanners() const {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < train_size(); ++i) out.push_back(static_cast<int32_t>(i % options_.scanners));
+  return out;
 }
 
 std::vector<std::string> SegmentationWorkload::model_names() const { return workload_model_names(name_); }
@@ -186,9 +193,13 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
   if (c.train_limit != 0 || c.test_limit != 0)
     throw std::invalid_argument("train_samples, test_samples: " + c.name + " counts volumes; use volumes and "
                                 "test_volumes");
+  if (c.scanners < 1 || c.scanners > medical3d::kPhantomScanners)
+    throw std::invalid_argument("scanners: expected 1 to " + std::to_string(medical3d::kPhantomScanners) +
+                                " (the phantom scanner profiles), got " + std::to_string(c.scanners));
   std::vector<medical3d::Sample> train, test;
   for (int64_t i = 0; i < c.volumes; ++i) {
-    medical3d::Sample s = medical3d::make_phantom(kind, c.volume_size, medical3d::phantom_case_seed(c.seed, i));
+    medical3d::Sample s = medical3d::make_phantom(kind, c.volume_size, medical3d::phantom_case_seed(c.seed, i),
+                                                  static_cast<int>(i % c.scanners));
     s.image = normalise_image(kind, s.image);
     (i < c.volumes - c.test_volumes ? train : test).push_back(std::move(s));
   }
@@ -196,6 +207,7 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
   o.patch = c.patch;
   o.classes = medical3d::kPhantomClasses;
   o.seed = c.seed;
+  o.scanners = static_cast<int>(c.scanners);
   return std::make_unique<SegmentationWorkload>(c.name, std::move(train), std::move(test), o, model);
 }
 
@@ -211,6 +223,9 @@ std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
                                 "layout: dataset.json, imagesTr/, labelsTr/)");
   if (c.train_limit != 0 || c.test_limit != 0)
     throw std::invalid_argument("train_samples, test_samples: msd-folder counts volumes; use volumes and test_volumes");
+  if (c.scanners != 1)
+    throw std::invalid_argument("scanners: msd-folder's volumes come from their own scanners; only the phantom "
+                                "workloads take scanners");
   const medical3d::MsdDataset ds = medical3d::read_msd_dataset(c.data_dir);
   const std::string json_path = c.data_dir + "/dataset.json";
   if (ds.modality.size() > 1)

@@ -32,6 +32,7 @@ struct SegmentationOptions {
   double overlap = 0.5;                 // of inference windows
   int classes = 3;                      // labels in [0, classes)
   uint64_t seed = 1;                    // augmentation
+  int scanners = 1;                     // training volume i was acquired on scanner i mod scanners
 };
 
 class SegmentationWorkload : public Workload {
@@ -53,6 +54,9 @@ class SegmentationWorkload : public Workload {
   // Lesion burden, 0 (below the median) or 1; see above.
   std::vector<int32_t> sample_classes() const override { return burden_; }
   int num_classes() const override { return 2; }
+  int scanners() const override { return options_.scanners; }
+  // i mod options().scanners.
+  std::vector<int32_t> sample_scanners() const override;
   std::vector<std::string> model_names() const override;
   const std::string& default_model() const override { return default_model_; }
   using Workload::make_model;
@@ -93,10 +97,12 @@ medical3d::LabelVolume segment_volume(engine::Model& model, const medical3d::Vol
                                       double overlap, int64_t batch);
 
 // "phantom-ct-seg" or "phantom-mri-seg" from config: phantoms
-// make_phantom(kind, volume_size, phantom_case_seed(seed, i)) for i in [0, volumes), the
-// same cases `quartet phantom --seed` writes; the last test_volumes are held out.
+// make_phantom(kind, volume_size, phantom_case_seed(seed, i), i mod scanners) for i in
+// [0, volumes), with one scanner the same cases `quartet phantom --seed` writes; the last
+// test_volumes are held out.
 // throws std::invalid_argument unless 1 <= test_volumes < volumes <= 10000, volume_size is
-// a phantom size, 1 <= patch <= volume_size, and the model fits.
+// a phantom size, 1 <= patch <= volume_size, 1 <= scanners <= kPhantomScanners, and the
+// model fits.
 std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& config);
 
 // "msd-folder": the Medical Segmentation Decathlon folder config.data_dir

@@ -123,6 +123,7 @@ void check_workload_model(const std::string& workload, const std::string& model)
 }
 
 Partition make_partition(const PartitionSpec& spec, const Workload& workload) {
+  if (spec.kind == "scanner") return partition_scanner(workload.sample_scanners(), workload.scanners(), spec.clients);
   return make_partition(spec, workload.sample_classes(), workload.num_classes());
 }
 

@@ -35,6 +35,9 @@ struct WorkloadConfig {
   int64_t test_volumes = 4;
   int64_t volume_size = 32;
   int64_t patch = 32;
+  // Phantoms: volume i is acquired on scanner i mod scanners (medical3d/phantom.h's
+  // profiles; 1: every volume on the reference scanner).
+  int64_t scanners = 1;
 };
 
 // A workload's training samples, test set and quality metric, behind one interface:
@@ -68,6 +71,12 @@ class Workload {
   // workload uses is documented with it. Values in [0, num_classes()).
   virtual std::vector<int32_t> sample_classes() const = 0;
   virtual int num_classes() const = 0;
+  // The scanner each training sample was acquired on, for the scanner partition: values
+  // in [0, scanners()). A workload without scanners has one, and every sample on it.
+  virtual int scanners() const { return 1; }
+  virtual std::vector<int32_t> sample_scanners() const {
+    return std::vector<int32_t>(static_cast<size_t>(train_size()), 0);
+  }
 
   virtual std::vector<std::string> model_names() const = 0;
   // The model the config named.
@@ -141,7 +150,8 @@ void check_workload_model(const std::string& workload, const std::string& model)
 // std::runtime_error for unreadable data.
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config);
 
-// make_partition over the workload's sample_classes().
+// make_partition over the workload's sample_classes(); the scanner kind partitions its
+// sample_scanners() instead (partition_scanner).
 Partition make_partition(const PartitionSpec& spec, const Workload& workload);
 
 // Rows whose largest logit is at the label (the first maximum wins on ties).

@@ -171,5 +171,53 @@ TEST(VolumeSpec, AnArmsPatchIsCheckedLikeTheWorkloads) {
   EXPECT_EQ(error_of(j), "spec.arms[0].patch: only the volume workloads take patch, this one is synthetic");
 }
 
+TEST(VolumeSpec, ScannersDefaultToOneAndReachTheWorkloadConfig) {
+  EXPECT_EQ(parse_spec(phantom()).json.at("workload").at("scanners"), 1);
+  json j = phantom();
+  j["workload"]["scanners"] = 3;
+  EXPECT_EQ(workload_config(parse_spec(j)).scanners, 3);
+}
+
+TEST(VolumeSpec, ScannersAreForPhantomsOnlyAndWithinTheProfiles) {
+  json j = phantom();
+  j["workload"]["scanners"] = 5;
+  EXPECT_NE(error_of(j).find("spec.workload.scanners"), std::string::npos) << error_of(j);
+  j = json::parse(R"({"name": "t", "workload": {"name": "synthetic", "model": "mlp", "scanners": 2},
+                      "train": {"batch": 8}, "arms": [{"name": "s", "regime": "single"}]})");
+  EXPECT_EQ(error_of(j), "spec.workload.scanners: only the volume workloads take scanners, this one is synthetic");
+  j = msd();
+  j["workload"]["scanners"] = 2;
+  EXPECT_NE(error_of(j).find("spec.workload.scanners: msd-folder's volumes come from their own scanners"),
+            std::string::npos) << error_of(j);
+}
+
+json scanner_arm(json spec, int64_t clients) {
+  spec["arms"] = json::array({{{"name", "fl"}, {"regime", "federated"}, {"clients", clients}, {"rounds", 1},
+                               {"partition", {{"kind", "scanner"}}}}});
+  return spec;
+}
+
+TEST(VolumeSpec, ScannerPartitionNeedsAScannerPerClient) {
+  json j = phantom();
+  j["workload"]["scanners"] = 4;
+  EXPECT_EQ(error_of(scanner_arm(j, 4)), "");
+  EXPECT_EQ(error_of(scanner_arm(j, 2)), "");
+  EXPECT_NE(error_of(scanner_arm(j, 5)).find("spec.arms[0].clients: the scanner partition gives each client whole "
+                                             "scanners (scanner s to client s mod clients), so at most "
+                                             "workload.scanners (4), got 5"),
+            std::string::npos) << error_of(scanner_arm(j, 5));
+  j["workload"]["volumes"] = 6;
+  EXPECT_NE(error_of(scanner_arm(j, 3)).find("2 training volumes for 3 clients"), std::string::npos)
+      << error_of(scanner_arm(j, 3));
+}
+
+TEST(VolumeSpec, ScannerPartitionIsRefusedOnImages) {
+  json j = json::parse(R"({"name": "t", "workload": {"name": "synthetic", "model": "mlp"},
+                           "train": {"batch": 8}, "arms": []})");
+  EXPECT_NE(error_of(scanner_arm(j, 2)).find("spec.arms[0].partition.kind: scanner splits a volume workload's "
+                                             "volumes"),
+            std::string::npos) << error_of(scanner_arm(j, 2));
+}
+
 }  // namespace
 }  // namespace quartet::runner

@@ -122,7 +122,7 @@ TEST(Partition, RefusesAnUnknownKindListingTheKnownOnes) {
   PartitionSpec spec;
   spec.kind = "zipf";
   const std::string msg = error_of([&] { make_partition(spec, balanced_labels(), 10); });
-  EXPECT_NE(msg.find("expected one of iid, dirichlet, shards, got \"zipf\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected one of iid, dirichlet, shards, scanner, got \"zipf\""), std::string::npos) << msg;
 }
 
 TEST(Partition, DirichletThatCannotFillEveryClientFailsClearly) {
@@ -159,6 +159,47 @@ TEST(Partition, DirichletSamplesLieOnTheSimplexEvenForTinyAlpha) {
     }
     EXPECT_NEAR(total, 1.0, 1e-12);
   }
+}
+
+// Scanners 0..3 interleaved over 22 samples, as a phantom workload's volumes are.
+std::vector<int32_t> interleaved_scanners(int64_t n = 22, int scanners = 4) {
+  std::vector<int32_t> s;
+  for (int64_t i = 0; i < n; ++i) s.push_back(static_cast<int32_t>(i % scanners));
+  return s;
+}
+
+TEST(Partition, ScannerGivesEachClientOneWholeScanner) {
+  const auto scanners = interleaved_scanners();
+  const Partition p = partition_scanner(scanners, 4, 4);
+  expect_covers_every_index_once(p, 22);
+  EXPECT_EQ(p.counts, "scanner");
+  EXPECT_EQ(p.num_classes, 4);
+  for (int64_t k = 0; k < 4; ++k) {
+    for (int64_t i : p.clients[k]) EXPECT_EQ(scanners[static_cast<size_t>(i)], k);
+    for (int s = 0; s < 4; ++s)
+      EXPECT_EQ(p.histograms[k][s], s == k ? static_cast<int64_t>(p.clients[k].size()) : 0) << k << " " << s;
+  }
+  EXPECT_DOUBLE_EQ(mean_max_class_share(p), 1.0);
+}
+
+TEST(Partition, ScannerDealsScannersRoundRobinToFewerClients) {
+  const Partition p = partition_scanner(interleaved_scanners(), 4, 2);
+  expect_covers_every_index_once(p, 22);
+  EXPECT_EQ(p.histograms[0], (std::vector<int64_t>{6, 0, 5, 0}));
+  EXPECT_EQ(p.histograms[1], (std::vector<int64_t>{0, 6, 0, 5}));
+}
+
+TEST(Partition, ScannerRefusesMoreClientsThanScannersAndEmptyClients) {
+  EXPECT_NE(error_of([] { partition_scanner(interleaved_scanners(), 4, 5); })
+                .find("the scanner partition gives each client whole scanners, so at most 4 clients"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { partition_scanner({0, 1, 0, 1}, 3, 3); }).find("client 2 holds no training sample"),
+            std::string::npos);
+  PartitionSpec spec;
+  spec.kind = "scanner";
+  spec.clients = 2;
+  EXPECT_NE(error_of([&] { make_partition(spec, balanced_labels(), 10); }).find("partition kind scanner"),
+            std::string::npos);
 }
 
 }  // namespace

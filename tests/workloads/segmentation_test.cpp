@@ -204,5 +204,45 @@ TEST(Segmentation, RegisteredUnet3dIsThreeLevelsFromSixteenChannels) {
   EXPECT_EQ(info.parameters, 339603);
 }
 
+// Volume i is acquired on scanner i mod scanners: same labels, and the same image exactly
+// on scanner 0.
+TEST(Segmentation, ScannersChangeTheImagesOfTheirVolumesButNoLabels) {
+  WorkloadConfig c = phantoms();
+  const auto one = make_workload(c);
+  c.scanners = 3;
+  const auto three = make_workload(c);
+  EXPECT_EQ(three->scanners(), 3);
+  EXPECT_EQ(three->sample_scanners(), (std::vector<int32_t>{0, 1, 2, 0}));
+  EXPECT_EQ(one->sample_scanners(), (std::vector<int32_t>{0, 0, 0, 0}));
+  for (int64_t i = 0; i < 4; ++i) {
+    const auto& a = seg(one).train_volumes()[static_cast<size_t>(i)];
+    const auto& b = seg(three).train_volumes()[static_cast<size_t>(i)];
+    EXPECT_EQ(a.labels.voxels, b.labels.voxels) << i;
+    EXPECT_EQ(a.image.voxels == b.image.voxels, i % 3 == 0) << i;
+  }
+  // Test volumes 4 and 5: scanners 1 and 2.
+  EXPECT_NE(seg(one).test_volumes()[0].image.voxels, seg(three).test_volumes()[0].image.voxels);
+}
+
+TEST(Segmentation, ScannerPartitionHoldsOneScannerPerClient) {
+  WorkloadConfig c = phantoms();
+  c.volumes = 10;
+  c.scanners = 4;
+  PartitionSpec spec;
+  spec.kind = "scanner";
+  spec.clients = 4;
+  const Partition p = make_partition(spec, *make_workload(c));
+  EXPECT_EQ(p.clients, (std::vector<std::vector<int64_t>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(p.counts, "scanner");
+}
+
+TEST(Segmentation, ScannersBeyondTheProfilesAreRefused) {
+  WorkloadConfig c = phantoms();
+  c.scanners = medical3d::kPhantomScanners + 1;
+  EXPECT_NE(error_of([&] { make_workload(c); }).find("scanners: expected 1 to 4"), std::string::npos);
+  c.scanners = 0;
+  EXPECT_NE(error_of([&] { make_workload(c); }).find("scanners: expected 1 to 4"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace quartet::workloads

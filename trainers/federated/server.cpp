@@ -439,7 +439,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     write({{"type", "partition"}, {"arm", ctx.arm}, {"role", ctx.role}, {"rank", ctx.rank},
            {"kind", s.partition.kind}, {"clients", s.clients}, {"mean_max_class_share",
                                                                   workloads::mean_max_class_share(partition)},
-           {"histograms", hist}});
+           {"counts", partition.counts}, {"histograms", hist}});
   }
 
   FlServer fl(ctx, s);
