@@ -137,7 +137,9 @@ Interval mean_interval(const std::vector<double>& values, double confidence) {
   out.mean = mean_of(values);
   out.identical =
       values.size() >= 2 && std::all_of(values.begin(), values.end(), [&](double v) { return v == values.front(); });
-  if (values.size() < 2) return out;
+  // Identical values have no spread; a mean summed in floating point can be a bit off them.
+  if (out.identical) out.mean = values.front();
+  if (values.size() < 2 || out.identical) return out;
   const double t = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, static_cast<double>(values.size() - 1));
   out.half_width = t * std::sqrt(variance_of(values) / static_cast<double>(values.size()));
   return out;

@@ -57,6 +57,11 @@ TEST(MeanInterval, OneValueHasNoIntervalAndEqualValuesAreIdentical) {
   const Interval same = mean_interval({0.5, 0.5, 0.5});
   EXPECT_TRUE(same.identical);
   EXPECT_EQ(same.half_width, 0.0);
+  // 0.1 + 0.1 + 0.1 is not 0.3: a computed mean would be off in the last bit, and the
+  // spread around it not quite zero.
+  const Interval rounded = mean_interval({0.1, 0.1, 0.1});
+  EXPECT_EQ(rounded.mean, 0.1);
+  EXPECT_EQ(rounded.half_width, 0.0);
 }
 
 // {1, 2, 3} against {4, 5, 6}: variances 1, t = -3 / sqrt(2/3) = -3.67423, df = 4, and
