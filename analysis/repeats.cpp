@@ -137,7 +137,9 @@ Interval mean_interval(const std::vector<double>& values, double confidence) {
   out.mean = mean_of(values);
   out.identical =
       values.size() >= 2 && std::all_of(values.begin(), values.end(), [&](double v) { return v == values.front(); });
-  if (values.size() < 2) return out;
+  // Identical values have no spread; a mean summed in floating point can be a bit off them.
+  if (out.identical) out.mean = values.front();
+  if (values.size() < 2 || out.identical) return out;
   const double t = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, static_cast<double>(values.size() - 1));
   out.half_width = t * std::sqrt(variance_of(values) / static_cast<double>(values.size()));
   return out;
@@ -191,6 +193,38 @@ const std::vector<RepeatMetric>& repeat_metrics() {
        [](const json& s) { return number_at(member(member(s, "to_target"), "samples")); }, count_text},
   };
   return metrics;
+}
+
+std::optional<Interval> repeat_interval(const ArmResults& arm, const std::string& key) {
+  const std::vector<double> values = metric_values(arm, key);
+  if (values.empty()) return std::nullopt;
+  return mean_interval(values);
+}
+
+std::string interval_text(const Interval& interval, std::string (*format)(double)) {
+  const std::string mean = format(interval.mean), n = std::to_string(interval.n);
+  if (interval.n < 2) return mean + " (n = " + n + ")";
+  if (interval.identical) return mean + " (identical in all " + n + " repeats)";
+  return mean + " ± " + format(interval.half_width) + " (n = " + n + ")";
+}
+
+std::vector<CurvePoint> repeat_curve(const ArmResults& arm) {
+  if (arm.repeat_evaluations.empty()) return {};
+  std::vector<std::vector<EvalPoint>> repeats{eval_points(arm)};
+  repeats.insert(repeats.end(), arm.repeat_evaluations.begin(), arm.repeat_evaluations.end());
+  size_t points = repeats.front().size();
+  for (const auto& r : repeats) points = std::min(points, r.size());
+  std::vector<CurvePoint> out(points);
+  for (size_t i = 0; i < points; ++i) {
+    std::vector<double> samples, wall, values;
+    for (const auto& r : repeats) {
+      samples.push_back(static_cast<double>(r[i].samples));
+      wall.push_back(r[i].wall);
+      values.push_back(r[i].value);
+    }
+    out[i] = {mean_of(samples), mean_of(wall), mean_interval(values)};
+  }
+  return out;
 }
 
 bool identical_repeats(const std::vector<json>& summaries, const std::vector<std::filesystem::path>& final_weights) {
@@ -337,8 +371,7 @@ std::vector<RepeatChart> repeat_charts(const std::vector<ArmResults>& arms) {
     if (m.key != "samples_per_second" && m.key != "final_quality") continue;
     std::vector<std::pair<std::string, Interval>> bars;
     for (const ArmResults& a : arms)
-      if (const std::vector<double> v = metric_values(a, m.key); !v.empty())
-        bars.emplace_back(a.name, mean_interval(v));
+      if (const std::optional<Interval> i = repeat_interval(a, m.key)) bars.emplace_back(a.name, *i);
     if (bars.empty()) continue;
     const std::string title = m.label + " over repeats";
     out.push_back({{"repeats-" + m.key + ".svg", title,

@@ -60,6 +60,25 @@ struct RepeatMetric {
 };
 const std::vector<RepeatMetric>& repeat_metrics();
 
+// The arm's interval of metric `key` (a repeat_metrics() key) over its repeats, from
+// summary.json's "repeats" values: what the tables and charts show. None when the arm has
+// no repeats or no value of that metric.
+std::optional<Interval> repeat_interval(const ArmResults& arm, const std::string& key);
+
+// "mean ± half-width (n = N)"; "mean (identical in all N repeats)" when every value is the
+// same, so there is no interval to draw; "mean (n = 1)".
+std::string interval_text(const Interval& interval, std::string (*format)(double));
+
+// The arm's evaluations averaged over its repeats, the i-th evaluation of each repeat
+// together (repeat 1's and ArmResults::repeat_evaluations, as many as every repeat has):
+// the mean samples and wall time, and the value's interval. Empty without repeats.
+struct CurvePoint {
+  double samples = 0.0;
+  double wall = 0.0;
+  Interval value;
+};
+std::vector<CurvePoint> repeat_curve(const ArmResults& arm);
+
 // Whether the repeats came out the same: their evaluations are equal value for value and,
 // where every repeat wrote one, their final weights files are equal byte for byte (a
 // workload or regime that ignores the seed). False for fewer than two repeats or nothing

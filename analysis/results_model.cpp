@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "analysis/repeats.h"
 #include "analysis/summary.h"
 
 namespace quartet::analysis {
@@ -128,6 +129,25 @@ const RoleRecords* ArmResults::role(const std::string& name) const {
 
 const RoleRecords* ArmResults::timeline() const { return trainers::clock_role(roles); }
 
+namespace {
+
+// Each arm's evaluations in the run's repeats 2..N (their folders are made before any runs).
+void read_repeat_evaluations(RunResults& run) {
+  std::error_code ec;
+  for (int k = 2; fs::exists(repeat_dir(run.dir, k) / "spec.json", ec); ++k) {
+    try {
+      const RunResults repeat = load_run(repeat_dir(run.dir, k));
+      for (ArmResults& arm : run.arms)
+        for (const ArmResults& r : repeat.arms)
+          if (r.name == arm.name && r.status == "finished") arm.repeat_evaluations.push_back(eval_points(r));
+    } catch (const ResultsError& e) {
+      run.warnings.push_back(std::string(e.what()) + " (its evaluations are left out of the charts' mean curves)");
+    }
+  }
+}
+
+}  // namespace
+
 RunResults load_run(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw ResultsError(dir.string() + ": no such folder");
@@ -184,6 +204,7 @@ RunResults load_run(const fs::path& dir) {
     arm.roles = read_roles(arm_dir / "roles");
     run.arms.push_back(std::move(arm));
   }
+  read_repeat_evaluations(run);
   return run;
 }
 

@@ -61,6 +61,9 @@ struct ArmResults {
   nlohmann::json summary;         // <arm>/summary.json, or null while it runs
   std::vector<trainers::RoleRecords> roles;
   int64_t total_samples = 0;      // planned training samples, when known (events)
+  // The evaluations of the arm's repeats 2..N that ran to their end (RUN/repeats/<k>/),
+  // in repeat order; empty for a run without repeats (docs/results.md).
+  std::vector<std::vector<EvalPoint>> repeat_evaluations;
 
   // Adds one record to its role (a live run's step event).
   void add_record(const nlohmann::json& record);
@@ -84,6 +87,8 @@ struct RunResults {
 // (no spec.json), unreadable or malformed JSON, a corrupt record line, or fields of the
 // wrong type. A torn last record line (a killed writer) is not an error; an arm without a
 // summary yet is loaded from its records.
+// A run with repeats also gives each arm its other repeats' evaluations; a repeat folder
+// that cannot be read is a warning.
 RunResults load_run(const std::filesystem::path& dir);
 
 // Figures derived from an arm's records and summary, for charts; each tolerates a running

@@ -1,5 +1,6 @@
 #include "gui/charts.h"
 
+#include <QAreaSeries>
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
@@ -19,6 +20,7 @@
 #include <limits>
 
 #include "analysis/projection.h"
+#include "analysis/repeats.h"
 #include "analysis/tables.h"
 #include "trainers/records.h"
 
@@ -123,7 +125,19 @@ struct LineSpec {
   const char* y_format = "%.2f";
   const char* x_format = "%.0f";
   std::function<Points(const ArmResults&)> points;
+  std::function<QString(const ArmResults&)> name;  // the arm's line; empty: its label
+  // The lower and upper edges of a band shaded under the arm's line (empty: none).
+  std::function<std::pair<Points, Points>(const ArmResults&)> band;
 };
+
+// The series of `chart` named `name`, of type T, or null.
+template <typename T>
+T* series_named(QChart* chart, const QString& name) {
+  for (QAbstractSeries* s : chart->series())
+    if (s->name() == name)
+      if (auto* typed = qobject_cast<T*>(s)) return typed;
+  return nullptr;
+}
 
 void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& spec,
            const std::vector<std::pair<QString, Points>>& extra = {}) {
@@ -148,9 +162,7 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     if (spec.log_y) pts.erase(std::remove_if(pts.begin(), pts.end(), [](const QPointF& p) { return !(p.y() > 0); }), pts.end());
     if (pts.isEmpty()) return;
     wanted << name;
-    QLineSeries* s = nullptr;
-    for (QAbstractSeries* existing : chart->series())
-      if (existing->name() == name) s = qobject_cast<QLineSeries*>(existing);
+    QLineSeries* s = series_named<QLineSeries>(chart, name);
     if (!s) {
       s = new QLineSeries;
       s->setName(name);
@@ -169,9 +181,37 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
       y_hi = std::max(y_hi, p.y());
     }
   };
+  // A translucent band in the arm's colour, left out of the legend (its line is there).
+  auto place_band = [&](const QString& name, const Points& lower, const Points& upper, QColor color) {
+    if (lower.isEmpty() || lower.size() != upper.size()) return;
+    wanted << name;
+    QAreaSeries* band = series_named<QAreaSeries>(chart, name);
+    if (!band) {
+      band = new QAreaSeries(new QLineSeries, new QLineSeries);
+      band->setName(name);
+      attach(chart, band, x, y);
+      hide_from_legend(chart, band);
+    }
+    Points top = upper;  // an interval may reach past the metric's ceiling; the axis stops there
+    if (spec.y_cap > 0)
+      for (QPointF& p : top) p.setY(std::min(p.y(), spec.y_cap));
+    band->lowerSeries()->replace(lower);
+    band->upperSeries()->replace(top);
+    band->setPen(Qt::NoPen);
+    color.setAlpha(45);
+    band->setBrush(color);
+    for (const QPointF& p : lower) y_lo = std::min(y_lo, p.y());
+    for (const QPointF& p : top) y_hi = std::max(y_hi, p.y());
+  };
   const std::vector<QColor> colors = arm_colors(arms);
-  for (size_t i = 0; i < arms.size(); ++i)
-    place(label_of(arms[i]), spec.points(arms[i]), colors[i], run_pen_style(arms[i].run), false);
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const QString name = spec.name ? spec.name(arms[i]) : label_of(arms[i]);
+    place(name, spec.points(arms[i]), colors[i], run_pen_style(arms[i].run), false);
+    if (spec.band) {
+      const auto [lower, upper] = spec.band(arms[i]);
+      place_band(name + " · 95 % interval", lower, upper, colors[i]);
+    }
+  }
   for (const auto& [name, pts] : extra) place(name, pts, QColor(120, 120, 120), Qt::DashLine, true);
   for (QAbstractSeries* s : chart->series())
     if (!wanted.contains(s->name())) {
@@ -194,7 +234,10 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     vy->applyNiceNumbers();
     if (spec.y_cap > 0 && vy->max() > spec.y_cap && y_hi <= spec.y_cap) vy->setMax(spec.y_cap);
   }
-  show_legend(chart, static_cast<size_t>(wanted.size()));
+  int legend_entries = 0;
+  for (QAbstractSeries* s : chart->series())
+    if (!qobject_cast<QAreaSeries*>(s)) ++legend_entries;
+  show_legend(chart, static_cast<size_t>(legend_entries));
 }
 
 // The dashed target line of a quality chart, when the arms share one.
@@ -210,17 +253,54 @@ std::vector<std::pair<QString, Points>> target_line(const std::vector<ArmResults
   return {{QString("target %1").arg(target), Points{{0.0, target}, {x_hi, target}}}};
 }
 
+// The chart's title, saying what its figures are when some arm has repeats.
+void title_repeats(QChart* chart, ChartKind kind, bool repeated, const char* what) {
+  chart->setTitle(QString::fromUtf8(chart_info(kind).title) + (repeated ? QString(" · ") + what : QString()));
+}
+
+// Whether every evaluation of every repeat of the arm was the same: its band would have no width.
+bool identical_curve(const std::vector<CurvePoint>& curve) {
+  return std::all_of(curve.begin(), curve.end(), [](const CurvePoint& p) { return p.value.identical; });
+}
+
+// An arm with repeats is drawn as its mean curve over them, in a band over each
+// evaluation's 95 % interval, and named so ("single · mean of 3", or "identical" when its
+// repeats gave the same evaluations); an arm without, as its one curve.
 void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples) {
   LineSpec spec;
   spec.x_title = by_samples ? "training samples" : "wall time (s)";
   spec.y_title = metric_of(arms);
   spec.y_cap = 1.0;
-  spec.points = [by_samples](const ArmResults& a) {
+  auto x_of = [by_samples](double samples, double wall) { return by_samples ? samples : wall; };
+  spec.points = [x_of](const ArmResults& a) {
     Points pts;
-    for (const EvalPoint& e : eval_points(a)) pts.append({by_samples ? static_cast<double>(e.samples) : e.wall, e.value});
+    if (const std::vector<CurvePoint> curve = repeat_curve(a); !curve.empty()) {
+      for (const CurvePoint& p : curve) pts.append({x_of(p.samples, p.wall), p.value.mean});
+      return pts;
+    }
+    for (const EvalPoint& e : eval_points(a)) pts.append({x_of(static_cast<double>(e.samples), e.wall), e.value});
     return pts;
   };
+  spec.name = [](const ArmResults& a) -> QString {
+    const std::vector<CurvePoint> curve = repeat_curve(a);
+    if (curve.empty()) return label_of(a);
+    const QString n = QString::number(curve.front().value.n);
+    return label_of(a) + (identical_curve(curve) ? QString(" · %1 identical repeats").arg(n) : QString(" · mean of %1").arg(n));
+  };
+  spec.band = [x_of](const ArmResults& a) {
+    std::pair<Points, Points> band;
+    const std::vector<CurvePoint> curve = repeat_curve(a);
+    if (identical_curve(curve)) return band;
+    for (const CurvePoint& p : curve) {
+      band.first.append({x_of(p.samples, p.wall), p.value.mean - p.value.half_width});
+      band.second.append({x_of(p.samples, p.wall), p.value.mean + p.value.half_width});
+    }
+    return band;
+  };
   lines(chart, arms, spec, target_line(arms, by_samples));
+  title_repeats(chart, by_samples ? ChartKind::quality_samples : ChartKind::quality_wall,
+                std::any_of(arms.begin(), arms.end(), [](const ArmResults& a) { return !a.repeat_evaluations.empty(); }),
+                "mean over repeats, 95 % band");
 }
 
 // Training loss from the first step on: what a live run shows before its first evaluation.
@@ -244,6 +324,13 @@ struct Bars {
   std::vector<QColor> colors;
   std::vector<Qt::BrushStyle> patterns;     // per set; empty: solid
   std::vector<std::vector<double>> values;  // per set, per category
+  // Per category (vertical bars only): an error bar over the interval around its bar's
+  // value, the mean, named for its arm; none without repeats, or without width.
+  struct ErrorBar {
+    QString arm;
+    Interval interval;
+  };
+  std::vector<std::optional<ErrorBar>> errors;
   bool stacked = false;
   bool horizontal = false;  // categories down the left, one per line: long lists stay legible
   bool labels = false;  // values above the bars
@@ -253,6 +340,33 @@ struct Bars {
   const char* y_format = "%.0f";
 };
 
+// What an error bar is called: "<arm> · 95 % interval".
+QString error_bar_name(const QString& arm) { return arm + " · 95 % interval"; }
+
+// The bars' error bars, redrawn: per interval a black line that runs cap, stem, cap
+// (a category sits at x = its index on a bar category axis), left out of the legend.
+void error_bars(QChart* chart, const Bars& b, QAbstractAxis* x, QAbstractAxis* y) {
+  for (QAbstractSeries* s : chart->series())
+    if (s->name().endsWith(error_bar_name(""))) {
+      chart->removeSeries(s);
+      delete s;
+    }
+  constexpr double kCap = 0.12;  // half a cap's width, in categories
+  for (size_t c = 0; c < b.errors.size() && c < static_cast<size_t>(b.categories.size()); ++c) {
+    if (!b.errors[c] || !(b.errors[c]->interval.half_width > 0)) continue;
+    const Interval& i = b.errors[c]->interval;
+    const double at = static_cast<double>(c), lo = std::max(i.mean - i.half_width, b.y_lo), hi = i.mean + i.half_width;
+    auto* line = new QLineSeries;
+    line->setName(error_bar_name(b.errors[c]->arm));
+    line->append(Points{{at - kCap, hi}, {at + kCap, hi}, {at, hi}, {at, lo}, {at - kCap, lo}, {at + kCap, lo}});
+    QPen pen(Qt::black);
+    pen.setWidthF(1.5);
+    line->setPen(pen);
+    attach(chart, line, x, y);
+    hide_from_legend(chart, line);
+  }
+}
+
 // Refreshes a bar chart in place when its categories and sets are unchanged (so a live
 // view does not rebuild its axes twice a second); otherwise rebuilds it.
 void bars(QChart* chart, const Bars& b) {
@@ -260,7 +374,8 @@ void bars(QChart* chart, const Bars& b) {
   const Qt::Orientation category_side = b.horizontal ? Qt::Vertical : Qt::Horizontal;
   const Qt::Orientation value_side = b.horizontal ? Qt::Horizontal : Qt::Vertical;
   QAbstractBarSeries* series = nullptr;
-  if (chart->series().size() == 1) series = qobject_cast<QAbstractBarSeries*>(chart->series().front());
+  for (QAbstractSeries* s : chart->series())
+    if (!series) series = qobject_cast<QAbstractBarSeries*>(s);
   QBarCategoryAxis* x = nullptr;
   if (!chart->axes(category_side).isEmpty()) x = qobject_cast<QBarCategoryAxis*>(chart->axes(category_side).front());
   QAbstractAxis* y = chart->axes(value_side).isEmpty() ? nullptr : chart->axes(value_side).front();
@@ -276,6 +391,7 @@ void bars(QChart* chart, const Bars& b) {
       vy->setRange(b.y_lo, b.y_hi);
       vy->applyNiceNumbers();
     }
+    error_bars(chart, b, x, y);
     return;
   }
   // Rebuild the series, but keep the axes: a chart whose axes are swapped while it is
@@ -336,6 +452,7 @@ void bars(QChart* chart, const Bars& b) {
     attach(chart, fresh, y, x);
   else
     attach(chart, fresh, x, y);
+  if (!b.horizontal) error_bars(chart, b, x, y);
   chart->legend()->setVisible(b.sets.size() > 1);
   chart->legend()->setMarkerShape(QLegend::MarkerShapeRectangle);
   place_legend(chart, b.sets.size());
@@ -347,8 +464,29 @@ Qt::BrushStyle run_pattern(int run) {
   return kPatterns[static_cast<size_t>(std::max(run, 0)) % 4];
 }
 
+// The figure `key` of an arm over its repeats (analysis/repeats.h), and its text under
+// the bar in the report's number format, a short line each (a category is narrow, and
+// the Compare list and tooltips give n): "1234/s", "± 56"; or "31.0 MB", "identical".
+// None for an arm without repeats.
+std::optional<Interval> over_repeats(const ArmResults& arm, const std::string& key, const QString& unit,
+                                     QString& text) {
+  const std::optional<Interval> i = repeat_interval(arm, key);
+  if (!i) return i;
+  std::string (*format)(double) = nullptr;
+  for (const RepeatMetric& m : repeat_metrics())
+    if (m.key == key) format = m.format;
+  text = QString::fromStdString(format(i->mean)) + unit;
+  if (i->identical)
+    text += "<br>identical";
+  else if (i->n >= 2)
+    text += "<br>± " + QString::fromStdString(format(i->half_width));
+  return i;
+}
+
+
 // One bar per arm in the arm's colour (a stacked set per arm, zero under the others'
-// categories), its value in its category label.
+// categories), its value in its category label; an arm with repeats at its mean, with an
+// error bar over its 95 % interval.
 void throughput(QChart* chart, const std::vector<ArmResults>& arms) {
   Bars b;
   b.stacked = true;
@@ -356,8 +494,13 @@ void throughput(QChart* chart, const std::vector<ArmResults>& arms) {
   const std::vector<QColor> colors = arm_colors(arms);
   double top = 1.0;
   for (size_t i = 0; i < arms.size(); ++i) {
-    const double v = std::round(samples_per_second(arms[i]));
-    b.categories << category_label(arms[i]) + (v > 0 ? "<br>" + QString::number(v, 'f', 0) + "/s" : QString());
+    QString text;
+    const std::optional<Interval> interval = over_repeats(arms[i], "samples_per_second", "/s", text);
+    const double v = interval ? interval->mean : std::round(samples_per_second(arms[i]));
+    if (text.isEmpty() && v > 0) text = QString::number(v, 'f', 0) + "/s";
+    b.categories << category_label(arms[i]) + (text.isEmpty() ? QString() : "<br>" + text);
+    b.errors.push_back(interval ? std::optional<Bars::ErrorBar>({label_of(arms[i]), *interval}) : std::nullopt);
+    if (interval) top = std::max(top, interval->mean + interval->half_width);
     b.sets.push_back(label_of(arms[i]));
     b.colors.push_back(colors[i]);
     b.patterns.push_back(run_pattern(arms[i].run));
@@ -368,6 +511,9 @@ void throughput(QChart* chart, const std::vector<ArmResults>& arms) {
   }
   b.y_hi = top * 1.1;
   bars(chart, b);
+  title_repeats(chart, ChartKind::throughput,
+                std::any_of(b.errors.begin(), b.errors.end(), [](const auto& e) { return e.has_value(); }),
+                "mean and 95 % interval over repeats");
 }
 
 void memory(QChart* chart, const std::vector<ArmResults>& arms) {
@@ -424,10 +570,15 @@ void communication(QChart* chart, const std::vector<ArmResults>& arms) {
   double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
   std::vector<double> values;
   for (const ArmResults& a : arms) {
-    const double v = bytes_per_process_per_epoch(a);
-    b.categories << category_label(a) + "<br>" + (v > 0 ? QString::fromStdString(analysis::format_bytes(v)) : QString("none"));
+    QString text;
+    const std::optional<Interval> interval = over_repeats(a, "bytes_per_process_per_epoch", "", text);
+    const double v = interval ? interval->mean : bytes_per_process_per_epoch(a);
+    if (text.isEmpty() || !(v > 0)) text = v > 0 ? QString::fromStdString(analysis::format_bytes(v)) : QString("none");
+    b.categories << category_label(a) + "<br>" + text;
+    b.errors.push_back(interval ? std::optional<Bars::ErrorBar>({label_of(a), *interval}) : std::nullopt);
     values.push_back(v);
     if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (interval && v > 0) hi = std::max(hi, v + interval->half_width);
   }
   lo = std::isfinite(lo) ? lo / 10.0 : 1.0;
   hi = hi > 0 ? hi * 3.0 : 10.0;
@@ -436,6 +587,9 @@ void communication(QChart* chart, const std::vector<ArmResults>& arms) {
   // An arm without traffic sits at the axis floor: no bar, "none" in its label.
   for (double v : values) b.values[0].push_back(v > 0 ? v : b.y_lo);
   bars(chart, b);
+  title_repeats(chart, ChartKind::communication,
+                std::any_of(b.errors.begin(), b.errors.end(), [](const auto& e) { return e.has_value(); }),
+                "mean and 95 % interval over repeats");
 }
 
 void cumulative(QChart* chart, const std::vector<ArmResults>& arms) {

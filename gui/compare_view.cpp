@@ -9,6 +9,7 @@
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
+#include "analysis/repeats.h"
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 
@@ -17,6 +18,30 @@ namespace quartet::gui {
 using analysis::ArmResults;
 using analysis::load_run;
 using analysis::RunResults;
+
+namespace {
+
+// An arm's figures over its repeats, one a line as the report gives them ("samples/s:
+// 1234 ± 56 (n = 3)"), or "" for an arm without repeats.
+QString repeats_tooltip(const ArmResults& arm) {
+  QStringList lines;
+  for (const analysis::RepeatMetric& m : analysis::repeat_metrics())
+    if (const std::optional<analysis::Interval> i = analysis::repeat_interval(arm, m.key))
+      lines << QString::fromStdString(m.label + ": " + analysis::interval_text(*i, m.format));
+  if (lines.isEmpty()) return {};
+  const nlohmann::json& identical = trainers::member(trainers::member(arm.summary, "repeats"), "identical");
+  if (identical.is_boolean() && identical.get<bool>())
+    lines << QObject::tr("Every repeat gave the same evaluations and final weights: the seed does not change this arm.");
+  return QObject::tr("Over its repeats (mean ± 95 % interval):") + "\n" + lines.join("\n");
+}
+
+// How many repeats of the arm ran to their end ("" without repeats).
+QString repeats_count(const ArmResults& arm) {
+  const nlohmann::json& repeats = trainers::member(arm.summary, "repeats");
+  return repeats.is_object() ? QString::number(trainers::integer(repeats, "n")) : QString();
+}
+
+}  // namespace
 
 // Runs are lettered A, B, … in the list; the charts call their arms "A: single".
 std::string run_letter(size_t index) {
@@ -33,12 +58,12 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
   tree_ = new QTreeWidget(left);
-  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status")});
-  // Regime and status always whole; the names take what is left.
+  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status"), tr("Repeats")});
+  tree_->headerItem()->setToolTip(3, tr("Repeats that ran to their end; the arm's tooltip gives its figures over them"));
+  // Regime, status and repeats always whole; the names take what is left.
   tree_->header()->setStretchLastSection(false);
   tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-  tree_->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+  for (int c = 1; c < 4; ++c) tree_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   tree_->setToolTip(tr("Tick the arms to compare"));
   lv->addWidget(tree_, 1);
   auto* buttons = new QHBoxLayout;
@@ -88,7 +113,9 @@ void CompareView::add_run(RunResults run) {
   auto* top = new QTreeWidgetItem(tree_, {QString(), QString(), QString::fromStdString(run.status)});
   for (const ArmResults& a : run.arms) {
     auto* item = new QTreeWidgetItem(top, {QString::fromStdString(a.name), QString::fromStdString(a.regime),
-                                           QString::fromStdString(a.status)});
+                                           QString::fromStdString(a.status), repeats_count(a)});
+    if (const QString tip = repeats_tooltip(a); !tip.isEmpty())
+      for (int c = 0; c < 4; ++c) item->setToolTip(c, tip);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
     item->setCheckState(0, a.roles.empty() && a.summary.is_null() ? Qt::Unchecked : Qt::Checked);
   }

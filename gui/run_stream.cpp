@@ -56,6 +56,9 @@ void RunStream::feed(const std::string& line) {
     run_.status = "running";
   } else if (event == "arm_started") {
     ArmResults& a = arm(text(e, "arm"));
+    // With repeats an arm starts once per repeat: the live view follows the one running.
+    a.roles.clear();
+    a.summary = nullptr;
     a.status = "running";
     a.total_samples = integer(e, "total_samples");
   } else if (event == "step") {

@@ -9,6 +9,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "analysis/repeats.h"
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 #include "gui/run_controller.h"
@@ -70,6 +71,34 @@ RunView::RunView(RunController* controller, QWidget* parent) : QWidget(parent), 
   }
 }
 
+namespace {
+
+// A run with repeats that has ended, as its folder holds it: the stream holds each arm's
+// last repeat, while the folder keeps every repeat and has each arm's figures over them.
+// Any other run, or one whose folder cannot be read, as it is.
+RunResults read_back_repeats(RunResults run) {
+  std::error_code ec;
+  if (run.dir.empty() || !std::filesystem::exists(analysis::repeat_dir(run.dir, 2) / "spec.json", ec)) return run;
+  try {
+    return analysis::load_run(run.dir);
+  } catch (const analysis::ResultsError&) {
+    return run;
+  }
+}
+
+// An arm's throughput and final quality over its repeats, as the report gives them
+// (" · samples/s 1234 ± 56 (n = 3) · final quality …"), or "" without repeats.
+QString over_repeats(const ArmResults& arm) {
+  QString text;
+  for (const analysis::RepeatMetric& m : analysis::repeat_metrics())
+    if (m.key == "samples_per_second" || m.key == "final_quality")
+      if (const std::optional<analysis::Interval> i = analysis::repeat_interval(arm, m.key))
+        text += QString::fromStdString(" · " + m.label + " " + analysis::interval_text(*i, m.format));
+  return text;
+}
+
+}  // namespace
+
 void RunView::refresh() {
   if (!controller_ || !live_) return;
   const RunStream& s = controller_->stream();
@@ -81,7 +110,10 @@ void RunView::refresh() {
   drawn_running_ = running;
   RunResults run = s.snapshot();
   if (run.dir.empty()) run.dir = controller_->out_dir().toStdString();
-  if (!running) settle(run, controller_->exit_code());
+  if (!running) {
+    settle(run, controller_->exit_code());
+    run = read_back_repeats(std::move(run));
+  }
   QString errors = controller_->running() ? QString() : controller_->error();
   if (controller_->running())
     for (const std::string& e : s.errors()) errors += (errors.isEmpty() ? "" : "\n") + QString::fromStdString(e);
@@ -115,7 +147,9 @@ void RunView::show_snapshot(const RunResults& run, const QString& errors, const 
     it->second.bar->setValue(static_cast<int>(arm_progress(a) * 1000.0));
     const std::vector<EvalPoint> evals = eval_points(a);
     QString detail = QString::fromStdString(a.status);
-    if (!a.roles.empty() || !a.summary.is_null()) {  // it has figures
+    if (const QString repeated = over_repeats(a); !repeated.isEmpty()) {
+      detail += repeated;
+    } else if (!a.roles.empty() || !a.summary.is_null()) {  // it has figures
       detail += tr(" · %1 samples/s").arg(samples_per_second(a), 0, 'f', 0);
       if (!evals.empty()) detail += tr(" · quality %1").arg(evals.back().value, 0, 'f', 4);
     }

@@ -57,6 +57,11 @@ TEST(MeanInterval, OneValueHasNoIntervalAndEqualValuesAreIdentical) {
   const Interval same = mean_interval({0.5, 0.5, 0.5});
   EXPECT_TRUE(same.identical);
   EXPECT_EQ(same.half_width, 0.0);
+  // 0.1 + 0.1 + 0.1 is not 0.3: a computed mean would be off in the last bit, and the
+  // spread around it not quite zero.
+  const Interval rounded = mean_interval({0.1, 0.1, 0.1});
+  EXPECT_EQ(rounded.mean, 0.1);
+  EXPECT_EQ(rounded.half_width, 0.0);
 }
 
 // {1, 2, 3} against {4, 5, 6}: variances 1, t = -3 / sqrt(2/3) = -3.67423, df = 4, and
@@ -161,6 +166,39 @@ TEST(Repeats, ChartsDrawErrorBarsOnlyWhereThereIsAnInterval) {
   EXPECT_EQ(count(charts[1].svg, "<rect x="), 2u);
   EXPECT_EQ(count(charts[1].svg, "<line"), 3u) << "one error bar (stem and two caps), for the varied arm only";
   EXPECT_TRUE(repeat_charts({}).empty());
+}
+
+TEST(Repeats, AnArmsIntervalIsTheSummarysAndItsTextSaysIdenticalInsteadOfZeroWidth) {
+  ArmResults a;
+  a.summary = arm_summary(100, {0.5});
+  EXPECT_FALSE(repeat_interval(a, "samples_per_second")) << "no repeats";
+  a.summary["repeats"] = repeat_statistics({arm_summary(100, {0.5}), arm_summary(110, {0.5}), arm_summary(120, {0.5})},
+                                           {1, 2, 3}, false);
+  const std::optional<Interval> rate = repeat_interval(a, "samples_per_second");
+  ASSERT_TRUE(rate);
+  EXPECT_DOUBLE_EQ(rate->mean, a.summary["repeats"]["metrics"]["samples_per_second"]["mean"].get<double>());
+  EXPECT_DOUBLE_EQ(rate->half_width, a.summary["repeats"]["metrics"]["samples_per_second"]["half_width"].get<double>());
+  EXPECT_EQ(interval_text(*rate, repeat_metrics().front().format), "110 ± 24.84 (n = 3)");
+  const std::optional<Interval> quality = repeat_interval(a, "final_quality");
+  ASSERT_TRUE(quality);
+  EXPECT_TRUE(quality->identical);
+  EXPECT_EQ(interval_text(*quality, [](double v) { return fixed(v, 2); }), "0.50 (identical in all 3 repeats)");
+  EXPECT_FALSE(repeat_interval(a, "time_to_target")) << "no repeat reached a target";
+}
+
+TEST(Repeats, TheMeanCurveTakesEachEvaluationOverEveryRepeatUpToTheShortest) {
+  ArmResults a;
+  a.summary = {{"evaluations", {{{"samples", 10}, {"wall", 1.0}, {"value", 0.5}},
+                                {{"samples", 20}, {"wall", 2.0}, {"value", 0.7}}}}};
+  EXPECT_TRUE(repeat_curve(a).empty()) << "no repeats";
+  a.repeat_evaluations = {{{0, 10, 0.0, 3.0, 0.6}, {0, 20, 0.0, 4.0, 0.9}}, {{0, 10, 0.0, 2.0, 0.7}}};
+  const std::vector<CurvePoint> curve = repeat_curve(a);
+  ASSERT_EQ(curve.size(), 1u) << "the third repeat has one evaluation";
+  EXPECT_DOUBLE_EQ(curve[0].samples, 10.0);
+  EXPECT_DOUBLE_EQ(curve[0].wall, 2.0);
+  EXPECT_EQ(curve[0].value.n, 3);
+  EXPECT_DOUBLE_EQ(curve[0].value.mean, mean_interval({0.5, 0.6, 0.7}).mean);
+  EXPECT_DOUBLE_EQ(curve[0].value.half_width, mean_interval({0.5, 0.6, 0.7}).half_width);
 }
 
 TEST(Repeats, SummaryWithoutRepeatsHasNoRepeatsSection) {

@@ -58,6 +58,21 @@ class RunViewTest : public QObject {
     QCOMPARE(s.snapshot().status, std::string("failed"));
   }
 
+  // Each repeat starts its arms again: the stream shows the repeat that runs, not its
+  // records after the last one's.
+  void ARepeatStartingAgainReplacesTheArmsRecords() {
+    RunStream s(tiny_spec());
+    const char* step = R"({"event":"step","arm":"single","record":{"type":"step","role":"trainer","step":1,"samples":32,"wall":0.1,"epoch":0.1}})";
+    s.feed(R"({"event":"arm_started","arm":"single","index":0,"total_samples":64})");
+    s.feed(step);
+    s.feed(R"({"event":"arm_finished","arm":"single","summary":{"status":"finished"}})");
+    s.feed(R"({"event":"arm_started","arm":"single","index":0,"total_samples":64})");
+    QCOMPARE(s.snapshot().arms[0].status, std::string("running"));
+    QVERIFY(s.snapshot().arms[0].summary.is_null());
+    s.feed(step);
+    QCOMPARE(s.snapshot().arms[0].roles.front().records.size(), size_t{1});
+  }
+
   void ARunShowsItsProgressAndChartsAndFinishes() {
     QTemporaryDir tmp;
     RunController c;
