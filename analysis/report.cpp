@@ -114,10 +114,17 @@ ReportFormats parse_formats(const std::string& list) {
 
 bool needs_charts(const ReportFormats& f) { return f.png || f.svg || f.html; }
 
+// The best evaluation and where it came: "0.8842 (epoch 2.0)".
+std::string best_quality_cell(const std::vector<EvalPoint>& evals) {
+  const auto best = std::max_element(evals.begin(), evals.end(),
+                                     [](const EvalPoint& a, const EvalPoint& b) { return a.value < b.value; });
+  return fixed(best->value, 4) + " (epoch " + fixed(best->epoch, 1) + ")";
+}
+
 Table arms_table(const std::vector<ArmResults>& arms) {
   Table t{{"arm", "regime", "status", "samples/s", "peak tracked MiB", "peak RSS MiB", "activations MiB",
-           "bytes/process/epoch", "train time", "final quality", "to target"},
-          {false, false, false, true, true, true, true, true, true, true, false},
+           "bytes/process/epoch", "train time", "final quality", "best quality", "to target"},
+          {false, false, false, true, true, true, true, true, true, true, true, false},
           {}};
   for (const ArmResults& a : arms) {
     const std::vector<EvalPoint> evals = eval_points(a);
@@ -129,6 +136,7 @@ Table arms_table(const std::vector<ArmResults>& arms) {
     else
       row.resize(row.size() + 6, "—");  // not started
     row.push_back(evals.empty() ? "—" : fixed(evals.back().value, 4));
+    row.push_back(evals.empty() ? "—" : best_quality_cell(evals));
     row.push_back(to_target_cell(a));
     t.rows.push_back(std::move(row));
   }
@@ -139,7 +147,8 @@ std::string arms_table_note() {
   return "samples/s: training samples per second of training time (evaluation excluded). Memory: the engine's "
          "tracked peak (all tags, training only) and the process's peak resident set, the largest process's; "
          "an arm with several kinds of process (federated: server and pools) shows each kind's. Quality: the "
-         "workload's test-set metric (accuracy; mean Dice for volumes) at the last evaluation. To target: time "
+         "workload's test-set metric (accuracy; mean Dice for volumes) at the last evaluation, and the best one "
+         "with the epoch it came at. To target: time "
          "and training samples to the first evaluation at or above the target (federated: and its round).";
 }
 

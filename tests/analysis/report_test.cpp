@@ -48,6 +48,20 @@ TEST(Report, SummaryMdAndTheReportShowOneTableOfTheArms) {
   EXPECT_NE(table.find("| fedavg-4 | federated | finished |"), std::string::npos) << table;
 }
 
+// Beside the last evaluation, the best one and the epoch it came at: a run that peaked
+// early says so.
+TEST(Report, TheTableGivesTheBestQualityBesideTheFinal) {
+  ArmResults arm;
+  arm.name = "peaked";
+  arm.regime = "single";
+  arm.status = "finished";
+  for (const auto& [epoch, value] : {std::pair{1.0, 0.61}, std::pair{2.0, 0.83}, std::pair{3.0, 0.72}})
+    arm.add_record({{"type", "step"}, {"role", "trainer"}, {"step", int(epoch)}, {"samples", int(epoch) * 10},
+                    {"epoch", epoch}, {"wall", epoch}, {"eval", {{"value", value}, {"seconds", 0.0}}}});
+  const std::string table = to_markdown(arms_table({arm}));
+  EXPECT_NE(table.find("| 0.7200 | 0.8300 (epoch 2.0) |"), std::string::npos) << table;
+}
+
 TEST(Report, AnArmNotStartedShowsDashes) {
   ArmResults pending;
   pending.name = "later";
