@@ -280,8 +280,10 @@ void SchemaForm::show_schema(Node& n) {
                                                          ? n.schema["description"].get<std::string>()
                                                          : std::string());
   const json& def = field(n.schema, "default");
+  // An empty default string means "not set" (data_dir: the workload's own folder).
+  const bool no_default = def.is_null() || (def.is_string() && def.get<std::string>().empty());
   QString placeholder =
-      def.is_null() ? (n.required ? tr("required") : tr("not set")) : tr("default: %1").arg(json_text(def));
+      no_default ? (n.required ? tr("required") : tr("not set")) : tr("default: %1").arg(json_text(def));
   n.row->setToolTip(description);
   if (n.label) n.label->setToolTip(description);
   if (n.combo) {
