@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -34,8 +35,12 @@ constexpr const char* kIsa = "avx2";
 inline Vec splat(float v) { return _mm256_set1_ps(v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline float lane0(Vec v) { return _mm256_cvtss_f32(v); }
-#else
-#error "quartet-bench-peak needs FMA (build with QUARTET_NATIVE on an x86-64 CPU that has it)"
+#else  // no vector FMA in this build: the scalar rate, said so by kIsa
+using Vec = float;
+constexpr const char* kIsa = "scalar";
+inline Vec splat(float v) { return v; }
+inline Vec fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }
+inline float lane0(Vec v) { return v; }
 #endif
 
 // Enough independent chains to cover the FMA latency on every unit (4 cycles x 2 units).

@@ -130,6 +130,9 @@ struct LineSpec {
   std::function<std::pair<Points, Points>(const ArmResults&)> band;
 };
 
+// What an arm's error bar or band is called: "<arm> · 95 % interval".
+QString error_bar_name(const QString& arm) { return arm + " · 95 % interval"; }
+
 // The series of `chart` named `name`, of type T, or null.
 template <typename T>
 T* series_named(QChart* chart, const QString& name) {
@@ -209,7 +212,7 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     place(name, spec.points(arms[i]), colors[i], run_pen_style(arms[i].run), false);
     if (spec.band) {
       const auto [lower, upper] = spec.band(arms[i]);
-      place_band(name + " · 95 % interval", lower, upper, colors[i]);
+      place_band(error_bar_name(name), lower, upper, colors[i]);
     }
   }
   for (const auto& [name, pts] : extra) place(name, pts, QColor(120, 120, 120), Qt::DashLine, true);
@@ -339,9 +342,6 @@ struct Bars {
   double y_lo = 0.0, y_hi = 1.0;
   const char* y_format = "%.0f";
 };
-
-// What an error bar is called: "<arm> · 95 % interval".
-QString error_bar_name(const QString& arm) { return arm + " · 95 % interval"; }
 
 // The bars' error bars, redrawn: per interval a black line that runs cap, stem, cap
 // (a category sits at x = its index on a bar category axis), left out of the legend.
@@ -482,7 +482,6 @@ std::optional<Interval> over_repeats(const ArmResults& arm, const std::string& k
     text += "<br>± " + QString::fromStdString(format(i->half_width));
   return i;
 }
-
 
 // One bar per arm in the arm's colour (a stacked set per arm, zero under the others'
 // categories), its value in its category label; an arm with repeats at its mean, with an

@@ -87,7 +87,7 @@ void settle(analysis::RunResults& run, int exit_code) {
   const std::string ended = exit_code == 0 ? "finished" : exit_code == 130 ? "interrupted" : "failed";
   if (run.status == "running" || run.status == "starting" || run.status.empty()) run.status = ended;
   for (ArmResults& a : run.arms) {
-    if (a.status == "running") a.status = exit_code == 0 ? "finished" : ended;
+    if (a.status == "running") a.status = ended;
     if (a.status == "pending" && run.status != "finished") a.status = "not run";
   }
 }

@@ -194,12 +194,7 @@ void SchemaForm::build_object(Node& node, QWidget* container) {
     }
     add_row(std::move(child));
   }
-  // An arm shows the fields of its regime only.
-  for (auto& c : node.children)
-    if (c->key == "regime" && c->combo) {
-      Node* self = &node;
-      connect(c->combo, &QComboBox::currentIndexChanged, this, [this, self] { update_visibility(*self); });
-    }
+  // An arm shows the fields of its regime only: edited() refreshes that as a choice changes.
   update_visibility(node);
 }
 

@@ -46,19 +46,12 @@ Field train_field(const std::string& description) {
   return field("train", FieldType::object, description).with_fields(trainers::TrainConfig::table().fields());
 }
 
-// The workloads of volumes, and those made from the seed: the workload fields that apply
-// to them alone say so (Field::applies_when), so an editor shows them only there.
-std::vector<std::string> volume_workloads() {
+// The workloads of volumes (or of images): the workload fields that apply to them alone
+// say so (Field::applies_when), so an editor shows them only there.
+std::vector<std::string> workloads_of(bool volumes) {
   std::vector<std::string> out;
   for (const std::string& w : workloads::workload_names())
-    if (workloads::is_volume_workload(w)) out.push_back(w);
-  return out;
-}
-
-std::vector<std::string> image_workloads() {
-  std::vector<std::string> out;
-  for (const std::string& w : workloads::workload_names())
-    if (!workloads::is_volume_workload(w)) out.push_back(w);
+    if (workloads::is_volume_workload(w) == volumes) out.push_back(w);
   return out;
 }
 
@@ -77,20 +70,20 @@ Field workload_field() {
           field("train_samples", FieldType::integer, "use only the first N training samples; 0: all")
               .at_least(0)
               .defaults_to(0)
-              .applies_when("name", image_workloads()),
+              .applies_when("name", workloads_of(false)),
           field("test_samples", FieldType::integer, "evaluate on the first N test samples; 0: all")
               .at_least(0)
               .defaults_to(0)
-              .applies_when("name", image_workloads()),
+              .applies_when("name", workloads_of(false)),
           field("volumes", FieldType::integer,
                 "phantom workloads: phantoms made from the seed, the test ones included; default 20. msd-folder: use "
                 "the first N cases; default all")
               .at_least(2)
-              .applies_when("name", volume_workloads()),
+              .applies_when("name", workloads_of(true)),
           field("test_volumes", FieldType::integer,
                 "volume workloads: the last ones, held out for the metric; default 4")
               .at_least(1)
-              .applies_when("name", volume_workloads()),
+              .applies_when("name", workloads_of(true)),
           field("volume_size", FieldType::integer, "phantom workloads: voxels per side of each volume; default 32")
               .at_least(32)
               .at_most(256)
@@ -98,7 +91,7 @@ Field workload_field() {
           field("patch", FieldType::integer,
                 "volume workloads: voxels per side of a training patch and of an inference window; default 32")
               .at_least(1)
-              .applies_when("name", volume_workloads()),
+              .applies_when("name", workloads_of(true)),
           field("scanners", FieldType::integer,
                 "phantom workloads: scanners the volumes are acquired on, volume i on scanner i mod scanners, each "
                 "with its own noise, calibration and blur (docs/medical3d.md); default 1, the reference scanner")
@@ -130,7 +123,7 @@ Field arm_field() {
                             "volume workloads: this arm's patch and inference window, voxels per side (memory "
                             "against size); default: workload.patch")
                           .at_least(1)
-                          .applies_when("/workload/name", volume_workloads()),
+                          .applies_when("/workload/name", workloads_of(true)),
                       arm_train,
                       threads_field(),
                       device_field(),
