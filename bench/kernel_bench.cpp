@@ -233,10 +233,11 @@ void bm_max_pool(benchmark::State& state, PoolCase c, bool backward) {
 void bm_relu(benchmark::State& state, PoolCase c, bool backward) {
   set_threads(static_cast<int>(state.range(0)));
   Tensor x = random_tensor(c.x, 1), y = Tensor::empty(c.x), dy = random_tensor(c.x, 2), dx = Tensor::empty(c.x);
-  cpu::relu(x, y);
+  Tensor mask = Tensor::empty({cpu::relu_mask_words(x.numel())});
+  cpu::relu(x, y, mask);
   for (auto _ : state) {
-    if (backward) cpu::relu_backward(dy, y, dx);
-    else cpu::relu(x, y);
+    if (backward) cpu::relu_backward(dy, mask, dx);
+    else cpu::relu(x, y, mask);
     benchmark::ClobberMemory();
   }
   set_elements(state, static_cast<double>(x.numel()));

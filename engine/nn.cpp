@@ -194,11 +194,12 @@ Tensor Sequential::forward(const Tensor& x) {
   for (size_t i = 0; i < list.size(); ++i) {
     Module& m = *list[i].second;
     if (i + 1 < list.size() && typeid(m) == typeid(ReLU) && typeid(*list[i + 1].second) == typeid(MaxPool)) {
-      y = relu(max_pool(y, static_cast<const MaxPool&>(*list[i + 1].second).options));
+      y = relu_reusing(max_pool(y, static_cast<const MaxPool&>(*list[i + 1].second).options));
       ++i;
       continue;
     }
-    y = m.forward(y);
+    // A layer's output is handed to a ReLU that follows, so that it can take its place.
+    y = typeid(m) == typeid(ReLU) ? relu_reusing(std::move(y)) : m.forward(y);
   }
   return y;
 }

@@ -20,6 +20,10 @@ Tensor add(const Tensor& a, const Tensor& b);  // same shape
 Tensor mul(const Tensor& a, const Tensor& b);  // same shape
 Tensor scale(const Tensor& a, float s);
 Tensor relu(const Tensor& x);
+// relu(x), written into x's storage when the caller hands over the only reference to it
+// (no other handle, and no backward that saved it): one activation-sized buffer less
+// while a layer's output turns into the next one's input. Else as relu(x).
+Tensor relu_reusing(Tensor x);
 Tensor leaky_relu(const Tensor& x, float negative_slope = 0.01f);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);

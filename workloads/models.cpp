@@ -118,7 +118,7 @@ class ResidualFork : public engine::Module {
       throw std::invalid_argument("ResidualFork takes one tensor (the block input), got " +
                                   std::to_string(inputs.size()));
     const Tensor& x = inputs[0];
-    return {engine::relu(bn1_->forward(conv1_->forward(x))), shortcut_ ? shortcut_->forward(x) : x};
+    return {engine::relu_reusing(bn1_->forward(conv1_->forward(x))), shortcut_ ? shortcut_->forward(x) : x};
   }
 
   Tensor forward(const Tensor&) override {
@@ -145,7 +145,7 @@ class ResidualJoin : public engine::Module {
     if (inputs.size() != 2)
       throw std::invalid_argument("ResidualJoin takes two tensors {main, skip}, got " +
                                   std::to_string(inputs.size()));
-    return {engine::relu(engine::add(bn2_->forward(conv2_->forward(inputs[0])), inputs[1]))};
+    return {engine::relu_reusing(engine::add(bn2_->forward(conv2_->forward(inputs[0])), inputs[1]))};
   }
 
   Tensor forward(const Tensor&) override {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/cpu/slices.h"
@@ -36,13 +37,26 @@ void scale_range(const float* a, float s, float* out, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) out[i] = s * a[i];
 }
 // NaN passes through, as in PyTorch (and as max pooling does, so ReLU and max pooling
-// commute even there; engine::Sequential relies on that).
-void relu_range(const float* x, float* out, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] <= 0.0f ? 0.0f : x[i];
+// commute even there; engine::Sequential relies on that). Word w of `mask` (null: none
+// wanted) gets bit b set where out[32 w + b] > 0, all that backward needs of the output.
+void relu_words(const float* x, float* out, uint32_t* mask, int64_t n, int64_t w0, int64_t w1) {
+  for (int64_t w = w0; w < w1; ++w) {
+    const int64_t i0 = w * 32, i1 = std::min(n, i0 + 32);
+    uint32_t bits = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      out[i] = x[i] <= 0.0f ? 0.0f : x[i];
+      bits |= static_cast<uint32_t>(x[i] > 0.0f) << (i - i0);
+    }
+    if (mask) mask[w] = bits;
+  }
 }
 // grad_in may be grad_out itself (relu's backward reuses a gradient nothing else sees).
-void relu_backward_range(const float* g, const float* y, float* gi, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) gi[i] = y[i] > 0.0f ? g[i] : 0.0f;
+void relu_backward_words(const float* g, const uint32_t* mask, float* gi, int64_t n, int64_t w0, int64_t w1) {
+  for (int64_t w = w0; w < w1; ++w) {
+    const int64_t i0 = w * 32, i1 = std::min(n, i0 + 32);
+    const uint32_t bits = mask[w];
+    for (int64_t i = i0; i < i1; ++i) gi[i] = (bits >> (i - i0)) & 1u ? g[i] : 0.0f;
+  }
 }
 }  // namespace
 
@@ -70,16 +84,22 @@ void scale(const Tensor& a, float s, Tensor& out) {
   for_slices(out.numel(), [=](int64_t i0, int64_t i1) { scale_range(pa, s, po, i0, i1); });
 }
 
-void relu(const Tensor& x, Tensor& out) {
+void relu(const Tensor& x, Tensor& out, Tensor& mask) {
   const float* px = x.data();
   float* po = out.data();
-  for_slices(out.numel(), [=](int64_t i0, int64_t i1) { relu_range(px, po, i0, i1); });
+  uint32_t* pm = mask.defined() ? reinterpret_cast<uint32_t*>(mask.data()) : nullptr;
+  const int64_t n = out.numel();
+  for_slices(relu_mask_words(n), [=](int64_t w0, int64_t w1) { relu_words(px, po, pm, n, w0, w1); },
+             kMinParallelElements / 32);
 }
 
-void relu_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in) {
-  const float *g = grad_out.data(), *y = out.data();
+void relu_backward(const Tensor& grad_out, const Tensor& mask, Tensor& grad_in) {
+  const float* g = grad_out.data();
+  const uint32_t* pm = reinterpret_cast<const uint32_t*>(mask.data());
   float* gi = grad_in.data();
-  for_slices(grad_in.numel(), [=](int64_t i0, int64_t i1) { relu_backward_range(g, y, gi, i0, i1); });
+  const int64_t n = grad_in.numel();
+  for_slices(relu_mask_words(n), [=](int64_t w0, int64_t w1) { relu_backward_words(g, pm, gi, n, w0, w1); },
+             kMinParallelElements / 32);
 }
 
 float sum(const Tensor& x) {

@@ -2,6 +2,7 @@
 
 #include <cuda_fp16.h>
 
+#include "engine/cpu/elementwise.h"
 #include "engine/cuda/map_reduce.cuh"
 #include "engine/cuda/runtime.h"
 
@@ -42,17 +43,34 @@ struct Scale {
 };
 
 // NaN passes through, as on the CPU (x <= 0 is false for NaN).
+// One thread a 32-element word of the mask (see cpu::relu_mask_words); mask may be null.
 struct Relu {
   const float* x;
   float* out;
-  __device__ void operator()(int64_t i) const { out[i] = x[i] <= 0.0f ? 0.0f : x[i]; }
+  uint32_t* mask;
+  int64_t n;
+  __device__ void operator()(int64_t w) const {
+    const int64_t i0 = w * 32, i1 = i0 + 32 < n ? i0 + 32 : n;
+    uint32_t bits = 0;
+    for (int64_t i = i0; i < i1; ++i) {
+      out[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN passes through
+      bits |= static_cast<uint32_t>(x[i] > 0.0f) << (i - i0);
+    }
+    if (mask) mask[w] = bits;
+  }
 };
 
 // gi may be g itself.
 struct ReluBackward {
-  const float *g, *y;
+  const float* g;
+  const uint32_t* mask;
   float* gi;
-  __device__ void operator()(int64_t i) const { gi[i] = y[i] > 0.0f ? g[i] : 0.0f; }
+  int64_t n;
+  __device__ void operator()(int64_t w) const {
+    const int64_t i0 = w * 32, i1 = i0 + 32 < n ? i0 + 32 : n;
+    const uint32_t bits = mask[w];
+    for (int64_t i = i0; i < i1; ++i) gi[i] = (bits >> (i - i0)) & 1u ? g[i] : 0.0f;
+  }
 };
 
 struct RoundToHalf {
@@ -122,12 +140,16 @@ void scale(const Tensor& a, float s, Tensor& out) {
   for_each(out.numel(), Scale{a.device_data(), s, out.device_data()}, stream_of(out), "scale");
 }
 
-void relu(const Tensor& x, Tensor& out) {
-  for_each(out.numel(), Relu{x.device_data(), out.device_data()}, stream_of(out), "relu");
+void relu(const Tensor& x, Tensor& out, Tensor& mask) {
+  uint32_t* m = mask.defined() ? reinterpret_cast<uint32_t*>(mask.device_data()) : nullptr;
+  for_each(cpu::relu_mask_words(out.numel()), Relu{x.device_data(), out.device_data(), m, out.numel()},
+           stream_of(out), "relu");
 }
 
-void relu_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in) {
-  for_each(grad_in.numel(), ReluBackward{grad_out.device_data(), out.device_data(), grad_in.device_data()},
+void relu_backward(const Tensor& grad_out, const Tensor& mask, Tensor& grad_in) {
+  for_each(cpu::relu_mask_words(grad_in.numel()),
+           ReluBackward{grad_out.device_data(), reinterpret_cast<const uint32_t*>(mask.device_data()),
+                        grad_in.device_data(), grad_in.numel()},
            stream_of(grad_in), "relu_backward");
 }
 

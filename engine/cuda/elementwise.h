@@ -16,9 +16,10 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);  // out = a + b
 void add_(Tensor& acc, const Tensor& x, float alpha);     // acc += alpha * x
 void mul(const Tensor& a, const Tensor& b, Tensor& out);  // out = a * b
 void scale(const Tensor& a, float s, Tensor& out);        // out = s * a; out may be a
-void relu(const Tensor& x, Tensor& out);                  // NaN passes through
+// NaN passes through; the mask as cpu::relu's (undefined: not written).
+void relu(const Tensor& x, Tensor& out, Tensor& mask);
 // grad_in may be grad_out itself.
-void relu_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in);
+void relu_backward(const Tensor& grad_out, const Tensor& mask, Tensor& grad_in);
 // Sums in double, deterministically (fixed grid and tree); waits for the device.
 float sum(const Tensor& x);
 double sum_squares(const Tensor& x);

@@ -57,19 +57,36 @@ Tensor scale(const Tensor& a, float s) {
   return out;
 }
 
-Tensor relu(const Tensor& x) {
-  Tensor out = Tensor::empty(x.shape(), x.device());
-  QUARTET_DISPATCH(x.device(), relu, x, out);
-  record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
+namespace {
+
+// out = relu(x); out may share x's storage.
+Tensor relu_into(const Tensor& x, Tensor out) {
+  // Backward needs only where the output is positive: one bit an element, not the
+  // output itself, which is then freed as soon as the next layer is done with it (global
+  // average pooling keeps nothing of it, max pooling its indices).
+  Tensor mask;
+  if (needs_grad({&x})) mask = Tensor::empty({cpu::relu_mask_words(x.numel())}, x.device());
+  QUARTET_DISPATCH(x.device(), relu, x, out, mask);
+  record(out, "relu", {x}, [mask](const Tensor& g) {
     // The incoming gradient is overwritten when nothing else can see it (backward holds
     // the only handle and the handle the only reference to the storage): one activation-
     // sized buffer less at the peak of backward.
     const bool reuse = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1;
     Tensor d = reuse ? g : Tensor::empty(g.shape(), g.device());
-    QUARTET_DISPATCH(g.device(), relu_backward, g, y, d);
+    QUARTET_DISPATCH(g.device(), relu_backward, g, mask, d);
     return TensorList{d};
   });
   return out;
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return relu_into(x, Tensor::empty(x.shape(), x.device())); }
+
+Tensor relu_reusing(Tensor x) {
+  const bool sole = x.defined() && x.impl_ptr().use_count() == 1 && x.impl()->storage.use_count() == 1;
+  // A handle of its own on the same storage: x keeps its place in the graph as relu's input.
+  return sole ? relu_into(x, x.detach()) : relu(x);
 }
 
 namespace {

@@ -101,11 +101,41 @@ TEST(Autograd, AnIntermediateNoBackwardSavedIsFreedWhenForwardDropsIt) {
 TEST(Autograd, BackwardFreesWhatOpsSavedAndASecondBackwardThrows) {
   Tensor a = leaf({1000}, std::vector<float>(1000, 1.0f));
   const int64_t before = activations_now();
-  Tensor loss = sum(relu(scale(a, 2)));  // relu saves its output
+  Tensor loss = sum(sigmoid(scale(a, 2)));  // sigmoid saves its output
   EXPECT_GE(activations_now() - before, 4000);
   loss.backward();
   EXPECT_EQ(activations_now() - before, 4);
   EXPECT_THROW(loss.backward(), std::logic_error);
+}
+
+TEST(Autograd, ReluKeepsOneBitAnElementForBackward) {
+  std::vector<float> v(1000);
+  for (int i = 0; i < 1000; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 3) - 1.0f;  // -1, 0, 1
+  Tensor a = leaf({1000}, v);
+  const int64_t before = activations_now();
+  Tensor loss = sum(relu(scale(a, 2)));
+  // The loss and ceil(1000 / 32) = 32 words of mask: scale's and relu's outputs are gone.
+  EXPECT_EQ(activations_now() - before, 4 + 32 * 4);
+  loss.backward();
+  EXPECT_EQ(activations_now() - before, 4);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(a.grad().to_vector()[static_cast<size_t>(i)], i % 3 == 2 ? 2.0f : 0.0f);
+}
+
+TEST(Autograd, ReluReusingWritesIntoAnInputNothingElseHolds) {
+  Tensor a = leaf({1000}, std::vector<float>(1000, -1.0f));
+  Tensor b = leaf({1000}, std::vector<float>(1000, 1.0f));
+  Tensor kept = scale(a, 2);  // the caller keeps this one: relu_reusing must not overwrite it
+  Tensor out = relu_reusing(kept);
+  EXPECT_EQ(kept.to_vector(), std::vector<float>(1000, -2.0f));
+  EXPECT_EQ(out.to_vector(), std::vector<float>(1000, 0.0f));
+
+  Tensor handed = scale(b, 3);
+  const float* storage = handed.data();
+  Tensor reused = relu_reusing(std::move(handed));
+  EXPECT_EQ(reused.data(), storage);  // the input's buffer became the output
+  EXPECT_EQ(reused.to_vector(), std::vector<float>(1000, 3.0f));
+  sum(reused).backward();
+  EXPECT_EQ(b.grad().to_vector(), std::vector<float>(1000, 3.0f));  // the graph still reaches b
 }
 
 TEST(Autograd, FirstGradientOfALeafIsAdoptedNotCopied) {

@@ -41,6 +41,26 @@ TEST(Elementwise, ReluPassesNaNThroughAsPyTorchDoes) {
   EXPECT_EQ(y[3], 3.0f);
 }
 
+// Past 2^16 elements relu goes to the threads in slices of whole 32-element mask words;
+// an element count that is no multiple of 32 leaves a partial last word.
+TEST(Elementwise, ReluOnThreadsEqualsOneThreadAndTheFormula) {
+  const Shape shape{3, 7, 64, 73};  // 98,112 elements: 3,066 words, the last one partial
+  auto run = [&](int threads) {
+    testing::ThreadsScope scope(threads);
+    Tensor x = param(shape, 5);
+    Tensor y = relu(x);
+    y.backward(random_tensor(shape, 6));
+    return std::pair{y.to_vector(), x.grad().to_vector()};
+  };
+  const auto one = run(1), two = run(2);
+  EXPECT_EQ(one, two);
+  const std::vector<float> x = param(shape, 5).to_vector(), g = random_tensor(shape, 6).to_vector();
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(two.first[i], x[i] > 0.0f ? x[i] : 0.0f) << i;
+    ASSERT_EQ(two.second[i], x[i] > 0.0f ? g[i] : 0.0f) << i;
+  }
+}
+
 TEST(Elementwise, ReluGradientMatchesFiniteDifferencesAwayFromZero) {
   // Values at least 0.1 from the kink, so ±eps never crosses it.
   Tensor x = Tensor::from_vector({2, 3}, {-0.5f, 0.3f, 0.7f, -0.2f, 1.1f, -0.9f});
