@@ -23,9 +23,15 @@ constexpr int64_t kBatchBudget = int64_t{1} << 18;
 // Multiply-adds below which a conv runs on one thread (conv.cpp's figure).
 constexpr int64_t kMinParallelWork = int64_t{1} << 20;
 
-// The least of Cin and Cout for which Winograd is the automatic choice. Below it the
-// per-tile transforms cost more than the GEMM saves (engine.md: quartet_kernel_bench).
-constexpr int64_t kMinChannels = 16;
+// The least of Cin and Cout for which Winograd is the automatic choice, 2D and 3D: below
+// it the per-tile transforms cost more than the GEMMs save. quartet_kernel_bench, one
+// thread, forward / input gradient, GFLOP/s im2col -> Winograd: 3D 16->32 at 32^3
+// 37 -> 58 / 29 -> 49, unet3d 16->16 at 64^3 35 -> 56 / 30 -> 48, but 8->8 at 32^3
+// 39 -> 36 / 33 -> 37; 2D 32->64 at 14^2 (batch 64) 43 -> 45 / 29 -> 42, batch 256
+// 32 -> 39 / 32 -> 38, but 16->16 at 28^2 31 -> 24 / 27 -> 30 and 6->16 at 14^2 22 -> 18
+// / 21 -> 14. 3D saves 3.4x of the multiply-adds, 2D only 2.25x.
+constexpr int64_t kMinChannels2d = 32;
+constexpr int64_t kMinChannels3d = 16;
 
 // Spatial dims right-aligned into three as in conv.cpp: a 2D conv is one tile deep, its
 // tiles 4x4 inputs and 2x2 outputs. The output is walked as tile rows (sample, depth
@@ -295,7 +301,8 @@ bool winograd_supports(const Tensor& x, const Tensor& weight, const ConvOptions&
 }
 
 bool winograd_applies(const Tensor& x, const Tensor& weight, const ConvOptions& opt) {
-  return winograd_supports(x, weight, opt) && std::min(weight.size(0), weight.size(1)) >= kMinChannels;
+  const int64_t least = x.dim() == 5 ? kMinChannels3d : kMinChannels2d;
+  return winograd_supports(x, weight, opt) && std::min(weight.size(0), weight.size(1)) >= least;
 }
 
 void winograd_conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,

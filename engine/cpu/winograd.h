@@ -21,7 +21,8 @@ namespace quartet::engine::cpu {
 // every kernel axis, stride 1, dilation 1, padding at most 2.
 bool winograd_supports(const Tensor& x, const Tensor& weight, const ConvOptions& opt);
 
-// Winograd supports it and is measured to beat im2col there: the automatic choice.
+// Winograd supports it and Cin and Cout are both at least 32 (2D) or 16 (3D), where it
+// is measured to beat im2col: the automatic choice.
 bool winograd_applies(const Tensor& x, const Tensor& weight, const ConvOptions& opt);
 
 // out = conv(x, weight) + bias; bias may be undefined. requires winograd_supports.

@@ -165,11 +165,17 @@ TEST(Winograd, ConvGradientsMatchFiniteDifferences) {
 
 // ---- choosing the kernel ----
 
+// Automatic: 3x3(x3), stride 1, and at least 32 (2D) or 16 (3D) channels in and out.
+
 TEST(Winograd, KernelChoiceFollowsTheShapeRules) {
   KernelScope scope(nullptr);
   const Tensor x2 = Tensor::empty({1, 32, 8, 8}), x3 = Tensor::empty({1, 16, 8, 8, 8});
   const ConvOptions pad1 = options(2, 1);
   EXPECT_EQ(cpu::conv_kernel_for(x3, Tensor::empty({32, 16, 3, 3, 3}), options(3, 1)), cpu::ConvKernel::winograd);
+  EXPECT_EQ(cpu::conv_kernel_for(x3, Tensor::empty({8, 16, 3, 3, 3}), options(3, 1)), cpu::ConvKernel::im2col);
+  EXPECT_EQ(cpu::conv_kernel_for(x2, Tensor::empty({64, 32, 3, 3}), pad1), cpu::ConvKernel::winograd);
+  EXPECT_EQ(cpu::conv_kernel_for(Tensor::empty({1, 16, 8, 8}), Tensor::empty({16, 16, 3, 3}), pad1),
+            cpu::ConvKernel::im2col);
   EXPECT_EQ(cpu::conv_kernel_for(x2, Tensor::empty({64, 32, 5, 5}), pad1), cpu::ConvKernel::im2col);
   EXPECT_EQ(cpu::conv_kernel_for(x2, Tensor::empty({64, 32, 3, 3}), {.stride = {2, 2}, .padding = {1, 1},
                                                                      .dilation = {1, 1}}),
