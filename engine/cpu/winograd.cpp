@@ -26,7 +26,7 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 20;
 // The least of Cin and Cout for which Winograd is the automatic choice, 2D and 3D: below
 // it the per-tile transforms cost more than the GEMMs save. quartet_kernel_bench, one
 // thread, forward / input gradient, GFLOP/s im2col -> Winograd: 3D 16->32 at 32^3
-// 37 -> 58 / 29 -> 49, unet3d 16->16 at 64^3 35 -> 56 / 30 -> 48, but 8->8 at 32^3
+// 38 -> 58 / 29 -> 49, unet3d 16->16 at 64^3 35 -> 56 / 30 -> 48, but 8->8 at 32^3
 // 39 -> 36 / 33 -> 37; 2D 32->64 at 14^2 (batch 64) 43 -> 45 / 29 -> 42, batch 256
 // 32 -> 39 / 32 -> 38, but 16->16 at 28^2 31 -> 24 / 27 -> 30 and 6->16 at 14^2 22 -> 18
 // / 21 -> 14. 3D saves 3.4x of the multiply-adds, 2D only 2.25x.
