@@ -12,10 +12,15 @@
 // Pooling and ReLU have no GEMM to compare with; they report input elements per second.
 //
 // The trailing /1 or /2 of a name is the thread count (engine and OpenBLAS alike).
+//
+// /ours runs the kernel the engine picks; /im2col and /winograd force one
+// (QUARTET_CONV_KERNEL). Winograd's rate counts the direct conv's flops too, so the rates
+// compare.
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -145,14 +150,20 @@ std::vector<ConvCase> conv_cases() {
       // first conv of the decoder level that takes the concatenated skip
       {"unet3d.enc1.conv2/64^3", 1, 16, 16, 64, 3, 1, 3}, {"unet3d.dec1.conv1/64^3", 1, 32, 16, 64, 3, 1, 3},
       {"unet3d.dec2.conv1/64^3", 1, 64, 32, 32, 3, 1, 3},
+      // 3x3 stride-1 convs with few channels, where Winograd's transforms weigh most
+      {"lenet3x3.conv2/b64", 64, 6, 16, 14, 3, 1, 2}, {"c8to16/28^2/b64", 64, 8, 16, 28, 3, 1, 2},
+      {"c16to16/28^2/b64", 64, 16, 16, 28, 3, 1, 2}, {"c4to8/32^3", 2, 4, 8, 32, 3, 1, 3},
+      {"c8to8/32^3", 2, 8, 8, 32, 3, 1, 3},
   };
 }
 
 enum class Pass { forward, bwd_data, bwd_weight };
 constexpr const char* kPassNames[] = {"fwd", "bwd_data", "bwd_weight"};
 
-void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass) {
+// kernel: the QUARTET_CONV_KERNEL value the engine runs under (engine/cpu/conv_kernel.h).
+void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass, const char* kernel) {
   set_threads(static_cast<int>(state.range(0)));
+  setenv("QUARTET_CONV_KERNEL", kernel, 1);
   quartet::engine::ConvOptions opt;
   opt.stride.assign(c.spatial, 1);
   opt.padding.assign(c.spatial, c.pad);
@@ -167,6 +178,7 @@ void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass) {
     else cpu::conv_backward(x, w, y, opt, dx, dw, db);
     benchmark::ClobberMemory();
   }
+  unsetenv("QUARTET_CONV_KERNEL");
   set_rate(state, c.flops());
 }
 
@@ -254,7 +266,12 @@ void register_all() {
   for (const ConvCase& c : conv_cases()) {
     for (Pass p : {Pass::forward, Pass::bwd_data, Pass::bwd_weight}) {
       const std::string base = "conv/" + c.name + "/" + kPassNames[static_cast<int>(p)];
-      threads(benchmark::RegisterBenchmark((base + "/ours").c_str(), bm_conv_ours, c, p));
+      threads(benchmark::RegisterBenchmark((base + "/ours").c_str(), bm_conv_ours, c, p, "auto"));
+      // Winograd beside im2col where it can run: forward and input gradient, 3x3(x3), stride 1.
+      if (c.k == 3 && p != Pass::bwd_weight) {
+        threads(benchmark::RegisterBenchmark((base + "/im2col").c_str(), bm_conv_ours, c, p, "im2col"));
+        threads(benchmark::RegisterBenchmark((base + "/winograd").c_str(), bm_conv_ours, c, p, "winograd"));
+      }
       threads(benchmark::RegisterBenchmark((base + "/sgemm").c_str(), bm_conv_sgemm, c, p));
     }
   }

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <array>
 
+#include "engine/cpu/conv_kernel.h"
+#include "engine/cpu/winograd.h"
 #include "engine/memory.h"
 #include "engine/threads.h"
 
@@ -717,12 +719,18 @@ void channel_sums(const float* p, int64_t n, int64_t c, int64_t l, float* out) {
 
 void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
                   Tensor& out) {
+  if (conv_kernel_for(x, weight, opt) == ConvKernel::winograd) return winograd_conv_forward(x, weight, bias, opt, out);
   const Geometry g = make_geometry(x.shape(), out.shape(), weight, opt.stride, opt.padding, opt.dilation);
   forward_core(g, x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, out.data());
 }
 
 void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
                    Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
+  if (grad_x.defined() && conv_kernel_for(x, weight, opt) == ConvKernel::winograd) {
+    winograd_conv_backward_data(weight, grad_out, opt, grad_x);
+    Tensor no_grad_x;
+    return conv_backward(x, weight, grad_out, opt, no_grad_x, grad_weight, grad_bias);
+  }
   const Geometry g =
       make_geometry(x.shape(), grad_out.shape(), weight, opt.stride, opt.padding, opt.dilation);
   float* dx = grad_x.defined() ? grad_x.data() : nullptr;

@@ -11,7 +11,8 @@ namespace quartet::engine::cpu {
 
 // ---- conv: x (N, Cin, *in), weight (Cout, Cin, *kernel), out / grad_out (N, Cout, *out) ----
 
-// out = conv(x, weight) + bias; bias may be undefined.
+// out = conv(x, weight) + bias; bias may be undefined. Where conv_kernel_for (conv_kernel.h)
+// says so, this and conv_backward's input gradient run the Winograd kernel instead.
 void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
                   Tensor& out);
 
