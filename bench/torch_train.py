@@ -91,7 +91,7 @@ def main():
     t0, cpu0 = time.perf_counter(), time.process_time()
     for i in range(args.steps):
         loss = step(i)
-    loss = float(loss)  # waits for the GPU's queue on cuda
+    loss = float(loss.detach())  # waits for the GPU's queue on cuda
     seconds = time.perf_counter() - t0
     cpu_seconds = time.process_time() - cpu0
 
