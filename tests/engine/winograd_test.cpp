@@ -198,11 +198,44 @@ TEST(Winograd, ForcedKernelOverridesTheRulesWhereWinogradCanRun) {
             cpu::ConvKernel::im2col);
 }
 
+// cuDNN's benchmark mode: the first conv of a shape times every kernel that can run it,
+// and the shape keeps the fastest; its output is the chosen kernel's, bit for bit.
+TEST(ConvKernelChoice, MeasureTimesEachCandidateOnceAShapeAndKeepsTheFastest) {
+  const Tensor x = random_tensor({2, 16, 6, 7, 5}, 1), w = random_tensor({16, 16, 3, 3, 3}, 2);
+  const Tensor b = random_tensor({16}, 3);
+  const ConvOptions opt = options(3, 1);
+  Tensor measured = Tensor::empty({2, 16, 6, 7, 5});
+  std::vector<cpu::MeasuredConv> log;
+  {
+    KernelScope scope("measure");
+    cpu::conv_forward(x, w, b, opt, measured);
+    cpu::conv_forward(x, w, b, opt, measured);  // the same shape again: no second measurement
+    log = cpu::measured_conv_kernels();
+  }
+  const auto entry = std::find_if(log.begin(), log.end(), [](const cpu::MeasuredConv& m) {
+    return m.shape.find("x (2, 16, 6, 7, 5) w (16, 16, 3, 3, 3) stride 1x1x1 pad 1x1x1") == 0;
+  });
+  ASSERT_NE(entry, log.end());
+  EXPECT_EQ(std::count_if(log.begin(), log.end(), [&](const cpu::MeasuredConv& m) { return m.shape == entry->shape; }),
+            1);
+  ASSERT_GE(entry->seconds.size(), 2u);  // im2col and Winograd at least
+  EXPECT_EQ(entry->seconds[0].first, "im2col");
+  EXPECT_EQ(entry->seconds[1].first, "winograd");
+  const auto fastest = std::min_element(entry->seconds.begin(), entry->seconds.end(),
+                                        [](const auto& a, const auto& c) { return a.second < c.second; });
+  EXPECT_EQ(entry->kernel, fastest->first);
+
+  Tensor forced = Tensor::empty({2, 16, 6, 7, 5});
+  KernelScope scope(entry->kernel.c_str());
+  cpu::conv_forward(x, w, b, opt, forced);
+  EXPECT_EQ(measured.to_vector(), forced.to_vector());
+}
+
 TEST(Winograd, BadKernelNameIsRejectedNamingTheVariable) {
   KernelScope scope("fft");
   EXPECT_TRUE(throws_invalid_argument(
       [] { cpu::conv_kernel_for(Tensor::empty({1, 1, 8, 8}), Tensor::empty({1, 1, 3, 3}), options(2, 1)); },
-      {"QUARTET_CONV_KERNEL", "im2col, winograd or auto", "fft"}));
+      {"QUARTET_CONV_KERNEL", "auto, measure, im2col, winograd or onednn", "fft"}));
 }
 
 }  // namespace
