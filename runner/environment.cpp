@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/cpu/conv_kernel.h"
 #include "engine/threads.h"
 #include "runner/build_info.h"
 
@@ -42,6 +43,9 @@ nlohmann::json environment() {
       {"cpu", cpu_model()},
       {"cores", std::thread::hardware_concurrency()},
       {"compute_threads_default", engine::compute_threads()},
+      // How CPU convolutions pick their kernel (QUARTET_CONV_KERNEL); under "measure" each
+      // process's choices are in its evaluation records ("conv_kernels").
+      {"conv_kernel", engine::cpu::conv_kernel_policy()},
       {"libraries",
        {{"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
                       std::to_string(EIGEN_MINOR_VERSION)},

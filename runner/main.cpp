@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "engine/cpu/conv_kernel.h"
 #include "engine/safetensors.h"
 #include "runner/bench_collectives.h"
 #include "runner/certs_command.h"
@@ -197,6 +198,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    engine::cpu::conv_kernel_policy();  // a bad QUARTET_CONV_KERNEL is refused before anything starts
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "quartet: " << e.what() << "\n";
+    return 2;
   }
 
   try {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "engine/cpu/conv_kernel.h"
 #include "engine/device_memory.h"
 
 namespace quartet::trainers {
@@ -78,9 +79,15 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
       {"loss", r.loss},
       {"lr", r.lr},
   };
-  if (r.eval)
+  if (r.eval) {
     j["eval"] = {{"metric", r.eval->metric}, {"value", r.eval->value},
                  {"samples", r.eval->samples}, {"seconds", r.eval->seconds}};
+    // Under QUARTET_CONV_KERNEL=measure: what this process chose per conv shape so far.
+    json chosen = json::array();
+    for (const engine::cpu::MeasuredConv& m : engine::cpu::measured_conv_kernels())
+      chosen.push_back({{"shape", m.shape}, {"kernel", m.kernel}, {"seconds", m.seconds}});
+    if (!chosen.empty()) j["conv_kernels"] = chosen;
+  }
   return j;
 }
 

@@ -53,6 +53,7 @@ ConvKernel measure(const Tensor& x, const Tensor& weight, const ConvOptions& opt
   double best_seconds = 0.0;
   for (ConvKernel k : {ConvKernel::im2col, ConvKernel::winograd, ConvKernel::onednn}) {
     if (!conv_kernel_supports(k, x, weight, opt)) continue;
+    run_forward(k);  // warm-up: first-touch of buffers, the thread pool, caches
     double fastest = 0.0;
     for (int run = 0; run < 2; ++run) {
       const auto t0 = std::chrono::steady_clock::now();

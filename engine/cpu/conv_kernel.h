@@ -8,8 +8,9 @@
 //                   regimes stay bit-for-bit equal: Winograd where winograd_applies, else
 //                   im2col;
 //   measure         as cuDNN's benchmark mode: the first conv of each shape times every
-//                   kernel that can run it (forward, twice each, the faster run counts)
-//                   and that shape keeps the fastest for the rest of the process. Ranks
+//                   kernel that can run it (forward: one untimed run, then the faster of
+//                   two timed ones), and that shape keeps the fastest for the rest of
+//                   the process. Ranks
 //                   may then choose differently and agree only within the kernels'
 //                   tolerances (docs/engine.md);
 //   im2col, winograd, onednn   that kernel where it can run the conv, im2col elsewhere

@@ -133,6 +133,39 @@ TEST_F(Cli, UnknownSubcommandOrOptionExitsWith2) {
   EXPECT_EQ(quartet({"run", "--no-such-flag"}, dir_).code, 2);
 }
 
+TEST_F(Cli, ABadConvKernelChoiceExitsWith2BeforeARunStarts) {
+  const fs::path spec = write_spec(small_spec());
+  setenv("QUARTET_CONV_KERNEL", "fft", 1);
+  const Result r = quartet({"run", spec.string(), "--out", (dir_ / "k").string(), "--progress=none"}, dir_);
+  unsetenv("QUARTET_CONV_KERNEL");
+  expect_exit2_with(r, "QUARTET_CONV_KERNEL: expected auto, measure, im2col, winograd or onednn, got \"fft\"");
+  EXPECT_FALSE(fs::exists(dir_ / "k"));
+}
+
+TEST_F(Cli, MeasuredConvKernelsAreRecordedWithTheRun) {
+  json j = small_spec();
+  j["workload"]["model"] = "cnn";
+  j["train"]["epochs"] = 1;
+  j["arms"] = json::parse(R"([{"name": "single", "regime": "single"}])");
+  const fs::path spec = write_spec(j);
+  setenv("QUARTET_CONV_KERNEL", "measure", 1);
+  const Result r = quartet({"run", spec.string(), "--out", (dir_ / "m").string(), "--progress=none"}, dir_);
+  unsetenv("QUARTET_CONV_KERNEL");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(json::parse(file_bytes(dir_ / "m" / "spec.json"))["environment"]["conv_kernel"], "measure");
+  json chosen;
+  std::istringstream records(file_bytes(dir_ / "m" / "single" / "roles" / "trainer.jsonl"));
+  for (std::string line; std::getline(records, line);)
+    if (json rec = json::parse(line); rec.contains("conv_kernels")) chosen = rec["conv_kernels"];
+  ASSERT_TRUE(chosen.is_array()) << "no evaluation record lists the measured kernels";
+  ASSERT_FALSE(chosen.empty());
+  for (const json& c : chosen) {
+    EXPECT_NE(c["shape"].get<std::string>().find(" w ("), std::string::npos);
+    EXPECT_GE(c["seconds"].size(), 1u);
+    EXPECT_TRUE(c["kernel"] == "im2col" || c["kernel"] == "winograd" || c["kernel"] == "onednn") << c;
+  }
+}
+
 TEST_F(Cli, RunWritesResultsAndTheSameSpecGivesIdenticalWeights) {
   const fs::path spec = write_spec(small_spec());
   const Result a = quartet({"run", spec.string(), "--out", (dir_ / "a").string(), "--progress=none"}, dir_);
