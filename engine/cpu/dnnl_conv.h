@@ -18,9 +18,10 @@
 
 namespace quartet::engine::cpu {
 
-// plain: oneDNN computes on the engine's NCHW / NCDHW and OIHW / OIDHW tensors directly.
-// blocked: oneDNN picks its own layouts (such as nChw16c) and each call reorders into
-// them and back, reorders included in the call's time.
+// plain: oneDNN computes on the engine's NCHW / NCDHW and OIHW / OIDHW tensors directly
+// (its im2col + GEMM kernels). blocked: oneDNN picks its own layouts (such as nChw16c) for
+// its JIT direct kernels and each call reorders into them and back; the faster of the two
+// on every measured shape but a few single-channel ones (docs/engine.md).
 enum class DnnlLayout { plain, blocked };
 
 bool dnnl_available();
@@ -31,10 +32,10 @@ std::string dnnl_version();
 size_t dnnl_cached_primitives();
 
 void dnnl_conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
-                       Tensor& out, DnnlLayout layout = DnnlLayout::plain);
+                       Tensor& out, DnnlLayout layout = DnnlLayout::blocked);
 
 void dnnl_conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
                         Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias,
-                        DnnlLayout layout = DnnlLayout::plain);
+                        DnnlLayout layout = DnnlLayout::blocked);
 
 }  // namespace quartet::engine::cpu
