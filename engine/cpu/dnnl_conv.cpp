@@ -184,6 +184,7 @@ Entry& cached(const std::vector<int64_t>& key, Make&& make) {
   return entries.emplace(key, make()).first->second;
 }
 
+// oneDNN's memory objects take a mutable handle; the primitives only read their inputs.
 float* ptr(const Tensor& t) { return const_cast<float*>(t.data()); }
 
 // oneDNN's OpenMP runtime sizes its parallel regions by the calling thread's
