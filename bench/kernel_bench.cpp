@@ -9,6 +9,10 @@
 // and both count 2 Cout K N L flops, so the ratio of the two rates is the share of
 // sgemm's speed the convolution reaches with its im2col, col2im and bias work included.
 //
+// Where oneDNN is built (QUARTET_DNNL), each convolution is also run by oneDNN on the same
+// tensors: /dnnl on the engine's plain NCHW / NCDHW layouts, /dnnl_blocked in the layouts
+// oneDNN picks, with its reorders in and out counted in the time.
+//
 // Pooling and ReLU have no GEMM to compare with; they report input elements per second.
 //
 // The trailing /1 or /2 of a name is the thread count (engine and OpenBLAS alike).
@@ -26,6 +30,7 @@
 
 #include "engine/cpu/conv.h"
 #include "engine/cpu/dense.h"
+#include "engine/cpu/dnnl_conv.h"
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/pool.h"
 #include "engine/random.h"
@@ -160,14 +165,19 @@ std::vector<ConvCase> conv_cases() {
 enum class Pass { forward, bwd_data, bwd_weight };
 constexpr const char* kPassNames[] = {"fwd", "bwd_data", "bwd_weight"};
 
-// kernel: the QUARTET_CONV_KERNEL value the engine runs under (engine/cpu/conv_kernel.h).
-void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass, const char* kernel) {
-  set_threads(static_cast<int>(state.range(0)));
-  setenv("QUARTET_CONV_KERNEL", kernel, 1);
+quartet::engine::ConvOptions conv_options(const ConvCase& c) {
   quartet::engine::ConvOptions opt;
   opt.stride.assign(c.spatial, 1);
   opt.padding.assign(c.spatial, c.pad);
   opt.dilation.assign(c.spatial, 1);
+  return opt;
+}
+
+// kernel: the QUARTET_CONV_KERNEL value the engine runs under (engine/cpu/conv_kernel.h).
+void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass, const char* kernel) {
+  set_threads(static_cast<int>(state.range(0)));
+  setenv("QUARTET_CONV_KERNEL", kernel, 1);
+  const quartet::engine::ConvOptions opt = conv_options(c);
   Tensor x = random_tensor(c.x_shape(), 1), w = random_tensor(c.w_shape(), 2);
   Tensor bias = random_tensor({c.cout}, 3), y = random_tensor(c.y_shape(), 4);
   Tensor dx = pass == Pass::bwd_data ? Tensor::empty(c.x_shape()) : Tensor();
@@ -179,6 +189,26 @@ void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass, const char* ke
     benchmark::ClobberMemory();
   }
   unsetenv("QUARTET_CONV_KERNEL");
+  set_rate(state, c.flops());
+}
+
+void bm_conv_dnnl(benchmark::State& state, ConvCase c, Pass pass, cpu::DnnlLayout layout) {
+  set_threads(static_cast<int>(state.range(0)));
+  const quartet::engine::ConvOptions opt = conv_options(c);
+  Tensor x = random_tensor(c.x_shape(), 1), w = random_tensor(c.w_shape(), 2);
+  Tensor bias = random_tensor({c.cout}, 3), y = random_tensor(c.y_shape(), 4);
+  Tensor dx = pass == Pass::bwd_data ? Tensor::empty(c.x_shape()) : Tensor();
+  Tensor dw = pass == Pass::bwd_weight ? Tensor::empty(c.w_shape()) : Tensor();
+  Tensor db = pass == Pass::bwd_weight ? Tensor::empty({c.cout}) : Tensor();
+  auto run = [&] {
+    if (pass == Pass::forward) cpu::dnnl_conv_forward(x, w, bias, opt, y, layout);
+    else cpu::dnnl_conv_backward(x, w, y, opt, dx, dw, db, layout);
+  };
+  run();  // creates the primitives outside the timed loop
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
   set_rate(state, c.flops());
 }
 
@@ -273,6 +303,10 @@ void register_all() {
         threads(benchmark::RegisterBenchmark((base + "/winograd").c_str(), bm_conv_ours, c, p, "winograd"));
       }
       threads(benchmark::RegisterBenchmark((base + "/sgemm").c_str(), bm_conv_sgemm, c, p));
+      if (!cpu::dnnl_available()) continue;
+      threads(benchmark::RegisterBenchmark((base + "/dnnl").c_str(), bm_conv_dnnl, c, p, cpu::DnnlLayout::plain));
+      threads(benchmark::RegisterBenchmark((base + "/dnnl_blocked").c_str(), bm_conv_dnnl, c, p,
+                                           cpu::DnnlLayout::blocked));
     }
   }
   for (const PoolCase& c : pool_cases()) {
@@ -287,6 +321,7 @@ void register_all() {
 
 int main(int argc, char** argv) {
   register_all();
+  benchmark::AddCustomContext("onednn", cpu::dnnl_version());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
