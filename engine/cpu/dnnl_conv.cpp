@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/memory.h"
 #include "engine/threads.h"
 #endif
 
@@ -28,49 +29,74 @@ dnnl::engine& cpu_engine() {
 }
 
 // One argument of a primitive: the engine's plain layout and the primitive's. Where they
-// differ, `staged` holds the primitive's copy and the reorders move data in or out.
+// differ, the reorders move data into a staging copy or out of it.
 struct Arg {
   int id = 0;  // DNNL_ARG_*
   bool output = false;
-  memory::desc user;
-  memory staged;
+  memory::desc user, chosen;
   dnnl::reorder to_staged, from_staged;
+  bool staged() const { return chosen != user; }
 };
 
 struct Entry {
   dnnl::primitive prim;
   std::vector<Arg> args;
+  memory::desc scratchpad;
 };
 
 Arg make_arg(int id, bool output, const memory::desc& user, const memory::desc& chosen) {
-  Arg a{id, output, user, {}, {}, {}};
-  if (chosen != user) {
-    a.staged = memory(chosen, cpu_engine());
-    memory user_mem(user, cpu_engine(), DNNL_MEMORY_NONE);
-    if (output) a.from_staged = dnnl::reorder(a.staged, user_mem);
-    else a.to_staged = dnnl::reorder(user_mem, a.staged);
+  Arg a{id, output, user, chosen, {}, {}};
+  if (a.staged()) {
+    memory user_mem(user, cpu_engine(), DNNL_MEMORY_NONE), staged_mem(chosen, cpu_engine(), DNNL_MEMORY_NONE);
+    if (output) a.from_staged = dnnl::reorder(staged_mem, user_mem);
+    else a.to_staged = dnnl::reorder(user_mem, staged_mem);
   }
   return a;
 }
 
-// Runs the entry on the given pointers (in the order of entry.args).
+// Primitives leave their scratch memory to us (scratchpad_mode::user), so that it comes
+// from the engine's allocator and its memory tracker, as the staging copies do.
+const dnnl::primitive_attr& user_scratchpad() {
+  static const dnnl::primitive_attr attr = [] {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+  }();
+  return attr;
+}
+
+// A workspace-tagged buffer of at least `bytes` for oneDNN, freed with the tensor.
+Tensor scratch(size_t bytes) {
+  MemTagScope tag(MemTag::workspace);
+  return Tensor::empty({static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
+}
+
+// Runs the entry on the given pointers (in the order of entry.args). Staging copies and
+// scratch live for the call only.
 void execute(Entry& e, const std::vector<float*>& ptrs) {
   dnnl::stream stream(cpu_engine());
   std::unordered_map<int, memory> bound;
   std::vector<std::pair<size_t, memory>> outputs;
+  std::vector<Tensor> buffers;
   for (size_t i = 0; i < e.args.size(); ++i) {
     Arg& a = e.args[i];
     memory user(a.user, cpu_engine(), ptrs[i]);
-    if (!a.staged) {
+    if (!a.staged()) {
       bound[a.id] = user;
       continue;
     }
-    if (!a.output) a.to_staged.execute(stream, user, a.staged);
+    buffers.push_back(scratch(a.chosen.get_size()));
+    memory staged(a.chosen, cpu_engine(), buffers.back().data());
+    if (!a.output) a.to_staged.execute(stream, user, staged);
     else outputs.emplace_back(i, user);
-    bound[a.id] = a.staged;
+    bound[a.id] = staged;
+  }
+  if (const size_t bytes = e.scratchpad.get_size(); bytes > 0) {
+    buffers.push_back(scratch(bytes));
+    bound[DNNL_ARG_SCRATCHPAD] = memory(e.scratchpad, cpu_engine(), buffers.back().data());
   }
   e.prim.execute(stream, bound);
-  for (auto& [i, user] : outputs) e.args[i].from_staged.execute(stream, e.args[i].staged, user);
+  for (auto& [i, user] : outputs) e.args[i].from_staged.execute(stream, bound.at(e.args[i].id), user);
   stream.wait();
 }
 
@@ -106,9 +132,10 @@ struct ConvShape {
     const auto kind = dnnl::prop_kind::forward_training;
     const auto algo = dnnl::algorithm::convolution_direct;
     return bias ? dnnl::convolution_forward::primitive_desc(
-                      {kind, algo, md(x), md(w), bias_md(), md(y), stride, dilate, pad_l, pad_r}, cpu_engine())
+                      {kind, algo, md(x), md(w), bias_md(), md(y), stride, dilate, pad_l, pad_r}, user_scratchpad(),
+                      cpu_engine())
                 : dnnl::convolution_forward::primitive_desc(
-                      {kind, algo, md(x), md(w), md(y), stride, dilate, pad_l, pad_r}, cpu_engine());
+                      {kind, algo, md(x), md(w), md(y), stride, dilate, pad_l, pad_r}, user_scratchpad(), cpu_engine());
   }
 
   // Cache key: pass, bias, layout, threads, then every shape and option.
@@ -124,7 +151,7 @@ enum Pass : int { kForward, kBackwardData, kBackwardWeights };
 
 Entry make_forward(const ConvShape& s, bool bias) {
   const auto pd = s.forward(bias);
-  Entry e{dnnl::convolution_forward(pd), {}};
+  Entry e{dnnl::convolution_forward(pd), {}, pd.scratchpad_desc()};
   e.args.push_back(make_arg(DNNL_ARG_SRC, false, plain_md(s.x), pd.src_desc()));
   e.args.push_back(make_arg(DNNL_ARG_WEIGHTS, false, plain_md(s.w), pd.weights_desc()));
   if (bias) e.args.push_back(make_arg(DNNL_ARG_BIAS, false, s.bias_md(), pd.bias_desc()));
@@ -135,9 +162,9 @@ Entry make_forward(const ConvShape& s, bool bias) {
 Entry make_backward_data(const ConvShape& s) {
   const auto algo = dnnl::algorithm::convolution_direct;
   const dnnl::convolution_backward_data::primitive_desc pd(
-      {algo, s.md(s.x), s.md(s.w), s.md(s.y), s.stride, s.dilate, s.pad_l, s.pad_r}, cpu_engine(),
-      s.forward(false));
-  Entry e{dnnl::convolution_backward_data(pd), {}};
+      {algo, s.md(s.x), s.md(s.w), s.md(s.y), s.stride, s.dilate, s.pad_l, s.pad_r}, user_scratchpad(),
+      cpu_engine(), s.forward(false));
+  Entry e{dnnl::convolution_backward_data(pd), {}, pd.scratchpad_desc()};
   e.args.push_back(make_arg(DNNL_ARG_DIFF_DST, false, plain_md(s.y), pd.diff_dst_desc()));
   e.args.push_back(make_arg(DNNL_ARG_WEIGHTS, false, plain_md(s.w), pd.weights_desc()));
   e.args.push_back(make_arg(DNNL_ARG_DIFF_SRC, true, plain_md(s.x), pd.diff_src_desc()));
@@ -151,10 +178,11 @@ Entry make_backward_weights(const ConvShape& s, bool bias) {
   const auto pd =
       bias ? dnnl::convolution_backward_weights::primitive_desc(
                  {algo, s.md(s.x), s.md(s.w), s.bias_md(), s.md(s.y), s.stride, s.dilate, s.pad_l, s.pad_r},
-                 cpu_engine(), hint)
+                 user_scratchpad(), cpu_engine(), hint)
            : dnnl::convolution_backward_weights::primitive_desc(
-                 {algo, s.md(s.x), s.md(s.w), s.md(s.y), s.stride, s.dilate, s.pad_l, s.pad_r}, cpu_engine(), hint);
-  Entry e{dnnl::convolution_backward_weights(pd), {}};
+                 {algo, s.md(s.x), s.md(s.w), s.md(s.y), s.stride, s.dilate, s.pad_l, s.pad_r}, user_scratchpad(),
+                 cpu_engine(), hint);
+  Entry e{dnnl::convolution_backward_weights(pd), {}, pd.scratchpad_desc()};
   e.args.push_back(make_arg(DNNL_ARG_SRC, false, plain_md(s.x), pd.src_desc()));
   e.args.push_back(make_arg(DNNL_ARG_DIFF_DST, false, plain_md(s.y), pd.diff_dst_desc()));
   e.args.push_back(make_arg(DNNL_ARG_DIFF_WEIGHTS, true, plain_md(s.w), pd.diff_weights_desc()));
@@ -170,7 +198,7 @@ std::mutex& cache_mutex() {
   return m;
 }
 
-// Guarded by cache_mutex(), held for a whole call: entries hold their staging memory.
+// Guarded by cache_mutex(), held for a whole call.
 std::map<std::vector<int64_t>, Entry>& cache() {
   static std::map<std::vector<int64_t>, Entry> entries;
   return entries;
