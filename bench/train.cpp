@@ -191,18 +191,23 @@ void run(const Options& o) {
     std::snprintf(analytic_json, sizeof analytic_json, R"("analytic_mb": %.3f, "tracked_over_analytic": %.4f)",
                   analytic / mb, static_cast<double>(stats.total_peak - base_tracked) / analytic);
   auto tag_peak = [&](engine::MemTag t) { return stats.peak[static_cast<int>(t)] / mb; };
+  // Under QUARTET_CONV_KERNEL=measure: the kernel each conv shape kept.
+  std::string measured_kernels;
+  for (const engine::cpu::MeasuredConv& m : engine::cpu::measured_conv_kernels())
+    measured_kernels += (measured_kernels.empty() ? "" : ", ") + std::string("{\"shape\": \"") + m.shape +
+                        "\", \"kernel\": \"" + m.kernel + "\"}";
   std::printf(
       "{\"side\": \"ours\", \"conv_kernel\": \"%s\", \"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %d, "
       "\"seconds\": %.6f, \"samples_per_s\": %.3f, \"samples_per_cpu_s\": %.3f, \"rss_peak_mb\": %.3f, \"tracked_peak_mb\": %.3f, "
       "%s, %s, \"peak_by_tag_mb\": {\"parameters\": %.3f, "
       "\"gradients\": %.3f, \"optimizer_state\": %.3f, \"activations\": %.3f, \"workspace\": %.3f}, "
-      "\"loss\": %.6f}\n",
+      "\"loss\": %.6f, \"conv_kernels\": [%s]}\n",
       engine::cpu::conv_kernel_policy().c_str(), o.model.c_str(), static_cast<long long>(o.batch), o.threads,
       o.steps, seconds,
       o.steps * o.batch / seconds, o.steps * o.batch / cpu_seconds, (peak_kb - base_kb) / 1024.0, (stats.total_peak - base_tracked) / mb,
       analytic_json, gpu_json, tag_peak(engine::MemTag::parameters), tag_peak(engine::MemTag::gradients),
       tag_peak(engine::MemTag::optimizer_state), tag_peak(engine::MemTag::activations),
-      tag_peak(engine::MemTag::workspace), last_loss);
+      tag_peak(engine::MemTag::workspace), last_loss, measured_kernels.c_str());
 }
 
 }  // namespace
