@@ -173,16 +173,26 @@ quartet::engine::ConvOptions conv_options(const ConvCase& c) {
   return opt;
 }
 
+// One conv's operands, and the gradients its pass writes (the others left undefined).
+struct ConvArgs {
+  Tensor x, w, bias, y, dx, dw, db;
+  ConvArgs(const ConvCase& c, Pass pass)
+      : x(random_tensor(c.x_shape(), 1)),
+        w(random_tensor(c.w_shape(), 2)),
+        bias(random_tensor({c.cout}, 3)),
+        y(random_tensor(c.y_shape(), 4)),
+        dx(pass == Pass::bwd_data ? Tensor::empty(c.x_shape()) : Tensor()),
+        dw(pass == Pass::bwd_weight ? Tensor::empty(c.w_shape()) : Tensor()),
+        db(pass == Pass::bwd_weight ? Tensor::empty({c.cout}) : Tensor()) {}
+};
+
 // kernel: the QUARTET_CONV_KERNEL value the engine runs under (engine/cpu/conv_kernel.h).
 void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass, const char* kernel) {
   set_threads(static_cast<int>(state.range(0)));
   setenv("QUARTET_CONV_KERNEL", kernel, 1);
   const quartet::engine::ConvOptions opt = conv_options(c);
-  Tensor x = random_tensor(c.x_shape(), 1), w = random_tensor(c.w_shape(), 2);
-  Tensor bias = random_tensor({c.cout}, 3), y = random_tensor(c.y_shape(), 4);
-  Tensor dx = pass == Pass::bwd_data ? Tensor::empty(c.x_shape()) : Tensor();
-  Tensor dw = pass == Pass::bwd_weight ? Tensor::empty(c.w_shape()) : Tensor();
-  Tensor db = pass == Pass::bwd_weight ? Tensor::empty({c.cout}) : Tensor();
+  ConvArgs a(c, pass);
+  auto& [x, w, bias, y, dx, dw, db] = a;
   for (auto _ : state) {
     if (pass == Pass::forward) cpu::conv_forward(x, w, bias, opt, y);
     else cpu::conv_backward(x, w, y, opt, dx, dw, db);
@@ -195,11 +205,8 @@ void bm_conv_ours(benchmark::State& state, ConvCase c, Pass pass, const char* ke
 void bm_conv_dnnl(benchmark::State& state, ConvCase c, Pass pass, cpu::DnnlLayout layout) {
   set_threads(static_cast<int>(state.range(0)));
   const quartet::engine::ConvOptions opt = conv_options(c);
-  Tensor x = random_tensor(c.x_shape(), 1), w = random_tensor(c.w_shape(), 2);
-  Tensor bias = random_tensor({c.cout}, 3), y = random_tensor(c.y_shape(), 4);
-  Tensor dx = pass == Pass::bwd_data ? Tensor::empty(c.x_shape()) : Tensor();
-  Tensor dw = pass == Pass::bwd_weight ? Tensor::empty(c.w_shape()) : Tensor();
-  Tensor db = pass == Pass::bwd_weight ? Tensor::empty({c.cout}) : Tensor();
+  ConvArgs a(c, pass);
+  auto& [x, w, bias, y, dx, dw, db] = a;
   auto run = [&] {
     if (pass == Pass::forward) cpu::dnnl_conv_forward(x, w, bias, opt, y, layout);
     else cpu::dnnl_conv_backward(x, w, y, opt, dx, dw, db, layout);
