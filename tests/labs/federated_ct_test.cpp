@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,18 +22,13 @@ using nlohmann::json;
 class FederatedCtLab : public labs_util::Labs {};
 
 json reduced_federated_ct() {
-  std::ifstream in(labs_util::kSource / "experiments" / "labs" / "federated-ct.json");
-  json spec = json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  json spec =
+      labs_util::lab_spec("federated-ct", [](const json& arm) { return arm.value("strategy", "fedavg") == "fedavg"; });
   spec["repeats"] = 1;
-  spec["threads"] = 1;
-  json arms = json::array();
-  for (json arm : spec["arms"])
-    if (arm.value("strategy", "fedavg") == "fedavg") {
-      arm["rounds"] = 1;
-      arm["local_epochs"] = 1;
-      arms.push_back(arm);
-    }
-  spec["arms"] = arms;
+  for (json& arm : spec["arms"]) {
+    arm["rounds"] = 1;
+    arm["local_epochs"] = 1;
+  }
   return spec;
 }
 

@@ -27,22 +27,29 @@ using nlohmann::json;
 
 inline const fs::path kSource = QUARTET_SOURCE_DIR;
 
+// The lab's experiment file (experiments/labs/<lab>.json), one compute thread a
+// process, and only the arms `keep` accepts.
+inline json lab_spec(const std::string& lab,
+                     const std::function<bool(const json&)>& keep = [](const json&) { return true; }) {
+  std::ifstream in(kSource / "experiments" / "labs" / (lab + ".json"));
+  json spec = json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  spec["threads"] = 1;
+  json arms = json::array();
+  for (const json& arm : spec["arms"])
+    if (keep(arm)) arms.push_back(arm);
+  spec["arms"] = arms;
+  return spec;
+}
+
 class Labs : public cli_util::FolderTest {
  protected:
   Labs() : FolderTest("labs") {}
-  // The lab's experiment file on synthetic data of `train` and `test` samples, one
-  // compute thread a process, and only the arms `keep` accepts.
+  // lab_spec() on synthetic data of `train` and `test` samples.
   static json reduced(const std::string& lab, int train, int test,
                       const std::function<bool(const json&)>& keep = [](const json&) { return true; }) {
-    std::ifstream in(kSource / "experiments" / "labs" / (lab + ".json"));
-    json spec = json::parse(in, nullptr, true, /*ignore_comments=*/true);
+    json spec = lab_spec(lab, keep);
     spec["workload"] = {{"name", "synthetic"}, {"model", spec["workload"]["model"]},
                         {"train_samples", train}, {"test_samples", test}};
-    spec["threads"] = 1;
-    json arms = json::array();
-    for (const json& arm : spec["arms"])
-      if (keep(arm)) arms.push_back(arm);
-    spec["arms"] = arms;
     return spec;
   }
 

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,15 +22,9 @@ class VolumeMemoryLab : public labs_util::Labs {};
 
 // The lab's experiment file at 32^3 volumes, its 16^3 and 32^3 arms, two steps.
 json reduced_volume_memory() {
-  std::ifstream in(labs_util::kSource / "experiments" / "labs" / "volume-memory.json");
-  json spec = json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  json spec = labs_util::lab_spec("volume-memory", [](const json& arm) { return arm["patch"].get<int>() <= 32; });
   spec["workload"]["volume_size"] = 32;
-  spec["threads"] = 1;
   spec["train"]["epochs"] = 2;
-  json arms = json::array();
-  for (const json& arm : spec["arms"])
-    if (arm["patch"].get<int>() <= 32) arms.push_back(arm);
-  spec["arms"] = arms;
   return spec;
 }
 
