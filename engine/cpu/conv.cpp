@@ -10,10 +10,8 @@
 #include <array>
 
 #include "engine/cpu/conv_kernel.h"
-#include "engine/cpu/winograd.h"
-#if defined(QUARTET_HAVE_DNNL)
 #include "engine/cpu/dnnl_conv.h"
-#endif
+#include "engine/cpu/winograd.h"
 #include "engine/memory.h"
 #include "engine/threads.h"
 
@@ -725,9 +723,7 @@ namespace {
 void forward_with(ConvKernel k, const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
                   Tensor& out) {
   if (k == ConvKernel::winograd) return winograd_conv_forward(x, weight, bias, opt, out);
-#if defined(QUARTET_HAVE_DNNL)
   if (k == ConvKernel::onednn) return dnnl_conv_forward(x, weight, bias, opt, out);
-#endif
   const Geometry g = make_geometry(x.shape(), out.shape(), weight, opt.stride, opt.padding, opt.dilation);
   forward_core(g, x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, out.data());
 }
@@ -744,9 +740,7 @@ void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
                    Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
   const ConvKernel k = conv_kernel_for(x, weight, opt);
-#if defined(QUARTET_HAVE_DNNL)
   if (k == ConvKernel::onednn) return dnnl_conv_backward(x, weight, grad_out, opt, grad_x, grad_weight, grad_bias);
-#endif
   if (grad_x.defined() && k == ConvKernel::winograd) {
     winograd_conv_backward_data(weight, grad_out, opt, grad_x);
     Tensor no_grad_x;

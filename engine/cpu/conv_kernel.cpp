@@ -6,11 +6,9 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "engine/cpu/dnnl_conv.h"
 #include "engine/cpu/winograd.h"
 #include "engine/threads.h"
-#if defined(QUARTET_HAVE_DNNL)
-#include "engine/cpu/dnnl_conv.h"
-#endif
 
 namespace quartet::engine::cpu {
 namespace {
@@ -66,8 +64,10 @@ ConvKernel measure(const Tensor& x, const Tensor& weight, const ConvOptions& opt
   }
   entry.kernel = conv_kernel_name(best);
   std::lock_guard lock(m.mutex);
-  if (m.chosen.emplace(entry.shape, best).second) m.log.push_back(std::move(entry));
-  return m.chosen.at(shape_key(x, weight, opt));
+  // Another thread may have measured the same shape meanwhile: the first choice stays.
+  const auto [it, first] = m.chosen.emplace(entry.shape, best);
+  if (first) m.log.push_back(std::move(entry));
+  return it->second;
 }
 
 }  // namespace
@@ -94,12 +94,7 @@ bool conv_kernel_supports(ConvKernel k, const Tensor& x, const Tensor& weight, c
   switch (k) {
     case ConvKernel::im2col: return true;
     case ConvKernel::winograd: return winograd_supports(x, weight, opt);
-    case ConvKernel::onednn:
-#if defined(QUARTET_HAVE_DNNL)
-      return dnnl_available();
-#else
-      return false;
-#endif
+    case ConvKernel::onednn: return dnnl_available();
   }
   return false;
 }
