@@ -119,6 +119,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
                   float eps = 1e-5f);
 
+// ---- transformer ----
+// Rows of `weight` (rows, F) picked by `indices`: whole numbers in [0, rows) stored as
+// floats, any shape -> (*indices.shape, F). Gradient: each picked row's output gradient
+// summed into that row of weight's gradient; none to the indices. PyTorch's F.embedding.
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+// Normalises over the last dim (F = its size): x (..., F); weight, bias (F) or undefined.
+// Biased variance, as PyTorch's LayerNorm.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+// x * Phi(x), the exact (erf) form: PyTorch's nn.GELU() default.
+Tensor gelu(const Tensor& x);
+// Causal multi-head scaled dot-product attention. q, k, v: (B, T, H * Dh), the H heads
+// side by side in the last dim (what a Linear of H * Dh outputs); returns (B, T, H * Dh)
+// with head h's slice softmax(q_h k_h^T / sqrt(Dh), s <= t only) v_h. Backward recomputes
+// the probabilities from the rows' saved log-sum-exp: no (T, T) tensor lives between
+// forward and backward. PyTorch's scaled_dot_product_attention(is_causal=True) on the
+// (B, H, T, Dh) views.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads);
+
 // ---- losses ----
 // logits: (N, classes); targets: N class indices in [0, classes). Mean over the batch
 // of -log softmax(logits)[target], computed stably.

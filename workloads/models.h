@@ -16,12 +16,15 @@ namespace quartet::workloads {
 // What a model maps: images to class logits, or volumes to a logit per class and voxel.
 inline constexpr const char* kImageClassification = "image-classification";
 inline constexpr const char* kVolumeSegmentation = "volume-segmentation";
+// Byte sequences (N, T) to next-byte logits (N * T, 256), row n * T + t predicting the
+// byte after position t of sample n.
+inline constexpr const char* kLanguageModel = "language-model";
 
 struct ModelInfo {
   std::string name;
   std::string description;
-  std::string task;           // kImageClassification or kVolumeSegmentation
-  engine::Shape input_shape;  // per sample: (C, H, W), or (C, D, H, W) for volumes (a size they take)
+  std::string task;           // kImageClassification, kVolumeSegmentation or kLanguageModel
+  engine::Shape input_shape;  // per sample: (C, H, W), (C, D, H, W) for volumes (a size they take), (T) for text
   int num_classes = 0;
   std::vector<std::string> stages;
   int64_t parameters = 0;     // trainable scalars
