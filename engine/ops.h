@@ -94,8 +94,10 @@ enum class UpsampleMode { nearest, linear };  // linear: bilinear in 2D, triline
 Tensor upsample(const Tensor& x, const std::vector<int64_t>& scale, UpsampleMode mode);
 
 // ---- normalisation ----
-// Sums per-channel statistics across the processes of a data-parallel arm, which makes
-// batch_norm a SyncBatchNorm. The engine only calls it; data_parallel implements it.
+// Sums tensors across a group of processes: the data-parallel ranks' per-channel
+// statistics, which makes batch_norm a SyncBatchNorm, or the tensor-parallel ranks'
+// partial activations and gradients (below). The engine only calls it; the regimes
+// implement it over their collectives.
 class StatsReducer {
  public:
   virtual ~StatsReducer() = default;
@@ -136,6 +138,16 @@ Tensor gelu(const Tensor& x);
 // forward and backward. PyTorch's scaled_dot_product_attention(is_causal=True) on the
 // (B, H, T, Dh) views.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads);
+
+// ---- tensor parallelism: Megatron-LM's f and g ----
+// Each process of a tensor-parallel group holds a slice of a layer's matrices; these two
+// ops join the slices, with every process of the group calling them in the same order.
+// f, where a replicated activation enters a split region: the identity forward; backward
+// sums the gradient over the group (each slice contributed a part of it).
+Tensor all_reduce_backward(const Tensor& x, StatsReducer& group);
+// g, where a split region's partial sums leave: sums x over the group forward; backward
+// passes the gradient on unchanged (every process needs all of it).
+Tensor all_reduce_forward(const Tensor& x, StatsReducer& group);
 
 // ---- losses ----
 // logits: (N, classes); targets: N class indices in [0, classes). Mean over the batch
