@@ -28,7 +28,8 @@ __device__ float block_max(float v, float* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int stride = kSumThreads / 2; stride > 0; stride >>= 1) {
-    if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + stride]);
+    if (static_cast<int>(threadIdx.x) < stride)
+      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + stride]);
     __syncthreads();
   }
   const float m = shared[0];
@@ -101,7 +102,8 @@ __global__ void __launch_bounds__(kSumThreads)
     const double mean_b = block_sum(b, shared) / static_cast<double>(f);
     for (int64_t j = threadIdx.x; j < f; j += blockDim.x) {
       const double xhat = (x[r * f + j] - mu) * is;
-      dx[r * f + j] = static_cast<float>(is * (static_cast<double>(w ? w[j] : 1.0f) * dy[r * f + j] - mean_a - xhat * mean_b));
+      const double wdy = static_cast<double>(w ? w[j] : 1.0f) * dy[r * f + j];
+      dx[r * f + j] = static_cast<float>(is * (wdy - mean_a - xhat * mean_b));
     }
   }
 }
@@ -251,11 +253,15 @@ __global__ void __launch_bounds__(kSumThreads)
 template <class Kernel>
 void allow_shared(Kernel kernel, size_t bytes, const Tensor& on, const char* name) {
   const cudaDeviceProp& props = context_of(on).props;
-  if (bytes > props.sharedMemPerBlockOptin)
-    throw std::runtime_error(std::string(name) + ": the sequence needs " + std::to_string(bytes) +
+  cudaFuncAttributes attr{};
+  QUARTET_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  if (bytes + attr.sharedSizeBytes > props.sharedMemPerBlockOptin)
+    throw std::runtime_error(std::string(name) + ": the sequence needs " +
+                             std::to_string(bytes + attr.sharedSizeBytes) +
                              " bytes of shared memory per block; this device has " +
                              std::to_string(props.sharedMemPerBlockOptin));
-  QUARTET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  QUARTET_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 }  // namespace
