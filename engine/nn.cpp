@@ -178,6 +178,23 @@ GroupNorm::GroupNorm(int64_t groups, int64_t channels, float eps, bool affine) :
   bias = register_parameter("bias", Tensor::zeros({channels}));
 }
 
+Embedding::Embedding(int64_t num, int64_t dim, Generator& gen) {
+  if (num < 1 || dim < 1)
+    throw std::invalid_argument("Embedding: num and dim must be >= 1, got num " + std::to_string(num) + ", dim " +
+                                std::to_string(dim));
+  MemTagScope tag(MemTag::parameters);
+  Tensor w = Tensor::empty({num, dim});
+  normal_(w, 0.0f, 1.0f, gen);
+  weight = register_parameter("weight", w);
+}
+
+LayerNorm::LayerNorm(int64_t features, float eps) : eps(eps) {
+  if (features < 1) throw std::invalid_argument("LayerNorm: features must be >= 1, got " + std::to_string(features));
+  MemTagScope tag(MemTag::parameters);
+  weight = register_parameter("weight", Tensor::full({features}, 1.0f));
+  bias = register_parameter("bias", Tensor::zeros({features}));
+}
+
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   register_module(std::to_string(children().size()), std::move(m));
   return *this;

@@ -210,6 +210,30 @@ class InstanceNorm : public GroupNorm {
       : GroupNorm(channels, channels, eps, affine) {}
 };
 
+// weight (num, dim) ~ N(0, 1), PyTorch's nn.Embedding default. forward(indices): whole
+// numbers in [0, num) stored as floats, any shape -> (*indices.shape, dim).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, Generator& gen);
+  Tensor forward(const Tensor& indices) override { return embedding(indices, weight); }
+  Tensor weight;
+};
+
+// Normalises over the last dim (features); weight (1s) and bias (0s), PyTorch's names.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t features, float eps = 1e-5f);
+  Tensor forward(const Tensor& x) override { return layer_norm(x, weight, bias, eps); }
+  float eps;
+  Tensor weight, bias;
+};
+
+// The exact (erf) GELU, PyTorch's nn.GELU() default.
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return gelu(x); }
+};
+
 class Flatten : public Module {
  public:
   explicit Flatten(int start_dim = 1) : start_dim_(start_dim) {}

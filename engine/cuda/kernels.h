@@ -10,4 +10,5 @@
 #include "engine/cuda/norm.h"
 #include "engine/cuda/optim.h"
 #include "engine/cuda/pool.h"
+#include "engine/cuda/transformer.h"
 #include "engine/cuda/upsample.h"

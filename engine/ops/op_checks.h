@@ -50,12 +50,13 @@ inline int spatial_dims(const Tensor& x, const char* op) {
   return spatial;
 }
 
-// requires t undefined or a vector (size) on x's device; `what` names it ("weight").
+// requires t undefined or a vector (size) on x's device; `what` names it ("weight"),
+// `dim` the size's letter in the message (C: channels, F: features).
 inline void check_channel_vector(const Tensor& t, int64_t size, const Tensor& x, const char* op,
-                                 const char* what) {
+                                 const char* what, const char* dim = "C") {
   if (!t.defined()) return;
   if (t.dim() != 1 || t.size(0) != size)
-    fail(op, std::string(what) + " (C) = (" + std::to_string(size) + ") expected, got " +
+    fail(op, std::string(what) + " (" + dim + ") = (" + std::to_string(size) + ") expected, got " +
                  shape_str(t.shape()) + " (input " + shape_str(x.shape()) + ")");
   if (!(t.device() == x.device()))
     fail(op, std::string(what) + " is on " + t.device().str() + " but the input on " + x.device().str());
