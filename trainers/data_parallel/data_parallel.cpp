@@ -1,9 +1,5 @@
 #include "trainers/data_parallel/data_parallel.h"
 
-#if defined(QUARTET_WITH_NCCL)
-#include "transport/nccl/nccl_collectives.h"
-#endif
-
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -12,15 +8,12 @@
 #include "engine/ops.h"
 #include "engine/safetensors.h"
 #include "trainers/checkpoint.h"
+#include "trainers/data_parallel/rank_group.h"
 #include "trainers/data_parallel/reducer.h"
 #include "trainers/data_parallel/sharded_model.h"
 #include "trainers/training_loop.h"
 #include "trainers/metrics.h"
-#include "transport/gloo_collectives.h"
-#include "transport/hierarchical_collectives.h"
 #include "transport/link.h"
-#include "transport/shm_collectives.h"
-#include "transport/store.h"
 #include "workloads/sampler.h"
 
 namespace quartet::trainers::data_parallel {
@@ -28,13 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool nccl_built() {
-#if defined(QUARTET_WITH_NCCL)
-  return true;
-#else
-  return false;
-#endif
-}
 using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
@@ -42,85 +28,6 @@ using transport::CollectiveKind;
 // A collective's view of a tensor: its storage on its own device (the backend matches
 // the arm's device: gloo and shm the cpu's, nccl a GPU's).
 std::span<float> device_span(Tensor& t) { return {t.device_data(), static_cast<size_t>(t.numel())}; }
-
-// SyncBatchNorm: batch statistics summed over the ranks. Synchronous (forward and
-// backward need the sums), so its time is all exposed.
-class SyncStats final : public engine::StatsReducer {
- public:
-  SyncStats(transport::Collectives& comm, CommCounters& counters) : comm_(comm), counters_(counters) {}
-  void all_reduce_sum(Tensor& t) override {
-    Stopwatch clock;
-    comm_.all_reduce(device_span(t));
-    const double s = clock.seconds();
-    counters_.add(CollectiveKind::all_reduce, t.numel() * 4, comm_, s);
-    seconds += s;
-  }
-  double seconds = 0.0;
-
- private:
-  transport::Collectives& comm_;
-  CommCounters& counters_;
-};
-
-// NCCL runs on its own stream and the engine's kernels on the device's compute stream:
-// each collective first waits for the kernels queued before it (the gradients it
-// reduces). It waits on the collectives' worker, so backward goes on being queued.
-class AfterCompute final : public transport::Collectives {
- public:
-  AfterCompute(std::unique_ptr<transport::Collectives> inner, engine::Device device)
-      : inner_(std::move(inner)), device_(device) {}
-  ~AfterCompute() override { stop_worker(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  const char* backend() const override { return inner_->backend(); }
-
- protected:
-  void run_all_reduce(std::span<float> data, transport::ReduceOp op) override {
-    engine::device_synchronize(device_);
-    inner_->all_reduce(data, op);
-  }
-  void run_reduce_scatter(std::span<float> data, transport::ReduceOp op) override {
-    engine::device_synchronize(device_);
-    inner_->reduce_scatter(data, op);
-  }
-  void run_all_gather(std::span<const float> input, std::span<float> output) override {
-    engine::device_synchronize(device_);
-    inner_->all_gather(input, output);
-  }
-  void run_broadcast(std::span<float> data, int root) override {
-    engine::device_synchronize(device_);
-    inner_->broadcast(data, root);
-  }
-  void run_barrier() override { inner_->barrier(); }
-
- private:
-  std::unique_ptr<transport::Collectives> inner_;
-  engine::Device device_;
-};
-
-std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const Settings& s) {
-  if (!ctx.coordinator)
-    throw std::runtime_error("data_parallel: " + ctx.role + " has no connection to the run's coordinator, which the "
-                             "ranks rendezvous through");
-  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + s.backend + "/");
-  const int ranks = static_cast<int>(s.ranks);
-  if (s.backend == "nccl") {
-#if defined(QUARTET_WITH_NCCL)
-    transport::NcclOptions o;
-    o.device = ctx.device.index;
-    return std::make_unique<AfterCompute>(transport::make_nccl_collectives(store, ctx.rank, ranks, o), ctx.device);
-#else
-    throw std::runtime_error("data_parallel: this build of Quartet has no NCCL");
-#endif
-  }
-  if (s.backend == "shm")
-    return transport::make_shm_collectives(store, ctx.rank, ranks, transport::shm_options_from_environment());
-  if (s.backend == "hierarchical")
-    return transport::make_hierarchical_collectives(
-        store, ctx.rank, ranks, transport::host_key_from_environment(ctx.rank),
-        {transport::shm_options_from_environment(), transport::gloo_options_from_environment()});
-  return transport::make_gloo_collectives(store, ctx.rank, ranks, transport::gloo_options_from_environment());
-}
 
 // Every rank starts from rank 0's parameters and buffers (DDP's constructor does this).
 void broadcast_state(transport::Collectives& comm, const engine::Model& model, CommCounters& counters) {
@@ -130,21 +37,6 @@ void broadcast_state(transport::Collectives& comm, const engine::Model& model, C
     comm.broadcast(device_span(v), 0);
     counters.add(CollectiveKind::broadcast, v.numel() * 4, comm, clock.seconds());
   }
-}
-
-// Refuses ranks that resumed from different steps (a crash between their checkpoints).
-void check_same_step(transport::Collectives& comm, int64_t step, const engine::Device& device) {
-  const float mine = static_cast<float>(step);
-  Tensor all = Tensor::full({comm.size()}, mine, device);
-  const std::span<float> gathered = device_span(all);
-  comm.all_gather(gathered.subspan(static_cast<size_t>(comm.rank()), 1), gathered);
-  const std::vector<float> steps = all.to_vector();
-  for (int r = 0; r < comm.size(); ++r)
-    if (steps[r] != mine)
-      throw std::runtime_error("data_parallel: rank " + std::to_string(comm.rank()) + " resumes at step " +
-                               std::to_string(step) + " but rank " + std::to_string(r) + " at step " +
-                               std::to_string(static_cast<int64_t>(steps[r])) +
-                               "; their checkpoints are of different points");
 }
 
 // zero 0 and rank 0 share the arm's checkpoint; a sharded optimizer's other ranks keep
@@ -188,7 +80,7 @@ class RankHook final : public Reducer {
  public:
   RankHook(const RoleContext& ctx, const Settings& s, engine::Model& model)
       : s_(s),
-        comm_(connect(ctx, s)),
+        comm_(connect(ctx, "data_parallel", s.backend, static_cast<int>(s.ranks))),
         sync_(*comm_, counters_),
         params_(model.parameters()),
         grads_(params_, *comm_, counters_,
@@ -219,7 +111,7 @@ class RankHook final : public Reducer {
   // Before the first step: ranks that resumed agree on the step, then every rank starts
   // from rank 0's parameters and buffers (DDP's constructor does this).
   void start(const RoleContext& ctx, const engine::Model& model, const Position& pos) {
-    if (ctx.resume) check_same_step(*comm_, pos.step, ctx.device);
+    if (ctx.resume) check_same_step(*comm_, pos.step, ctx.device, "data_parallel");
     broadcast_state(*comm_, model, counters_);
     if (s_.zero > 0) grads_.params_to_shard(shard_);
     release_model();
@@ -305,20 +197,12 @@ class RankHook final : public Reducer {
   CommCounters counters_, before_;
   int64_t transport_before_ = 0;
   std::vector<transport::LevelTotals> levels_before_;
-  SyncStats sync_;
+  CountedSum sync_;
   std::vector<Tensor> params_;
   GradReducer grads_;
   Tensor shard_, shard_grad_;
   std::unique_ptr<ShardedModel> sharded_;  // zero 3
 };
-
-// On GPUs each rank has its own: the arm's device plus the rank's place on this host, its
-// local rank when a cluster launcher gave one (ranks spread over hosts), else its rank.
-RoleContext on_own_device(RoleContext ctx) {
-  const int place = ctx.local_rank >= 0 ? ctx.local_rank : ctx.rank;
-  if (!ctx.device.is_cpu()) ctx.device = engine::Device::cuda(ctx.device.index + place % engine::cuda_device_count());
-  return ctx;
-}
 
 void train_data_parallel(const RoleContext& arm_ctx, const Settings& s) {
   const RoleContext ctx = on_own_device(arm_ctx);
@@ -357,25 +241,7 @@ class DataParallel final : public RegimeOf<Settings> {
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
-    if (s.backend == "nccl") {
-      if (f.device.is_cpu())
-        throw SettingsError(f.path + ".backend: \"nccl\" reduces GPU memory; this arm runs on the cpu (set its "
-                            "device to \"cuda\", or use \"gloo\" or \"shm\")");
-      if (!nccl_built())
-        throw SettingsError(f.path + ".backend: \"nccl\" needs a build of Quartet with NCCL, which this one lacks; "
-                            "use \"gloo\" or \"shm\" (CPU)");
-      // One rank per GPU (NCCL refuses two ranks of a communicator on one device): rank
-      // r takes the arm's device plus its local index.
-      const int64_t local = s.ranks - static_cast<int64_t>(f.remote.size());
-      const int64_t gpus = engine::cuda_device_count() - f.device.index;
-      if (local > gpus)
-        throw SettingsError(f.path + ".ranks: " + std::to_string(local) + " ranks on this host need " +
-                            std::to_string(local) + " GPUs from " + f.device.str() + " on; it has " +
-                            std::to_string(std::max<int64_t>(gpus, 0)) + " (NCCL runs one rank per GPU)");
-    } else if (!f.device.is_cpu()) {
-      throw SettingsError(f.path + ".backend: \"" + s.backend + "\" reduces host memory; an arm on " + f.device.str() +
-                          " needs \"nccl\"");
-    }
+    check_backend(s.backend, s.ranks, f);
     const int64_t parts = s.ranks * s.micro_batches;
     if (f.train.batch % parts != 0)
       throw SettingsError(f.path + ".ranks: the batch " + std::to_string(f.train.batch) +
@@ -390,9 +256,6 @@ class DataParallel final : public RegimeOf<Settings> {
       throw SettingsError(f.path + ".zero: backend \"hierarchical\" makes the all-reduce hierarchical, not ZeRO's "
                           "reduce-scatter and all-gather; use zero 0 with it, or backend \"gloo\" or \"shm\" for "
                           "zero " + std::to_string(s.zero));
-    if (s.backend == "shm" && !f.remote.empty())
-      throw SettingsError(f.path + ".remote: backend \"shm\" needs every rank on this host; ranks on other hosts "
-                          "need \"gloo\"");
   }
   // A role's rank is its place in this list.
   std::vector<std::string> roles_of(const Settings& s) const override {

@@ -1,0 +1,144 @@
+#include "trainers/data_parallel/rank_group.h"
+
+#if defined(QUARTET_WITH_NCCL)
+#include "transport/nccl/nccl_collectives.h"
+#endif
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+
+#include "engine/device.h"
+#include "transport/gloo_collectives.h"
+#include "transport/hierarchical_collectives.h"
+#include "transport/shm_collectives.h"
+#include "transport/store.h"
+
+namespace quartet::trainers::data_parallel {
+namespace {
+
+bool nccl_built() {
+#if defined(QUARTET_WITH_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// NCCL runs on its own stream and the engine's kernels on the device's compute stream:
+// each collective first waits for the kernels queued before it (the gradients it
+// reduces). It waits on the collectives' worker, so backward goes on being queued.
+class AfterCompute final : public transport::Collectives {
+ public:
+  AfterCompute(std::unique_ptr<transport::Collectives> inner, engine::Device device)
+      : inner_(std::move(inner)), device_(device) {}
+  ~AfterCompute() override { stop_worker(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char* backend() const override { return inner_->backend(); }
+
+ protected:
+  void run_all_reduce(std::span<float> data, transport::ReduceOp op) override {
+    engine::device_synchronize(device_);
+    inner_->all_reduce(data, op);
+  }
+  void run_reduce_scatter(std::span<float> data, transport::ReduceOp op) override {
+    engine::device_synchronize(device_);
+    inner_->reduce_scatter(data, op);
+  }
+  void run_all_gather(std::span<const float> input, std::span<float> output) override {
+    engine::device_synchronize(device_);
+    inner_->all_gather(input, output);
+  }
+  void run_broadcast(std::span<float> data, int root) override {
+    engine::device_synchronize(device_);
+    inner_->broadcast(data, root);
+  }
+  void run_barrier() override { inner_->barrier(); }
+
+ private:
+  std::unique_ptr<transport::Collectives> inner_;
+  engine::Device device_;
+};
+
+}  // namespace
+
+void check_backend(const std::string& backend, int64_t ranks, const ArmFacts& f) {
+  if (backend == "nccl") {
+    if (f.device.is_cpu())
+      throw SettingsError(f.path + ".backend: \"nccl\" reduces GPU memory; this arm runs on the cpu (set its "
+                          "device to \"cuda\", or use \"gloo\" or \"shm\")");
+    if (!nccl_built())
+      throw SettingsError(f.path + ".backend: \"nccl\" needs a build of Quartet with NCCL, which this one lacks; "
+                          "use \"gloo\" or \"shm\" (CPU)");
+    // One rank per GPU (NCCL refuses two ranks of a communicator on one device): rank
+    // r takes the arm's device plus its local index.
+    const int64_t local = ranks - static_cast<int64_t>(f.remote.size());
+    const int64_t gpus = engine::cuda_device_count() - f.device.index;
+    if (local > gpus)
+      throw SettingsError(f.path + ".ranks: " + std::to_string(local) + " ranks on this host need " +
+                          std::to_string(local) + " GPUs from " + f.device.str() + " on; it has " +
+                          std::to_string(std::max<int64_t>(gpus, 0)) + " (NCCL runs one rank per GPU)");
+  } else if (!f.device.is_cpu()) {
+    throw SettingsError(f.path + ".backend: \"" + backend + "\" reduces host memory; an arm on " + f.device.str() +
+                        " needs \"nccl\"");
+  }
+  if (backend == "shm" && !f.remote.empty())
+    throw SettingsError(f.path + ".remote: backend \"shm\" needs every rank on this host; ranks on other hosts "
+                        "need \"gloo\"");
+}
+
+std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& regime,
+                                                const std::string& backend, int ranks) {
+  if (!ctx.coordinator)
+    throw std::runtime_error(regime + ": " + ctx.role + " has no connection to the run's coordinator, which the "
+                             "ranks rendezvous through");
+  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
+  if (backend == "nccl") {
+#if defined(QUARTET_WITH_NCCL)
+    transport::NcclOptions o;
+    o.device = ctx.device.index;
+    return std::make_unique<AfterCompute>(transport::make_nccl_collectives(store, ctx.rank, ranks, o), ctx.device);
+#else
+    throw std::runtime_error(regime + ": this build of Quartet has no NCCL");
+#endif
+  }
+  if (backend == "shm")
+    return transport::make_shm_collectives(store, ctx.rank, ranks, transport::shm_options_from_environment());
+  if (backend == "hierarchical")
+    return transport::make_hierarchical_collectives(
+        store, ctx.rank, ranks, transport::host_key_from_environment(ctx.rank),
+        {transport::shm_options_from_environment(), transport::gloo_options_from_environment()});
+  return transport::make_gloo_collectives(store, ctx.rank, ranks, transport::gloo_options_from_environment());
+}
+
+RoleContext on_own_device(RoleContext ctx) {
+  const int place = ctx.local_rank >= 0 ? ctx.local_rank : ctx.rank;
+  if (!ctx.device.is_cpu()) ctx.device = engine::Device::cuda(ctx.device.index + place % engine::cuda_device_count());
+  return ctx;
+}
+
+void check_same_step(transport::Collectives& comm, int64_t step, const engine::Device& device,
+                     const std::string& regime) {
+  const float mine = static_cast<float>(step);
+  engine::Tensor all = engine::Tensor::full({comm.size()}, mine, device);
+  const std::span<float> gathered{all.device_data(), static_cast<size_t>(all.numel())};
+  comm.all_gather(gathered.subspan(static_cast<size_t>(comm.rank()), 1), gathered);
+  const std::vector<float> steps = all.to_vector();
+  for (int r = 0; r < comm.size(); ++r)
+    if (steps[r] != mine)
+      throw std::runtime_error(regime + ": rank " + std::to_string(comm.rank()) + " resumes at step " +
+                               std::to_string(step) + " but rank " + std::to_string(r) + " at step " +
+                               std::to_string(static_cast<int64_t>(steps[r])) +
+                               "; their checkpoints are of different points");
+}
+
+void CountedSum::all_reduce_sum(engine::Tensor& t) {
+  Stopwatch clock;
+  comm_.all_reduce({t.device_data(), static_cast<size_t>(t.numel())});
+  const double s = clock.seconds();
+  counters_.add(transport::CollectiveKind::all_reduce, t.numel() * 4, comm_, s);
+  seconds += s;
+}
+
+}  // namespace quartet::trainers::data_parallel

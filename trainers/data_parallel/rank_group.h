@@ -1,0 +1,50 @@
+#pragma once
+
+// What the regimes whose ranks meet in collectives share (data_parallel, tensor_parallel):
+// the backend checks, the rendezvous through the run's coordinator, a GPU per rank, and
+// a counted sum the engine's ops call (SyncBatchNorm, Megatron's f and g).
+
+#include <memory>
+#include <string>
+
+#include "engine/ops.h"
+#include "trainers/data_parallel/reducer.h"
+#include "trainers/metrics.h"
+#include "trainers/regime.h"
+#include "transport/collectives.h"
+
+namespace quartet::trainers::data_parallel {
+
+// Throws SettingsError (at facts.path + ".backend" or ".ranks") when `backend` does not
+// fit the arm's device, this build or the GPUs of this host; `ranks` processes in all.
+void check_backend(const std::string& backend, int64_t ranks, const ArmFacts& facts);
+
+// The role's collectives over `backend` ("gloo", "shm", "hierarchical", "nccl"), `ranks`
+// processes meeting through ctx.coordinator under the arm's name. `regime` names the
+// caller in messages.
+std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& regime,
+                                                const std::string& backend, int ranks);
+
+// On GPUs each rank has its own: the arm's device plus the rank's place on this host, its
+// local rank when a cluster launcher gave one (ranks spread over hosts), else its rank.
+RoleContext on_own_device(RoleContext ctx);
+
+// Refuses ranks that resumed from different steps (a crash between their checkpoints):
+// throws std::runtime_error naming both steps.
+void check_same_step(transport::Collectives& comm, int64_t step, const engine::Device& device,
+                     const std::string& regime);
+
+// Element-wise sums over the ranks, each counted in `counters`. Synchronous (what calls it
+// needs the sum at once), so its time is all exposed.
+class CountedSum final : public engine::StatsReducer {
+ public:
+  CountedSum(transport::Collectives& comm, CommCounters& counters) : comm_(comm), counters_(counters) {}
+  void all_reduce_sum(engine::Tensor& t) override;
+  double seconds = 0.0;  // spent in all_reduce_sum since the caller last reset it
+
+ private:
+  transport::Collectives& comm_;
+  CommCounters& counters_;
+};
+
+}  // namespace quartet::trainers::data_parallel
