@@ -166,8 +166,85 @@ class UNet3d(nn.Module):
         return self.head(xs[0])
 
 
+class GptEmbed(nn.Module):
+    def __init__(self, vocab, width, context):
+        super().__init__()
+        self.token = nn.Embedding(vocab, width)
+        self.position = nn.Embedding(context, width)
+
+    def forward(self, x):  # (N, T) byte values as floats
+        return self.token(x.long()) + self.position(torch.arange(x.shape[1], device=x.device))
+
+
+def causal_attention(q, k, v):
+    """(N, H, T, Dh) each; PyTorch's fused kernel where this torch has it (2.0 on)."""
+    if hasattr(nn.functional, "scaled_dot_product_attention"):
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    t = q.shape[-2]
+    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s.softmax(-1) @ v
+
+
+class GptAttention(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value = (nn.Linear(width, width) for _ in range(3))
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x):
+        n, t, c = x.shape
+        split = lambda y: y.view(n, t, self.heads, c // self.heads).transpose(1, 2)  # noqa: E731
+        a = causal_attention(split(self.query(x)), split(self.key(x)), split(self.value(x)))
+        return self.out(a.transpose(1, 2).reshape(n, t, c))
+
+
+class GptBlock(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = GptAttention(width, heads)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Module()
+        self.mlp.up = nn.Linear(width, 4 * width)
+        self.mlp.down = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp.down(nn.functional.gelu(self.mlp.up(self.ln2(x))))
+
+
+class GptHead(nn.Module):
+    def __init__(self, width, vocab):
+        super().__init__()
+        self.ln = nn.LayerNorm(width)
+        self.out = nn.Linear(width, vocab)
+
+    def forward(self, x):  # (N * T, vocab): a row per position
+        return self.out(self.ln(x)).reshape(-1, self.out.out_features)
+
+
+class Gpt(nn.Module):
+    """gpt-mini: stages embed, block0..block3, head."""
+
+    def __init__(self, layers=4, heads=4, width=128, context=128, vocab=256):
+        super().__init__()
+        self.embed = GptEmbed(vocab, width, context)
+        self.stage_names = ["embed"] + [f"block{i}" for i in range(layers)] + ["head"]
+        for i in range(layers):
+            setattr(self, f"block{i}", GptBlock(width, heads))
+        self.head = GptHead(width, vocab)
+
+    def forward(self, x):
+        for name in self.stage_names:
+            x = getattr(self, name)(x)
+        return x
+
+
 def build(name):
-    """(model, sample shape, classes, labels per sample): one label per voxel for unet3d."""
+    """(model, sample shape, classes, labels per sample): one label per voxel for unet3d, per
+    position for gpt-mini."""
     if name == "mlp":
         return MLP(), (1, 28, 28), 10, ()
     if name == "lenet5":
@@ -178,6 +255,8 @@ def build(name):
         return CNN(hidden=2048), (1, 28, 28), 10, ()
     if name == "resnet-mini":
         return ResNetMini(), (1, 28, 28), 10, ()
+    if name == "gpt-mini":
+        return Gpt(), (128,), 256, (128,)
     kind, side = name.split("-")
     side = int(side)
     if kind == "unet3d":

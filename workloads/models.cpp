@@ -1,6 +1,7 @@
 #include "workloads/models.h"
 
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -191,7 +192,11 @@ struct Entry {
   const char* task = kImageClassification;
   engine::Shape input_shape{1, 28, 28};
   int num_classes = 10;
+  std::optional<GptConfig> gpt{};  // the transformers: what tensor parallelism splits
 };
+
+// gpt-mini's registered settings (docs/models.md).
+GptConfig gpt_mini() { return GptConfig{.layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256}; }
 
 // unet3d's registered settings (docs/models.md): three levels of 16, 32, 64 channels.
 std::shared_ptr<Model> build_unet3d(Generator& gen, int classes = medical3d::kPhantomClasses) {
@@ -218,6 +223,11 @@ const std::vector<Entry>& registry() {
        "3D U-Net: three levels (16, 32, 64 channels), two 3x3x3 conv-InstanceNorm-LeakyReLU per level, "
        "transposed-conv up, skips concatenated; a logit per class (3) and voxel; skips travel across cuts",
        [](Generator& gen) { return build_unet3d(gen); }, kVolumeSegmentation, {1, 32, 32, 32}, medical3d::kPhantomClasses},
+      {"gpt-mini",
+       "GPT over bytes: token and position embeddings, 4 pre-norm blocks (4-head causal self-attention, GELU MLP "
+       "of 512), width 128, context 128, a logit per byte value; each block is a stage",
+       [](Generator& gen) { return make_gpt(gpt_mini(), gen); }, kLanguageModel, {gpt_mini().context},
+       static_cast<int>(gpt_mini().vocab), gpt_mini()},
   };
   return entries;
 }
@@ -228,6 +238,15 @@ const Entry& find(const std::string& name) {
   std::string known;
   for (const auto& e : registry()) known += (known.empty() ? "" : ", ") + std::string(e.name);
   throw std::invalid_argument("unknown model \"" + name + "\"; known models: " + known);
+}
+
+const Entry& find_tensor_parallel(const std::string& name) {
+  const Entry& e = find(name);
+  if (e.gpt) return e;
+  std::string known;
+  for (const auto& other : registry())
+    if (other.gpt) known += (known.empty() ? "" : ", ") + std::string(other.name);
+  throw std::invalid_argument("model " + name + " has no tensor-parallel split; models that have one: " + known);
 }
 
 }  // namespace
@@ -248,6 +267,24 @@ std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed
     throw std::invalid_argument("unet3d: classes must be in [2, 256], got " + std::to_string(classes));
   Generator gen(seed);
   return build_unet3d(gen, classes);
+}
+
+std::vector<std::string> tensor_parallel_models() {
+  std::vector<std::string> out;
+  for (const auto& e : registry())
+    if (e.gpt) out.emplace_back(e.name);
+  return out;
+}
+
+int64_t tensor_parallel_max_ranks(const std::string& name) { return find_tensor_parallel(name).gpt->heads; }
+
+std::vector<std::pair<std::string, TensorSplit>> tensor_parallel_plan(const std::string& name) {
+  return gpt_tensor_parallel_plan(*find_tensor_parallel(name).gpt);
+}
+
+std::shared_ptr<engine::Model> make_model_shard(const std::string& name, const TensorParallelGroup& group) {
+  Generator gen(0);  // overwritten: a shard is loaded with its slices of the whole model
+  return make_gpt(*find_tensor_parallel(name).gpt, gen, group);
 }
 
 std::vector<std::string> model_names() {

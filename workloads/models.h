@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "workloads/gpt.h"
 
 namespace quartet::workloads {
 
@@ -48,6 +49,15 @@ ModelInfo model_info(const std::string& name);
 void check_model_name(const std::string& name);
 // The model's task (kImageClassification, ...); throws like make_model; builds nothing.
 std::string model_task(const std::string& name);
+
+// Tensor parallelism (workloads/gpt.h): the models that have a split, the most ranks one
+// splits over (its heads), how each of its parameters is split, and one rank's slice,
+// uninitialised (loaded next with its slices of the whole model's weights). Each throws
+// std::invalid_argument naming the models that have a split, for any other model.
+std::vector<std::string> tensor_parallel_models();
+int64_t tensor_parallel_max_ranks(const std::string& name);
+std::vector<std::pair<std::string, TensorSplit>> tensor_parallel_plan(const std::string& name);
+std::shared_ptr<engine::Model> make_model_shard(const std::string& name, const TensorParallelGroup& group);
 
 // Trainable scalars of a module.
 int64_t parameter_count(const engine::Module& m);

@@ -207,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Models, EveryModel, ::testing::ValuesIn(image_model_nam
 
 TEST(Models, ModelNamesAreTheDocumentedOnes) {
   EXPECT_EQ(model_names(),
-            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d"}));
+            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d", "gpt-mini"}));
 }
 
 TEST(Models, StageNamesAreTheDocumentedOnes) {
@@ -255,8 +255,9 @@ TEST(Models, CatalogListsEveryModelWithItsStagesAndInputShape) {
   ASSERT_EQ(catalog.size(), model_names().size());
   for (const ModelInfo& info : catalog) {
     EXPECT_EQ(info.stages, make_model(info.name, 0)->stage_names());
-    const engine::Shape expected =
-        info.task == kImageClassification ? engine::Shape{1, 28, 28} : engine::Shape{1, 32, 32, 32};
+    const engine::Shape expected = info.task == kImageClassification ? engine::Shape{1, 28, 28}
+                                   : info.task == kLanguageModel     ? engine::Shape{128}
+                                                                     : engine::Shape{1, 32, 32, 32};
     EXPECT_EQ(info.input_shape, expected);
     EXPECT_FALSE(info.description.empty());
   }
@@ -371,7 +372,8 @@ TEST(Models, UnknownModelListsTheKnownOnes) {
     make_model("resnet-huge", 1);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini, cnn-wide, unet3d");
+    EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini, cnn-wide, unet3d, "
+                 "gpt-mini");
   }
 }
 
