@@ -1,6 +1,6 @@
 """Analytic FLOPs of one training step of bench/run's models, per sample.
 
-Only the multiply-adds of linear layers and convolutions are counted, at 2 FLOPs each:
+Only the multiply-adds of linear layers, convolutions and attention's products are counted, at 2 FLOPs each:
   linear in -> out            forward 2 in out
   convolution cin -> cout     forward 2 cin cout (kernel volume) (output positions)
   transposed convolution      forward 2 cin cout (kernel volume) (input positions)
@@ -39,6 +39,18 @@ def _unet3d(side, base=16, classes=3):
             conv(c[0], classes, 1, v[0])]                              # head
 
 
+def _gpt_mini(context=128, width=128, layers=4, vocab=256):
+    """Per sample of `context` bytes: each block's four attention projections and two MLP
+    matrices at every position, the two causal attention products (position t meets t+1
+    others: q k^T and p v), and the head. The embeddings are lookups (0, listed first, so
+    every counted layer's input gradient counts in train())."""
+    positions = context * (context + 1) // 2  # the (t, s <= t) pairs of one sample
+    block = [context * linear(width, width)] * 4 + [context * linear(width, 4 * width),
+                                                    context * linear(4 * width, width),
+                                                    2 * 2 * width * positions]
+    return [0] + block * layers + [context * linear(width, vocab)]
+
+
 def layers(model):
     """Forward FLOPs per sample of each counted layer, input first."""
     if model == "mlp":
@@ -48,6 +60,8 @@ def layers(model):
                 linear(400, 120), linear(120, 84), linear(84, 10)]
     if model == "cnn":
         return [conv(1, 32, 9, 28 * 28), conv(32, 64, 9, 14 * 14), linear(3136, 128), linear(128, 10)]
+    if model == "gpt-mini":
+        return _gpt_mini()
     kind, _, side = model.partition("-")
     if kind == "conv3d" and side in ("32", "64"):
         v = int(side) ** 3
@@ -55,7 +69,7 @@ def layers(model):
     if kind == "unet3d" and side in ("32", "64", "128"):
         return _unet3d(int(side))
     raise ValueError(f"unknown model {model!r}; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, "
-                     "unet3d-32, unet3d-64, unet3d-128")
+                     "unet3d-32, unet3d-64, unet3d-128, gpt-mini")
 
 
 def forward(model):

@@ -21,7 +21,7 @@ import time
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64", "unet3d-128"])
+    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64", "unet3d-128", "gpt-mini"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=50)
@@ -58,7 +58,9 @@ def main():
     torch.manual_seed(args.seed)
     _, sample_shape, classes, label_shape = build(args.model)  # shapes only
     pool_size = 4
-    xs = [torch.randn(args.batch, *sample_shape) for _ in range(pool_size)]
+    tokens = args.model.startswith("gpt")  # byte values in, a label per position
+    xs = [torch.randint(0, classes, (args.batch, *sample_shape)).float() if tokens
+          else torch.randn(args.batch, *sample_shape) for _ in range(pool_size)]
     ys = [torch.randint(0, classes, (args.batch, *label_shape)) for _ in range(pool_size)]
 
     reset_peak_rss()
@@ -78,6 +80,8 @@ def main():
     def step(i):
         x = xs[i % pool_size].clone().to(device)
         y = ys[i % pool_size].to(device)
+        if tokens:
+            y = y.reshape(-1)  # the model's logits are a row per position
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()

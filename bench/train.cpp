@@ -82,8 +82,10 @@ struct Workload {
   // counted once, pooling indices at 4 bytes, the loss's probabilities. 0: not worked
   // out (unet3d), and no analytic figure is printed.
   int64_t saved_per_sample = 0;
-  // Class labels per sample: 1 for classification, one per voxel for segmentation.
+  // Class labels per sample: 1 for classification, one per voxel for segmentation, one
+  // per position for a language model.
   int64_t labels_per_sample = 1;
+  bool tokens = false;  // inputs are byte values (whole numbers below `classes`), not N(0, 1)
 };
 
 Workload make_workload(const std::string& name, uint64_t seed) {
@@ -109,8 +111,15 @@ Workload make_workload(const std::string& name, uint64_t seed) {
       return w;
     }
   }
+  if (name == "gpt-mini") {  // 128 bytes a sample, a next-byte label per position
+    Workload w{workloads::make_model(name, seed), {128}, 256, 0};
+    w.labels_per_sample = 128;
+    w.tokens = true;
+    return w;
+  }
   throw std::invalid_argument("unknown model \"" + name +
-                              "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128");
+                              "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128, "
+                              "gpt-mini");
 }
 
 struct Options {
@@ -139,7 +148,7 @@ void run(const Options& o) {
   std::vector<std::vector<float>> xs(kPool, std::vector<float>(batch_numel));
   std::vector<std::vector<int32_t>> ys(kPool, std::vector<int32_t>(o.batch * w.labels_per_sample));
   for (int p = 0; p < kPool; ++p) {
-    for (float& v : xs[p]) v = gen.normal(0.0f, 1.0f);
+    for (float& v : xs[p]) v = w.tokens ? static_cast<float>(gen.below(w.classes)) : gen.normal(0.0f, 1.0f);
     for (int32_t& y : ys[p]) y = static_cast<int32_t>(gen.below(w.classes));
   }
   w.model.reset();  // rebuilt after the baseline, so its memory counts as torch's does
@@ -162,8 +171,9 @@ void run(const Options& o) {
     std::copy(xs[i % kPool].begin(), xs[i % kPool].end(), x.data());
     opt.zero_grad();
     Tensor logits = w.model->forward(x.to(device));
-    Tensor loss = w.labels_per_sample == 1 ? engine::cross_entropy(logits, ys[i % kPool])
-                                           : engine::cross_entropy(logits, ys[i % kPool], {});
+    // A language model's logits are a row per position already: (N * T, vocab).
+    Tensor loss = w.labels_per_sample == 1 || w.tokens ? engine::cross_entropy(logits, ys[i % kPool])
+                                                       : engine::cross_entropy(logits, ys[i % kPool], {});
     loss.backward();
     opt.step();
     last_loss = loss.item();
@@ -215,7 +225,7 @@ void run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Trains one model for a fixed number of steps and prints samples/s and peak memory as JSON"};
   Options o;
-  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64 or unet3d-128")->capture_default_str();
+  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128 or gpt-mini")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
