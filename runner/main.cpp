@@ -16,6 +16,7 @@
 #include "runner/phantom_command.h"
 #include "runner/predict_command.h"
 #include "runner/report_command.h"
+#include "runner/sample_command.h"
 #include "runner/spec.h"
 #include "runner/wiring.h"
 #include "trainers/regime.h"
@@ -53,26 +54,6 @@ int cmd_list(const std::string& what) {
       std::cout << "  " << r->name() << "  " << r->summary() << "\n";
   }
   return 0;
-}
-
-// The workload and model an arm's weights were trained with, from the run folder they sit
-// in (RUN/ARM/final.safetensors or its checkpoint); nullopt when they are not in one.
-std::optional<workloads::WorkloadConfig> recorded_workload(const std::string& weights, std::string& where) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path arm_dir = fs::absolute(weights, ec).parent_path(), run_dir = arm_dir.parent_path();
-  if (ec || !fs::is_regular_file(run_dir / "spec.json", ec)) return std::nullopt;
-  try {
-    // spec.json: {"spec": the experiment with its defaults, "environment": where it ran}
-    const ExperimentSpec spec = parse_spec(read_spec_json((run_dir / "spec.json").string()).at("spec"), false);
-    const ArmSpec& arm = spec.arm(arm_dir.filename().string());
-    workloads::WorkloadConfig cfg = workload_config(spec, arm);
-    cfg.model = arm.model;
-    where = (run_dir / "spec.json").string() + ", arm " + arm.name;
-    return cfg;
-  } catch (const std::exception&) {
-    return std::nullopt;  // not a run folder this build can read: the options must say it
-  }
 }
 
 int cmd_eval(const std::string& weights, const std::string& workload, const std::string& model,
@@ -168,6 +149,8 @@ int main(int argc, char** argv) {
   CLI::App* phantom_cmd = add_phantom_command(app, phantom_opts);
   PredictOptions predict_opts;
   CLI::App* predict_cmd = add_predict_command(app, predict_opts);
+  SampleOptions sample_opts;
+  CLI::App* sample_cmd = add_sample_command(app, sample_opts);
   InspectOptions inspect_opts;
   CLI::App* inspect_cmd = add_inspect_command(app, inspect_opts);
 
@@ -227,6 +210,7 @@ int main(int argc, char** argv) {
     if (*bench.bench) return bench_collectives_main(bench_opts);
     if (*phantom_cmd) return phantom_main(phantom_opts);
     if (*predict_cmd) return predict_main(predict_opts);
+    if (*sample_cmd) return sample_main(sample_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
     if (*certs_cmd) return certs_main(certs_opts);
     if (*launch_cmd) return launch_main(launch_opts);

@@ -64,4 +64,22 @@ std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, c
   return load(workload_config(spec, arm));
 }
 
+std::optional<workloads::WorkloadConfig> recorded_workload(const std::string& weights, std::string& where) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path arm_dir = fs::absolute(weights, ec).parent_path(), run_dir = arm_dir.parent_path();
+  if (ec || !fs::is_regular_file(run_dir / "spec.json", ec)) return std::nullopt;
+  try {
+    // spec.json: {"spec": the experiment with its defaults, "environment": where it ran}
+    const ExperimentSpec spec = parse_spec(read_spec_json((run_dir / "spec.json").string()).at("spec"), false);
+    const ArmSpec& arm = spec.arm(arm_dir.filename().string());
+    workloads::WorkloadConfig cfg = workload_config(spec, arm);
+    cfg.model = arm.model;
+    where = (run_dir / "spec.json").string() + ", arm " + arm.name;
+    return cfg;
+  } catch (const std::exception&) {
+    return std::nullopt;  // not a run folder this build can read: the options must say it
+  }
+}
+
 }  // namespace quartet::runner

@@ -3,6 +3,7 @@
 // Turns a parsed spec into the settings of the layers below.
 
 #include <filesystem>
+#include <optional>
 
 #include "runner/spec.h"
 #include "trainers/regime.h"
@@ -26,6 +27,11 @@ trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::pa
 // Loads the workload; a missing or corrupt dataset becomes a SpecError-like InputError.
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec);
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, const ArmSpec& arm);
+
+// The workload and model an arm's weights were trained with, from the run folder they sit
+// in (RUN/ARM/final.safetensors or its checkpoint); nullopt when they are not in one.
+// `where` names the spec and the arm.
+std::optional<workloads::WorkloadConfig> recorded_workload(const std::string& weights, std::string& where);
 
 // Bad input that is not a spec field: a file, a folder, an argument. Exit code 2.
 class InputError : public std::runtime_error {
