@@ -102,6 +102,13 @@ std::vector<std::string> workload_names() {
 
 bool higher_is_better(const std::string& metric) { return metric != "bpc"; }
 
+std::string workload_metric(const std::string& workload) {
+  const auto known = workload_names();
+  if (std::find(known.begin(), known.end(), workload) == known.end())
+    throw std::invalid_argument("unknown workload \"" + workload + "\"; known workloads: " + join(known));
+  return is_volume_workload(workload) ? "dice" : workload == "text-lm" ? "bpc" : "accuracy";
+}
+
 bool is_volume_workload(const std::string& workload) {
   return workload == "phantom-ct-seg" || workload == "phantom-mri-seg" || workload == "msd-folder";
 }

@@ -139,6 +139,9 @@ std::vector<std::string> workload_names();
 // scales follow it. An empty or unknown name counts as higher-is-better, as records
 // written before the metric was recorded were.
 bool higher_is_better(const std::string& metric);
+// The metric_name() of `workload`'s workloads, without making one: "accuracy", "dice" or
+// "bpc". Throws std::invalid_argument for an unknown workload, listing the known ones.
+std::string workload_metric(const std::string& workload);
 
 // Whether `workload` takes images or volumes (or the phantom-specific config fields).
 bool is_volume_workload(const std::string& workload);

@@ -260,6 +260,10 @@ TEST(TextLm, BitsPerCharacterAreBetterLower) {
   EXPECT_TRUE(higher_is_better("accuracy"));
   EXPECT_TRUE(higher_is_better("dice"));
   EXPECT_FALSE(higher_is_better("bpc"));
+  EXPECT_EQ(workload_metric("text-lm"), "bpc");
+  EXPECT_EQ(workload_metric("fashion-mnist"), "accuracy");
+  EXPECT_EQ(workload_metric("phantom-ct-seg"), "dice");
+  EXPECT_THROW(workload_metric("cifar"), std::invalid_argument);
 }
 
 TEST(TextLm, FortunesPackageSplitsIntoSourcesAndWindows) {
