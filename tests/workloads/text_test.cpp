@@ -152,6 +152,25 @@ TEST_F(TextFolder, SampleClassIsTheFileTheWindowCameFrom) {
   }
 }
 
+// One shard a client over three sources of about equal size: each client's text comes
+// (almost) all from one source, a different one for each client.
+TEST_F(TextFolder, ShardsGiveClientsTextBySource) {
+  const TextLmWorkload w(config(), kContext);
+  PartitionSpec spec;
+  spec.kind = "shards";
+  spec.clients = 3;
+  spec.shards_per_client = 1;
+  const Partition p = make_partition(spec, w);
+  ASSERT_EQ(p.num_classes, 3);
+  std::set<int64_t> dominant;
+  for (const std::vector<int64_t>& h : p.histograms) {
+    const auto top = std::max_element(h.begin(), h.end());
+    EXPECT_GE(*top * 10, std::accumulate(h.begin(), h.end(), int64_t{0}) * 8);
+    dominant.insert(top - h.begin());
+  }
+  EXPECT_EQ(dominant.size(), 3u);
+}
+
 TEST_F(TextFolder, LimitsTakeTheFirstWindows) {
   const TextLmWorkload all(config(), kContext);
   WorkloadConfig c = config();
