@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "trainers/records.h"
+#include "workloads/workload.h"
 
 namespace quartet::analysis {
 
@@ -184,7 +185,9 @@ const std::vector<RepeatMetric>& repeat_metrics() {
       {"best_quality", "best quality",
        [](const json& s) {
          const std::vector<double> v = evaluation_values(s);
-         return v.empty() ? std::nullopt : std::optional<double>(*std::max_element(v.begin(), v.end()));
+         if (v.empty()) return std::optional<double>();
+         const bool up = workloads::higher_is_better(trainers::text(s, "metric"));
+         return std::optional<double>(up ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end()));
        },
        quality_text},
       {"time_to_target", "time to target",

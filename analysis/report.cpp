@@ -10,6 +10,7 @@
 #include "analysis/projection.h"
 #include "analysis/repeats.h"
 #include "trainers/records.h"
+#include "workloads/workload.h"
 
 namespace quartet::analysis {
 
@@ -114,10 +115,13 @@ ReportFormats parse_formats(const std::string& list) {
 
 bool needs_charts(const ReportFormats& f) { return f.png || f.svg || f.html; }
 
-// The best evaluation and where it came: "0.8842 (epoch 2.0)".
-std::string best_quality_cell(const std::vector<EvalPoint>& evals) {
-  const auto best = std::max_element(evals.begin(), evals.end(),
-                                     [](const EvalPoint& a, const EvalPoint& b) { return a.value < b.value; });
+// The best evaluation (the lowest of a lower-is-better metric) and where it came:
+// "0.8842 (epoch 2.0)".
+std::string best_quality_cell(const std::vector<EvalPoint>& evals, const std::string& metric) {
+  const bool up = workloads::higher_is_better(metric);
+  const auto best = std::max_element(evals.begin(), evals.end(), [up](const EvalPoint& a, const EvalPoint& b) {
+    return up ? a.value < b.value : a.value > b.value;
+  });
   return fixed(best->value, 4) + " (epoch " + fixed(best->epoch, 1) + ")";
 }
 
@@ -136,7 +140,7 @@ Table arms_table(const std::vector<ArmResults>& arms) {
     else
       row.resize(row.size() + 6, "—");  // not started
     row.push_back(evals.empty() ? "—" : fixed(evals.back().value, 4));
-    row.push_back(evals.empty() ? "—" : best_quality_cell(evals));
+    row.push_back(evals.empty() ? "—" : best_quality_cell(evals, eval_metric(a)));
     row.push_back(to_target_cell(a));
     t.rows.push_back(std::move(row));
   }
@@ -147,9 +151,10 @@ std::string arms_table_note() {
   return "samples/s: training samples per second of training time (evaluation excluded). Memory: the engine's "
          "tracked peak (all tags, training only) and the process's peak resident set, the largest process's; "
          "an arm with several kinds of process (federated: server and pools) shows each kind's. Quality: the "
-         "workload's test-set metric (accuracy; mean Dice for volumes) at the last evaluation, and the best one "
-         "with the epoch it came at. To target: time "
-         "and training samples to the first evaluation at or above the target (federated: and its round).";
+         "workload's test-set metric (accuracy; mean Dice for volumes; bits per character for text, where lower is "
+         "better) at the last evaluation, and the best one with the epoch it came at. To target: time and training "
+         "samples to the first evaluation at or above the target (at or below it for bits per character; "
+         "federated: and its round).";
 }
 
 Table projection_table(const std::vector<ArmResults>& arms) {

@@ -222,6 +222,13 @@ std::vector<EvalPoint> eval_points(const ArmResults& arm) {
   return out;
 }
 
+std::string eval_metric(const ArmResults& arm) {
+  if (const RoleRecords* t = arm.timeline())
+    for (const json& r : t->records)
+      if (const std::string m = text(member(r, "eval"), "metric"); !m.empty()) return m;
+  return text(arm.summary, "metric");
+}
+
 std::vector<std::pair<int64_t, double>> loss_points(const ArmResults& arm) {
   std::vector<std::pair<int64_t, double>> out;
   if (const RoleRecords* t = arm.timeline())

@@ -94,6 +94,9 @@ RunResults load_run(const std::filesystem::path& dir);
 // Figures derived from an arm's records and summary, for charts; each tolerates a running
 // arm (no summary) and missing fields (returns empty or 0).
 std::vector<EvalPoint> eval_points(const ArmResults& arm);
+// The metric the arm was evaluated with ("accuracy", "dice", "bpc"), from its first
+// evaluation record or its summary; empty before any evaluation.
+std::string eval_metric(const ArmResults& arm);
 
 // The training loss at each step of the arm's clock role, against the training samples so
 // far: (samples, loss), non-finite losses left out.

@@ -9,6 +9,7 @@
 #include "analysis/report.h"
 #include "trainers/records.h"
 #include "trainers/regime.h"
+#include "workloads/workload.h"
 
 namespace quartet::analysis {
 
@@ -63,6 +64,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   int64_t nonfinite = 0, degraded = 0;
   json first_nonfinite = nullptr, first_degraded = nullptr;
   json privacy = nullptr;  // the last step's privacy account (federated arms with DP)
+  json metric = nullptr;   // the first evaluation's
   for (size_t i = 0; i < roles.size(); ++i) {
     int64_t role_sent = 0, role_received = 0;
     for (const json& line : roles[i]) {
@@ -108,6 +110,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
       role_received = r.bytes_received;
       messages = std::max(messages, r.messages);
       if (r.eval) {
+        if (metric.is_null()) metric = r.eval->metric;
         eval_seconds += r.eval->seconds;
         evals.push_back(
             {{"step", r.step}, {"samples", r.samples}, {"epoch", r.epoch}, {"wall", r.wall}, {"value", r.eval->value}});
@@ -136,12 +139,14 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
                      ? static_cast<double>(bytes_sent + bytes_received) / static_cast<double>(roles.size()) / epochs
                      : 0.0}};
   s["evaluations"] = evals;
+  s["metric"] = metric;
   s["final_quality"] = evals.empty() ? json(nullptr) : evals.back()["value"];
   s["target"] = target ? json(*target) : json(nullptr);
   json reached = nullptr;
   if (target) {
+    const bool up = workloads::higher_is_better(metric.is_string() ? metric.get<std::string>() : "");
     for (const json& e : evals) {
-      if (e["value"].get<double>() >= *target) {
+      if (const double v = e["value"].get<double>(); up ? v >= *target : v <= *target) {
         reached = {{"step", e["step"]}, {"samples", e["samples"]}, {"wall_seconds", e["wall"]}, {"epoch", e["epoch"]}};
         if (regime_counts_rounds(regime)) reached["rounds"] = e["step"];  // its step is a round
         break;

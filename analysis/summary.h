@@ -17,8 +17,10 @@ namespace quartet::analysis {
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
 
 // An arm's figures from its roles' step records:
-// samples/s, time, peak memory (per tag and RSS), bytes, final quality, time and
-// samples to the target, and the last round's privacy account (null without DP).
+// samples/s, time, peak memory (per tag and RSS), bytes, the metric and final quality,
+// time and samples to the target (the first evaluation at or past it: at or below it for
+// a lower-is-better metric, workloads::higher_is_better), and the last round's privacy
+// account (null without DP).
 nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
                              const std::vector<std::vector<nlohmann::json>>& roles_records,
                              std::optional<double> target, int64_t train_samples);

@@ -23,6 +23,7 @@
 #include "analysis/repeats.h"
 #include "analysis/tables.h"
 #include "trainers/records.h"
+#include "workloads/workload.h"
 
 namespace quartet::gui {
 
@@ -100,19 +101,16 @@ void show_legend(QChart* chart, size_t entries) {
   place_legend(chart, entries);
 }
 
-// The workload's metric the arms were evaluated with on the test set ("accuracy", "mean
-// Dice"), from their evaluation records; "test quality" when they differ or none has
-// been evaluated. Short: a small chart cuts a long axis title.
+// The workload's metric the arms were evaluated with on the test set ("accuracy", "dice",
+// "bpc"; analysis::eval_metric); "test quality" when they differ or none has been
+// evaluated. Short: a small chart cuts a long axis title.
 QString metric_of(const std::vector<ArmResults>& arms) {
   std::string metric;
   for (const ArmResults& a : arms)
-    if (const trainers::RoleRecords* role = a.timeline())
-      for (const nlohmann::json& r : role->records)
-        if (const std::string m = trainers::text(member(r, "eval"), "metric"); !m.empty()) {
-          if (!metric.empty() && m != metric) return "test quality";
-          metric = m;
-          break;
-        }
+    if (const std::string m = eval_metric(a); !m.empty()) {
+      if (!metric.empty() && m != metric) return "test quality";
+      metric = m;
+    }
   return metric.empty() ? QString("test quality") : QString::fromStdString(metric);
 }
 
@@ -121,7 +119,7 @@ QString metric_of(const std::vector<ArmResults>& arms) {
 struct LineSpec {
   QString x_title, y_title;
   bool log_y = false;
-  double y_cap = 0.0;  // the metric's ceiling (1 for accuracy), 0: none
+  double y_cap = 0.0;  // the metric's ceiling (1 for accuracy and Dice), 0: none
   const char* y_format = "%.2f";
   const char* x_format = "%.0f";
   std::function<Points(const ArmResults&)> points;
@@ -273,7 +271,8 @@ void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples
   LineSpec spec;
   spec.x_title = by_samples ? "training samples" : "wall time (s)";
   spec.y_title = metric_of(arms);
-  spec.y_cap = 1.0;
+  // The higher-is-better metrics (accuracy, Dice) end at 1; bits per character have no ceiling.
+  spec.y_cap = workloads::higher_is_better(spec.y_title.toStdString()) ? 1.0 : 0.0;
   auto x_of = [by_samples](double samples, double wall) { return by_samples ? samples : wall; };
   spec.points = [x_of](const ArmResults& a) {
     Points pts;

@@ -64,9 +64,10 @@ Field workload_field() {
               .allowed(workloads::workload_names())
               .needed(),
           field("model", FieldType::string, "the model (quartet list models)").needed().names_a("model"),
-          field("data_dir", FieldType::string, "dataset folder; empty: the workload's default")
+          field("data_dir", FieldType::string,
+                "dataset folder (text-lm: a folder of fortune files); empty: the workload's default")
               .defaults_to("")
-              .applies_when("name", {"fashion-mnist", "msd-folder"}),
+              .applies_when("name", {"fashion-mnist", "msd-folder", "text-lm"}),
           field("train_samples", FieldType::integer, "use only the first N training samples; 0: all")
               .at_least(0)
               .defaults_to(0)
@@ -322,6 +323,14 @@ engine::Device arm_device(const std::string& text, const std::string& path) {
   return device;
 }
 
+// Accuracy and Dice lie in [0, 1]; bits per character have no ceiling.
+void check_target(const trainers::TrainConfig& train, const std::string& workload, const std::string& path) {
+  const std::string metric = workloads::workload_metric(workload);
+  if (train.target && workloads::higher_is_better(metric) && *train.target > 1.0)
+    throw SpecError(path + ": " + workload + "'s metric (" + metric + ") lies in [0, 1]; expected a target in (0, 1], "
+                    "got " + json(*train.target).dump());
+}
+
 // One arm: its common fields, its train settings (the experiment's patched by its own),
 // then its regime's fields parsed by the regime; `a` is rewritten as run.
 ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const std::string& path,
@@ -352,6 +361,9 @@ ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const
   if (a.contains("train")) train.merge_patch(a.at("train"));
   arm.train = trainers::TrainConfig::parse(train, path + ".train");
   arm.train.seed = spec.at("seed").get<uint64_t>();
+  check_target(arm.train, workload.name, a.contains("train") && a.at("train").contains("target")
+                                             ? path + ".train.target"
+                                             : "spec.train.target");
   a["train"] = train;
 
   std::optional<trainers::MachineLimits> limits;

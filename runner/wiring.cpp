@@ -20,6 +20,7 @@ workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
 
 workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmSpec& arm) {
   workloads::WorkloadConfig c = workload_config(spec);
+  if (!arm.model.empty()) c.model = arm.model;  // text-lm: windows as long as the model reads
   if (arm.patch > 0) c.patch = arm.patch;
   return c;
 }

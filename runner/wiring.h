@@ -12,7 +12,7 @@
 namespace quartet::runner {
 
 workloads::WorkloadConfig workload_config(const ExperimentSpec& spec);
-// The workload as one arm sees it: the experiment's, with the arm's own patch.
+// The workload as one arm sees it: the experiment's, with the arm's own model and patch.
 workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmSpec& arm);
 
 // The weights an arm starts from, in the run folder: init.safetensors for the workload's

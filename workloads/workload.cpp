@@ -9,6 +9,7 @@
 #include "workloads/models.h"
 #include "workloads/segmentation.h"
 #include "workloads/synthetic.h"
+#include "workloads/text.h"
 
 namespace quartet::workloads {
 namespace {
@@ -96,7 +97,16 @@ double ImageClassificationWorkload::evaluate(engine::Model& model, const ImageDa
 }
 
 std::vector<std::string> workload_names() {
-  return {"fashion-mnist", "synthetic", "phantom-ct-seg", "phantom-mri-seg", "msd-folder"};
+  return {"fashion-mnist", "synthetic", "phantom-ct-seg", "phantom-mri-seg", "msd-folder", "text-lm"};
+}
+
+bool higher_is_better(const std::string& metric) { return metric != "bpc"; }
+
+std::string workload_metric(const std::string& workload) {
+  const auto known = workload_names();
+  if (std::find(known.begin(), known.end(), workload) == known.end())
+    throw std::invalid_argument("unknown workload \"" + workload + "\"; known workloads: " + join(known));
+  return is_volume_workload(workload) ? "dice" : workload == "text-lm" ? "bpc" : "accuracy";
 }
 
 bool is_volume_workload(const std::string& workload) {
@@ -107,7 +117,9 @@ std::vector<std::string> workload_model_names(const std::string& workload) {
   const auto known = workload_names();
   if (std::find(known.begin(), known.end(), workload) == known.end())
     throw std::invalid_argument("unknown workload \"" + workload + "\"; known workloads: " + join(known));
-  const char* task = is_volume_workload(workload) ? kVolumeSegmentation : kImageClassification;
+  const char* task = is_volume_workload(workload) ? kVolumeSegmentation
+                     : workload == "text-lm"      ? kLanguageModel
+                                                  : kImageClassification;
   std::vector<std::string> out;
   for (const auto& m : model_names())
     if (model_task(m) == task) out.push_back(m);
@@ -147,6 +159,7 @@ DatasetSplits limited(DatasetSplits d, const WorkloadConfig& config) {
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config) {
   if (config.name == "msd-folder") return make_msd_workload(config);
   if (is_volume_workload(config.name)) return make_phantom_workload(config);
+  if (config.name == "text-lm") return make_text_workload(config);
   const std::string model = config.model.empty() ? "cnn" : config.model;
   if (config.name == "fashion-mnist") {
     check_model_name(model);  // before the data is read

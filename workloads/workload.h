@@ -18,10 +18,11 @@ namespace quartet::workloads {
 struct WorkloadConfig {
   std::string name = "fashion-mnist";  // see workload_names()
   std::string model = "cnn";           // the default for make_model(seed)
-  std::string data_dir;                // fashion-mnist: an MNIST-format folder; empty: kFashionMnistDir
+  std::string data_dir;                // fashion-mnist: an MNIST-format folder; empty: kFashionMnistDir;
+                                       // text-lm: a folder of fortune files; empty: kFortunesDir
   int64_t synthetic_train = 2048;      // synthetic: sample counts
   int64_t synthetic_test = 512;
-  uint64_t seed = 1;                   // synthetic, phantoms: the data's seed (model seeds are separate)
+  uint64_t seed = 1;                   // synthetic, phantoms: the data's seed; text-lm: its split (model seeds are separate)
   // Use only the first N samples of each split; 0: all. For synthetic data they set the
   // sizes generated. A limit past a split's size is refused.
   int64_t train_limit = 0;
@@ -132,11 +133,21 @@ class ImageClassificationWorkload : public Workload {
 
 std::vector<std::string> workload_names();
 
+// Whether a larger value of the workload metric `metric` (Workload::metric_name) is a
+// better model: true for accuracy and Dice (both in [0, 1]), false for bits per
+// character ("bpc"). Best evaluations, targets ("reached" at or past them) and chart
+// scales follow it. An empty or unknown name counts as higher-is-better, as records
+// written before the metric was recorded were.
+bool higher_is_better(const std::string& metric);
+// The metric_name() of `workload`'s workloads, without making one: "accuracy", "dice" or
+// "bpc". Throws std::invalid_argument for an unknown workload, listing the known ones.
+std::string workload_metric(const std::string& workload);
+
 // Whether `workload` takes images or volumes (or the phantom-specific config fields).
 bool is_volume_workload(const std::string& workload);
 
 // The registered models (workloads/models.h) that fit `workload`: the 2D zoo for image
-// classification, unet3d for the phantom segmentation workloads.
+// classification, unet3d for the segmentation workloads, the language models for text-lm.
 // Throws std::invalid_argument for an unknown workload, listing the known ones.
 std::vector<std::string> workload_model_names(const std::string& workload);
 // Throws std::invalid_argument naming the models that fit when `model` is not one.
@@ -145,7 +156,8 @@ void check_workload_model(const std::string& workload, const std::string& model)
 // "fashion-mnist" loads data_dir (default kFashionMnistDir); "synthetic" generates
 // synthetic_train/test samples from seed; "msd-folder" reads a Decathlon folder
 // (data_dir); "phantom-ct-seg" and "phantom-mri-seg" make
-// `volumes` phantoms from seed (workloads/segmentation.h). Throws std::invalid_argument
+// `volumes` phantoms from seed (workloads/segmentation.h); "text-lm" reads fortune files
+// (data_dir, default kFortunesDir; workloads/text.h). Throws std::invalid_argument
 // for an unknown workload or model (listing the known ones) or bad sizes, and
 // std::runtime_error for unreadable data.
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config);

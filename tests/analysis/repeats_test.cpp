@@ -119,6 +119,13 @@ TEST_F(RepeatFiles, SameSeedRepeatsAreFlaggedIdentical) {
   EXPECT_FALSE(identical_repeats({same.front()}, {}));
 }
 
+TEST(Repeats, BestQualityOfALowerIsBetterMetricIsTheLowest) {
+  std::vector<json> ran{arm_summary(100, {3.0, 2.0, 2.5}), arm_summary(100, {2.8, 2.2})};
+  for (json& s : ran) s["metric"] = "bpc";
+  const json stats = repeat_statistics(ran, {1, 2}, false);
+  EXPECT_DOUBLE_EQ(stats["metrics"]["best_quality"]["mean"].get<double>(), 2.1);
+}
+
 TEST(Repeats, StatisticsGiveEachMetricsIntervalAndTheTableShowsIt) {
   const std::vector<json> ran{arm_summary(100, {0.5, 0.7}), arm_summary(110, {0.6, 0.8}),
                               arm_summary(120, {0.4, 0.9})};

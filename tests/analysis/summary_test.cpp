@@ -153,6 +153,27 @@ TEST(Results, StepArmsReportTheirStepToTargetWithoutRounds) {
   EXPECT_FALSE(s["to_target"].contains("rounds"));
 }
 
+// Bits per character improve downwards: the target is reached at or below it, and the
+// best evaluation is the lowest.
+TEST(Results, LowerIsBetterMetricReachesItsTargetFromAbove) {
+  std::vector<std::vector<json>> text = {{step("single", 1, 3.0, kMiB, kMiB), step("single", 2, 2.4, kMiB, kMiB),
+                                          step("single", 3, 2.6, kMiB, kMiB)}};
+  for (json& r : text[0]) r["eval"]["metric"] = "bpc";
+  const json s = summarize_arm("single", "single", text, 2.5, 1000);
+  EXPECT_EQ(s["metric"], "bpc");
+  EXPECT_EQ(s["to_target"]["step"], 2);
+  EXPECT_NE(summary_table("run", {s}).find("| 2.6000 | 2.4000 (epoch 0.2) |"), std::string::npos)
+      << summary_table("run", {s});
+  EXPECT_TRUE(summarize_arm("single", "single", text, 2.0, 1000)["to_target"].is_null());
+}
+
+TEST(Results, HigherIsBetterMetricKeepsItsBestAndTarget) {
+  const json s = summarize_arm("fed", "federated", federated_records(), 0.7, 1000);
+  EXPECT_EQ(s["metric"], "accuracy");  // records without a metric name are accuracy
+  EXPECT_NE(summary_table("run", {s}).find("| 0.8000 | 0.8000 (epoch 0.3) |"), std::string::npos)
+      << summary_table("run", {s});
+}
+
 // A DP arm's summary keeps its last round's privacy account, and summary.md adds the
 // privacy table; an arm without DP has none and no row.
 TEST(Results, DpArmSummaryCarriesTheFinalEpsilonAndTheTableShowsIt) {

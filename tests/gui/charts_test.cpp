@@ -6,6 +6,7 @@
 #include <QBarSet>
 #include <QLineSeries>
 #include <QTemporaryDir>
+#include <QValueAxis>
 #include <QXYSeries>
 #include <QtTest>
 #include <memory>
@@ -64,12 +65,40 @@ void expect_every_chart_has_content(const RunResults& run) {
   }
 }
 
+// A finished arm evaluated with `metric` at each of `values`, from its summary alone.
+ArmResults evaluated_arm(const std::string& metric, const std::vector<double>& values) {
+  ArmResults a;
+  a.name = a.label = "single";
+  a.regime = "single";
+  a.status = "finished";
+  nlohmann::json evals = nlohmann::json::array();
+  for (size_t i = 0; i < values.size(); ++i)
+    evals.push_back({{"step", i + 1}, {"samples", 100 * (i + 1)}, {"epoch", 0.1 * static_cast<double>(i + 1)},
+                     {"wall", static_cast<double>(i + 1)}, {"value", values[i]}});
+  a.summary = {{"metric", metric}, {"evaluations", evals}};
+  return a;
+}
+
+double quality_axis_max(const ArmResults& arm) {
+  std::unique_ptr<QChart> chart(make_chart(ChartKind::quality_samples, {arm}));
+  return qobject_cast<QValueAxis*>(chart->axes(Qt::Vertical).front())->max();
+}
+
 }  // namespace
 
 class ChartsTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // Accuracy and Dice end at 1, so their axis stops there; bits per character go on.
+  void QualityAxisStopsAtOneOnlyForMetricsThatEndThere() {
+    QCOMPARE(quality_axis_max(evaluated_arm("accuracy", {0.95, 0.99})), 1.0);
+    QCOMPARE(quality_axis_max(evaluated_arm("dice", {0.95, 0.99})), 1.0);
+    QVERIFY(quality_axis_max(evaluated_arm("bpc", {0.95, 0.99})) > 1.0);
+    std::unique_ptr<QChart> chart(make_chart(ChartKind::quality_samples, {evaluated_arm("bpc", {3.1, 2.2})}));
+    QCOMPARE(chart->axes(Qt::Vertical).front()->titleText(), QString("bpc"));
+  }
+
   void FixtureRunLoadsIntoEveryChart() { expect_every_chart_has_content(load_run(gui_test::fixture_run())); }
 
   void FreshRunOfTheQuartetBinaryLoadsIntoEveryChart() {

@@ -6,6 +6,7 @@
 
 #include "engine/device.h"
 #include "runner/spec.h"
+#include "runner/wiring.h"
 #include "trainers/accumulate/accumulate.h"
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/limits.h"
@@ -100,6 +101,30 @@ TEST(Spec, ArmModelDefaultsToTheWorkloadsAndMayBeItsOwn) {
   EXPECT_EQ(s.arms[1].model, "cnn-wide");
   EXPECT_FALSE(s.json["arms"][0].contains("model"));  // absent: the workload's model
   EXPECT_EQ(s.json["arms"][1]["model"], "cnn-wide");
+}
+
+TEST(Spec, ArmsWorkloadIsMadeForTheArmsModel) {
+  json j = valid();
+  j["arms"][1]["model"] = "cnn-wide";
+  const ExperimentSpec s = parse_spec(j);
+  EXPECT_EQ(workload_config(s, s.arms[0]).model, "mlp");
+  EXPECT_EQ(workload_config(s, s.arms[1]).model, "cnn-wide");
+}
+
+// Accuracy and Dice end at 1; bits per character (text-lm) have no ceiling, so the
+// bound is the workload's, named where the target was written.
+TEST(Spec, TargetPastOneIsRefusedForAccuracy) {
+  json j = valid();
+  j["train"]["target"] = 0.9;
+  EXPECT_EQ(error_of(j), "");
+  j["train"]["target"] = 1.5;
+  EXPECT_EQ(error_of(j), "spec.train.target: synthetic's metric (accuracy) lies in [0, 1]; expected a target in "
+                         "(0, 1], got 1.5");
+  j["train"]["target"] = 0.9;
+  j["arms"][1]["train"] = {{"target", 2.0}};
+  expect_error(j, "spec.arms[1].train.target: synthetic's metric (accuracy) lies in [0, 1]");
+  j["arms"][1]["train"] = {{"target", 0.0}};
+  expect_error(j, "target");
 }
 
 TEST(Spec, UnknownArmModelListsTheKnownOnes) {

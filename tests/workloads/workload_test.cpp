@@ -44,7 +44,7 @@ TEST(Workload, UnknownWorkloadListsTheKnownOnes) {
   c.name = "cifar";
   EXPECT_EQ(error_of([&] { make_workload(c); }),
             "unknown workload \"cifar\"; known workloads: fashion-mnist, synthetic, phantom-ct-seg, phantom-mri-seg, "
-            "msd-folder");
+            "msd-folder, text-lm");
 }
 
 TEST(Workload, UnknownModelIsRefusedBeforeDataIsRead) {
