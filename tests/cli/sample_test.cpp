@@ -22,6 +22,7 @@ class SampleCli : public cli_util::FolderTest {
  protected:
   SampleCli() : FolderTest("cli_sample") {}
   void SetUp() override {
+    FolderTest::SetUp();
     weights_ = dir_ / "gpt.safetensors";
     engine::save_safetensors(weights_.string(), workloads::make_model("gpt-mini", 4)->state_dict());
   }
