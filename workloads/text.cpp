@@ -127,7 +127,13 @@ TextLmWorkload::TextLmWorkload(const WorkloadConfig& config, int64_t context)
   const std::string bytes = std::to_string(context_ + 1) + " bytes";
   if (windows_.empty()) throw std::runtime_error(dir + ": no source's training text holds " + bytes);
   if (test_windows_ == 0) throw std::runtime_error(dir + ": the validation text holds fewer than " + bytes);
-  windows_.resize(static_cast<size_t>(limited(train_size(), config.train_limit, "train_samples")));
+  // A limit keeps windows spread evenly over the split, so every source stays in it.
+  const int64_t train_total = train_size();
+  const int64_t train_kept = limited(train_total, config.train_limit, "train_samples");
+  std::vector<Window> kept;
+  for (int64_t k = 0; k < train_kept; ++k) kept.push_back(windows_[static_cast<size_t>(k * train_total / train_kept)]);
+  windows_ = std::move(kept);
+  test_total_ = test_windows_;
   test_windows_ = limited(test_windows_, config.test_limit, "test_samples");
 }
 
@@ -182,7 +188,8 @@ double TextLmWorkload::evaluate(engine::Model& model, int64_t batch) const {
     for (int64_t begin = 0; begin < test_windows_; begin += batch) {
       const int64_t n = std::min(batch, test_windows_ - begin);
       Batch b = empty_batch(n, context_);
-      for (int64_t k = 0; k < n; ++k) put_window(corpus_.validation, (begin + k) * context_, context_, k, b);
+      for (int64_t k = 0; k < n; ++k)
+        put_window(corpus_.validation, (begin + k) * test_total_ / test_windows_ * context_, context_, k, b);
       const engine::Tensor logits = model.forward(b.x.to(model.device())).to(engine::Device::cpu());
       nats += static_cast<double>(engine::cross_entropy(logits, b.y).item()) * static_cast<double>(n * context_);
     }

@@ -44,8 +44,9 @@ TextCorpus read_text_corpus(const std::string& dir, uint64_t seed);
 class TextLmWorkload : public Workload {
  public:
   // The corpus of config.data_dir (empty: kFortunesDir) split by config.seed, in windows
-  // of `context` (T) input bytes; the first config.train_limit / test_limit windows when
-  // those are > 0. The default model is config.model, or "gpt-mini" when empty; it is
+  // of `context` (T) input bytes; config.train_limit / test_limit windows when those are
+  // > 0, spread evenly over each split (window k of n kept from total: k * total / n), so
+  // a limited run still reads every source. The default model is config.model, or "gpt-mini" when empty; it is
   // not checked here (make_workload does).
   // throws std::invalid_argument for context < 1 or a limit past a split's windows, and
   // std::runtime_error as read_text_corpus does, or when a split has no window of T + 1
@@ -89,7 +90,8 @@ class TextLmWorkload : public Workload {
   int64_t context_;
   std::string default_model_;
   std::vector<Window> windows_;
-  int64_t test_windows_ = 0;
+  int64_t test_windows_ = 0;  // evaluated: test_total_ or the test limit, spread evenly
+  int64_t test_total_ = 0;    // the validation text's windows
 };
 
 // "text-lm" from config: T is model_info(config.model).input_shape[0] (default model

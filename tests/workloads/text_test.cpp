@@ -171,7 +171,8 @@ TEST_F(TextFolder, ShardsGiveClientsTextBySource) {
   EXPECT_EQ(dominant.size(), 3u);
 }
 
-TEST_F(TextFolder, LimitsTakeTheFirstWindows) {
+// Window k of n kept from a split of `total`: k * total / n, so every source stays in.
+TEST_F(TextFolder, LimitsKeepWindowsSpreadOverTheSplit) {
   const TextLmWorkload all(config(), kContext);
   WorkloadConfig c = config();
   c.train_limit = 7;
@@ -179,7 +180,9 @@ TEST_F(TextFolder, LimitsTakeTheFirstWindows) {
   const TextLmWorkload some(c, kContext);
   EXPECT_EQ(some.train_size(), 7);
   EXPECT_EQ(some.test_size(), 2);
-  for (int64_t i = 0; i < 7; ++i) EXPECT_EQ(some.train_window(i), all.train_window(i));
+  for (int64_t k = 0; k < 7; ++k) EXPECT_EQ(some.train_window(k), all.train_window(k * all.train_size() / 7));
+  const std::vector<int32_t> sources = some.sample_classes();
+  EXPECT_EQ(std::set<int32_t>(sources.begin(), sources.end()).size(), 3u) << "every source keeps windows";
   c.test_limit = all.test_size() + 1;
   try {
     TextLmWorkload too_many(c, kContext);
