@@ -8,6 +8,7 @@
 #include "trainers/regime.h"
 #include "trainers/single/single.h"
 #include "trainers/split/split.h"
+#include "trainers/tensor_parallel/tensor_parallel.h"
 
 namespace quartet::trainers {
 
@@ -19,6 +20,7 @@ const std::vector<const Regime*>& regime_table() {
       &federated::regime(),
       &split::regime(),
       &pipeline::regime(),
+      &tensor_parallel::regime(),
   };
   return table;
 }

@@ -184,7 +184,9 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
       const bool epoch_end = b + 1 == plan.steps_per_epoch || capped;
       const engine::MemStats train_mem = engine::memory_stats();
       if (epoch_end) reducer.gather_model();
-      finish_step(ctx, records, r, wall0, clock, epoch_end && o.lead, model, extra, train_mem);
+      const bool evaluate = epoch_end && o.lead;
+      finish_step(ctx, records, r, wall0, clock, evaluate, evaluate && o.whole_model ? o.whole_model() : model, extra,
+                  train_mem);
       if (capped) break;
     }
     if (!capped && o.checkpoints) {
@@ -197,7 +199,9 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
     if (!capped && epoch + 1 < cfg.epochs) reducer.release_model();
   }
   reducer.gather_model();
-  if (o.lead) engine::save_safetensors(final_weights_path(ctx.arm_dir).string(), model.state_dict());
+  if (o.lead)
+    engine::save_safetensors(final_weights_path(ctx.arm_dir).string(),
+                             (o.whole_model ? o.whole_model() : model).state_dict());
 }
 
 }  // namespace quartet::trainers

@@ -121,6 +121,10 @@ struct LoopOptions {
   std::function<void(const Position&)> on_start;
   // Fields a step's record adds (data_parallel: its communication), after the step.
   std::function<nlohmann::json(StepRecord& record, const Position& position)> record_step;
+  // The model the lead evaluates and writes as the final weights, asked for after
+  // Reducer::gather_model(); none: the model it trains (tensor_parallel trains a slice and
+  // gathers the whole model from its ranks' slices).
+  std::function<engine::Model&()> whole_model;
 };
 
 // Trains ctx's model for the arm's epochs (capped by max_steps): each step takes the

@@ -1,0 +1,132 @@
+// tensor_parallel with ranks as threads of one process, over a real coordinator on
+// 127.0.0.1 and shared memory or Gloo, as the processes of `quartet run` do it: gpt-mini
+// on a small byte corpus, against single.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "engine/safetensors.h"
+#include "tests/temp_folder.h"
+#include "tests/trainers/trainer_test_util.h"
+#include "trainers/regime.h"
+#include "workloads/workload.h"
+
+namespace quartet::trainers {
+namespace {
+
+using testing::max_abs_diff;
+using nlohmann::json;
+
+class TensorParallel : public testing::RegimeTest {
+ protected:
+  TensorParallel() : RegimeTest("tensor_parallel") {}
+  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
+
+  // Two "sources" of fortunes: lines of words drawn from a fixed list, enough for a few
+  // batches of 129-byte windows.
+  void SetUp() override {
+    RegimeTest::SetUp();
+    const std::filesystem::path corpus = dir_ / "corpus";
+    std::filesystem::create_directories(corpus);
+    const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"};
+    uint64_t state = 7;
+    for (const char* source : {"alpha", "beta"}) {
+      std::ofstream out(corpus / source);
+      for (int fortune = 0; fortune < 60; ++fortune) {
+        for (int w = 0; w < 24; ++w) {
+          state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+          out << words[(state >> 33) % 11] << (w % 8 == 7 ? "\n" : " ");
+        }
+        out << "%\n";
+      }
+    }
+    workloads::WorkloadConfig wc;
+    wc.name = "text-lm";
+    wc.model = "gpt-mini";
+    wc.data_dir = corpus.string();
+    wc.test_limit = 4;
+    use_workload(wc);
+  }
+
+  RoleContext context(const std::string& arm, int64_t ranks, json settings = json::object()) {
+    RoleContext c = RegimeTest::context(arm, 4, 3);
+    c.config.eval_batch = 4;
+    if (ranks > 0) {
+      settings["ranks"] = ranks;
+      c.settings = testing::regime_settings("tensor_parallel", c, settings);
+    }
+    return c;
+  }
+  void run_single() { testing::run_role("single", context("single", 0)); }
+};
+
+// Tolerance for "the same update": the ranks' partial sums added in another order than
+// one process's matrix products, over 3 SGD steps with momentum; the data_parallel tests'.
+constexpr double kSameUpdate = 2e-6;
+
+TEST_F(TensorParallel, TwoAndFourRanksEqualSingle) {
+  run_single();
+  for (int64_t ranks : {2, 4}) {
+    const std::string arm = "tp" + std::to_string(ranks);
+    testing::run_roles_as_threads("tensor_parallel", context(arm, ranks));
+    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
+    std::cout << "[ measured ] tensor_parallel " << ranks << " ranks vs single: max |param diff| = " << diff << "\n";
+    EXPECT_LT(diff, kSameUpdate) << ranks << " ranks";
+  }
+  EXPECT_GT(max_abs_diff(final_weights("single"), engine::load_safetensors(init_.string())), 1e-3);
+}
+
+TEST_F(TensorParallel, GlooEqualsSingleAndEveryBlockAllReducesTwiceEachWay) {
+  run_single();
+  testing::run_roles_as_threads("tensor_parallel", context("tp2", 2, json{{"backend", "gloo"}}));
+  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("tp2")), kSameUpdate);
+  for (const char* role : {"rank0", "rank1"}) {
+    int steps = 0;
+    for (const json& r : records("tp2", role)) {
+      if (r.value("type", "") != "step") continue;
+      ++steps;
+      // 4 blocks x (attention, MLP) x (forward, backward), each of the (4, 128, 128)
+      // activations: a ring all-reduce of S bytes over 2 ranks sends S per rank.
+      EXPECT_EQ(r["comm"]["messages"], 16 * 2) << "two ring messages per all-reduce on 2 ranks";
+      EXPECT_EQ(r["comm"]["bytes"], 16 * 4 * 128 * 128 * 4);
+      EXPECT_EQ(r["comm"]["backend"], "gloo");
+    }
+    EXPECT_EQ(steps, 3) << role;
+  }
+  // Rank 0 alone evaluates, once, at the (capped) epoch's end.
+  const auto evaluations = [&](const char* role) {
+    int n = 0;
+    for (const json& r : records("tp2", role)) n += r.contains("eval") ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(evaluations("rank0"), 1);
+  EXPECT_EQ(evaluations("rank1"), 0);
+}
+
+TEST_F(TensorParallel, ClippingByTheWholeModelsNormEqualsSingle) {
+  RoleContext single = context("single", 0);
+  single.config.clip_grad_norm = 0.5;
+  testing::run_role("single", single);
+  RoleContext tp = context("tp2", 2);
+  tp.config.clip_grad_norm = 0.5;
+  tp.settings = testing::regime_settings("tensor_parallel", tp, {{"ranks", 2}});
+  testing::run_roles_as_threads("tensor_parallel", tp);
+  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("tp2")), kSameUpdate);
+}
+
+TEST_F(TensorParallel, RanksThatDoNotDivideTheHeadsAreRefused) {
+  try {
+    context("tp3", 3);
+    FAIL() << "3 ranks over 4 heads were accepted";
+  } catch (const SettingsError& e) {
+    EXPECT_NE(std::string(e.what()).find("do not divide gpt-mini's 4 heads"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace quartet::trainers

@@ -1,0 +1,28 @@
+#pragma once
+
+// tensor_parallel: N ranks split every block of the model (Megatron-LM): each rank holds
+// its slice of the attention heads and of the MLP's hidden units (workloads/gpt.h) and
+// computes its part of every sample of the batch; per block, one all-reduce of the
+// activations in forward and one of their gradients in backward join the slices. Every
+// rank trains on the whole batch; the parameters every rank holds whole (embeddings,
+// layer norms, the head) get the same gradients on each and stay equal without
+// communication. Roles "rank0" .. "rank{N-1}"; rank 0 gathers the whole model from the
+// slices to evaluate it and write its weights.
+
+#include <cstdint>
+#include <string>
+
+#include "trainers/regime.h"
+
+namespace quartet::trainers::tensor_parallel {
+
+struct Settings : RegimeSettings {
+  int64_t ranks = 2;
+  std::string backend = "shm";  // shm, gloo (CPU); nccl (GPU)
+
+  static const SettingsTable<Settings>& table();
+};
+
+const Regime& regime();
+
+}  // namespace quartet::trainers::tensor_parallel
