@@ -1,6 +1,6 @@
 #pragma once
 
-// `quartet launch`: one rank of a data_parallel arm, started once per rank by a cluster
+// `quartet launch`: one rank of a data_parallel or tensor_parallel arm, started once per rank by a cluster
 // launcher (srun, mpirun, torchrun); the rank and the coordinator come from the
 // environment (runner/cluster.h, docs/cluster.md).
 
