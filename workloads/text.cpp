@@ -156,6 +156,12 @@ std::string TextLmWorkload::train_window(int64_t i) const {
                                                              static_cast<size_t>(context_ + 1));
 }
 
+std::string TextLmWorkload::test_window(int64_t i) const {
+  if (i < 0 || i >= test_windows_) throw std::out_of_range("test window " + std::to_string(i) + " outside [0, " +
+                                                           std::to_string(test_windows_) + ")");
+  return corpus_.validation.substr(static_cast<size_t>(test_offset(i)), static_cast<size_t>(context_ + 1));
+}
+
 std::vector<int32_t> TextLmWorkload::sample_classes() const {
   std::vector<int32_t> out;
   out.reserve(windows_.size());
@@ -189,7 +195,7 @@ double TextLmWorkload::evaluate(engine::Model& model, int64_t batch) const {
       const int64_t n = std::min(batch, test_windows_ - begin);
       Batch b = empty_batch(n, context_);
       for (int64_t k = 0; k < n; ++k)
-        put_window(corpus_.validation, (begin + k) * test_total_ / test_windows_ * context_, context_, k, b);
+        put_window(corpus_.validation, test_offset(begin + k), context_, k, b);
       const engine::Tensor logits = model.forward(b.x.to(model.device())).to(engine::Device::cpu());
       nats += static_cast<double>(engine::cross_entropy(logits, b.y).item()) * static_cast<double>(n * context_);
     }

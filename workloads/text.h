@@ -77,8 +77,9 @@ class TextLmWorkload : public Workload {
   double evaluate(engine::Model& model, int64_t batch) const override;
 
   const TextCorpus& corpus() const { return corpus_; }
-  // The T + 1 bytes of training window i.
+  // The T + 1 bytes of training window i, and of evaluated validation window i.
   std::string train_window(int64_t i) const;
+  std::string test_window(int64_t i) const;
 
  private:
   struct Window {
@@ -90,6 +91,9 @@ class TextLmWorkload : public Workload {
   int64_t context_;
   std::string default_model_;
   std::vector<Window> windows_;
+  // Where evaluated window i starts in the validation text.
+  int64_t test_offset(int64_t i) const { return i * test_total_ / test_windows_ * context_; }
+
   int64_t test_windows_ = 0;  // evaluated: test_total_ or the test limit, spread evenly
   int64_t test_total_ = 0;    // the validation text's windows
 };

@@ -183,6 +183,10 @@ TEST_F(TextFolder, LimitsKeepWindowsSpreadOverTheSplit) {
   for (int64_t k = 0; k < 7; ++k) EXPECT_EQ(some.train_window(k), all.train_window(k * all.train_size() / 7));
   const std::vector<int32_t> sources = some.sample_classes();
   EXPECT_EQ(std::set<int32_t>(sources.begin(), sources.end()).size(), 3u) << "every source keeps windows";
+  const std::string& val = all.corpus().validation;
+  for (int64_t k = 0; k < 2; ++k)
+    EXPECT_EQ(some.test_window(k), val.substr(static_cast<size_t>(k * all.test_size() / 2 * kContext),
+                                              static_cast<size_t>(kContext + 1)));
   c.test_limit = all.test_size() + 1;
   try {
     TextLmWorkload too_many(c, kContext);
