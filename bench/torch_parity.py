@@ -4,7 +4,9 @@ with Quartet, loads its final.safetensors into the PyTorch definition by paramet
 (strict: every name and shape must match), and compares what each side computes with
 the same weights: the Fashion-MNIST test predictions (mlp, lenet5, cnn, cnn-wide,
 resnet-mini in eval mode: correct counts) or the voxel labels `quartet predict` writes
-for a 32^3 CT phantom (unet3d, one window). Prints one table; exits 1 on a mismatch.
+for a 32^3 CT phantom (unet3d, one window), or the text `quartet sample --temperature 0`
+writes (gpt-mini, trained briefly on text-lm: every greedy byte). Prints one table; exits
+1 on a mismatch.
 
     /usr/bin/python3 bench/torch_parity.py --quartet build/quartet [--models mlp,lenet5,unet3d]
 
@@ -77,6 +79,9 @@ def quartet_weights(quartet, model, work):
         workload = {"name": "phantom-ct-seg", "model": "unet3d", "volumes": 4, "test_volumes": 1,
                     "volume_size": 32, "patch": 32}
         train = {"epochs": 1, "batch": 1, "max_steps": 3, "optimizer": {"name": "adam", "lr": 0.003}}
+    elif model == "gpt-mini":
+        workload = {"name": "text-lm", "model": "gpt-mini", "train_samples": 512, "test_samples": 16}
+        train = {"epochs": 1, "batch": 16, "max_steps": 30, "optimizer": {"name": "adamw", "lr": 0.003}}
     else:
         workload = {"name": "fashion-mnist", "model": model}
         train = {"epochs": 1, "batch": 64, "max_steps": 60,
@@ -127,10 +132,30 @@ def unet3d_row(quartet, weights, work):
     return sum(t.numel() for t in state.values()), int((theirs == ours).sum()), ours.numel()
 
 
+def gpt_row(quartet, weights, prompt="The ", length=80):
+    """Bytes on which `quartet sample --temperature 0` and PyTorch's greedy choice agree."""
+    out = subprocess.run([quartet, "sample", weights, "--prompt", prompt, "--length", str(length),
+                          "--temperature", "0"], check=True, capture_output=True).stdout
+    ours = out[len(prompt):len(prompt) + length]
+    net, _, _, _ = build("gpt-mini")
+    state = read_safetensors(weights)
+    net.load_state_dict(state, strict=True)
+    net.eval()
+    text = list(prompt.encode())
+    with torch.no_grad():
+        for _ in range(length):
+            window = torch.tensor(text[-128:], dtype=torch.float32)[None]
+            text.append(int(net(window)[-1].argmax()))
+    theirs = bytes(text[len(prompt):])
+    print(f"# gpt-mini: Quartet's greedy continuation of {prompt!r}: {ours!r}", file=sys.stderr)
+    same = sum(a == b for a, b in zip(ours, theirs))
+    return sum(t.numel() for t in state.values()), same, length
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quartet", default="build/quartet")
-    p.add_argument("--models", default="mlp,lenet5,cnn,cnn-wide,resnet-mini,unet3d")
+    p.add_argument("--models", default="mlp,lenet5,cnn,cnn-wide,resnet-mini,unet3d,gpt-mini")
     args = p.parse_args()
     torch.set_num_threads(1)
     x, y = test_set()
@@ -140,6 +165,12 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for model in args.models.split(","):
             weights = quartet_weights(args.quartet, model, work)
+            if model == "gpt-mini":
+                params, same, n = gpt_row(args.quartet, weights)
+                ok = ok and same == n
+                print(f"| gpt-mini | {params:,} | greedy text, {n} bytes | {same} bytes the same | "
+                      f"{'yes' if same == n else 'NO'} |")
+                continue
             if model == "unet3d":
                 params, same, voxels = unet3d_row(args.quartet, weights, work)
                 ok = ok and same == voxels
