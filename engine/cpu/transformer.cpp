@@ -1,6 +1,7 @@
 #include "engine/cpu/transformer.h"
 
 #include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -80,17 +81,42 @@ void layer_norm_grad_params(const float* pg, const float* px, const float* pm, c
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
+// GELU runs sixteen values at a time through Eigen's vectorised erf (a rational
+// approximation good to a few ulp, PyTorch's kind) and exp, the last chunk of a range
+// zero-padded: every value takes the packet code, never the scalar one, so its result
+// does not depend on where a thread's slice starts. std::erf, one value at a time, took
+// a fifth of gpt-mini's step.
+constexpr int64_t kChunk = 16;
+using Chunk = Eigen::Array<float, kChunk, 1>;
+
+template <class F>
+void by_chunks(int64_t i0, int64_t i1, F&& f) {
+  for (int64_t i = i0; i < i1; i += kChunk) f(i, std::min(kChunk, i1 - i));
+}
+
+Chunk load(const float* p, int64_t n) {
+  Chunk c = Chunk::Zero();
+  std::copy_n(p, n, c.data());
+  return c;
+}
+
+Chunk normal_cdf(const Chunk& x) { return 0.5f * (1.0f + (x * static_cast<float>(kInvSqrt2)).erf()); }
+
 void gelu_range(const float* px, float* po, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) po[i] = 0.5f * px[i] * (1.0f + std::erf(px[i] * static_cast<float>(kInvSqrt2)));
+  by_chunks(i0, i1, [&](int64_t i, int64_t n) {
+    const Chunk x = load(px + i, n);
+    const Chunk y = x * normal_cdf(x);
+    std::copy_n(y.data(), n, po + i);
+  });
 }
 
 void gelu_backward_range(const float* g, const float* px, float* gi, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) {
-    const float x = px[i];
-    const float cdf = 0.5f * (1.0f + std::erf(x * static_cast<float>(kInvSqrt2)));
-    const float pdf = static_cast<float>(kInvSqrt2Pi) * std::exp(-0.5f * x * x);
-    gi[i] = g[i] * (cdf + x * pdf);
-  }
+  by_chunks(i0, i1, [&](int64_t i, int64_t n) {
+    const Chunk x = load(px + i, n);
+    const Chunk pdf = static_cast<float>(kInvSqrt2Pi) * (-0.5f * x * x).exp();
+    const Chunk d = load(g + i, n) * (normal_cdf(x) + x * pdf);
+    std::copy_n(d.data(), n, gi + i);
+  });
 }
 
 // ---- attention ----
