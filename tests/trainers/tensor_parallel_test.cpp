@@ -45,10 +45,16 @@ class TensorParallel : public testing::RegimeTest {
         out << "%\n";
       }
     }
+    use_corpus(0);
+  }
+
+  // The corpus above as a text-lm workload, its first `train` windows (0: all).
+  void use_corpus(int64_t train) {
     workloads::WorkloadConfig wc;
     wc.name = "text-lm";
     wc.model = "gpt-mini";
-    wc.data_dir = corpus.string();
+    wc.data_dir = (dir_ / "corpus").string();
+    wc.train_limit = train;
     wc.test_limit = 4;
     use_workload(wc);
   }
@@ -117,6 +123,35 @@ TEST_F(TensorParallel, ClippingByTheWholeModelsNormEqualsSingle) {
   tp.settings = testing::regime_settings("tensor_parallel", tp, {{"ranks", 2}});
   testing::run_roles_as_threads("tensor_parallel", tp);
   EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("tp2")), kSameUpdate);
+}
+
+// Each rank checkpoints its own slices and optimizer state at every epoch's end; an arm
+// that stops after one epoch and resumes ends where one that never stopped does.
+TEST_F(TensorParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
+  use_corpus(8);  // two steps of 4 an epoch
+  auto ctx = [&](const std::string& arm, int64_t epochs) {
+    RoleContext c = context(arm, 0);
+    c.config.max_steps = 0;
+    c.config.epochs = epochs;
+    c.config.optimizer = {.name = "adam", .lr = 1e-3f};
+    c.settings = testing::regime_settings("tensor_parallel", c, {{"ranks", 2}});
+    return c;
+  };
+  testing::run_roles_as_threads("tensor_parallel", ctx("whole", 3));
+  testing::run_roles_as_threads("tensor_parallel", ctx("parts", 1));  // one epoch, then "crash"
+  std::filesystem::remove(final_weights_path(dir_ / "parts"));
+  RoleContext rest = ctx("parts", 3);
+  rest.resume = true;
+  testing::run_roles_as_threads("tensor_parallel", rest);
+  EXPECT_EQ(max_abs_diff(final_weights("whole"), final_weights("parts")), 0.0);
+  for (const char* role : {"rank0", "rank1"}) {
+    int64_t step = 0;
+    for (const json& r : records("parts", role)) {
+      if (r.value("type", "") != "step") continue;
+      EXPECT_EQ(r["step"], ++step) << role;
+    }
+    EXPECT_EQ(step, 6) << role;
+  }
 }
 
 TEST_F(TensorParallel, RanksThatDoNotDivideTheHeadsAreRefused) {
