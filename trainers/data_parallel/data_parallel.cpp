@@ -19,7 +19,6 @@
 namespace quartet::trainers::data_parallel {
 namespace {
 
-namespace fs = std::filesystem;
 
 using engine::MemTag;
 using engine::Tensor;
@@ -37,13 +36,6 @@ void broadcast_state(transport::Collectives& comm, const engine::Model& model, C
     comm.broadcast(device_span(v), 0);
     counters.add(CollectiveKind::broadcast, v.numel() * 4, comm, clock.seconds());
   }
-}
-
-// zero 0 and rank 0 share the arm's checkpoint; a sharded optimizer's other ranks keep
-// their own shard beside it.
-fs::path own_checkpoint(const RoleContext& ctx, int64_t zero) {
-  if (zero == 0 || ctx.rank == 0) return checkpoint_path(ctx.arm_dir);
-  return ctx.arm_dir / ("checkpoint." + ctx.role + ".safetensors");
 }
 
 // Clips a sharded gradient by the global norm (engine::clip_grad_norm's rule); returns
@@ -216,7 +208,7 @@ void train_data_parallel(const RoleContext& arm_ctx, const Settings& s) {
   o.lead = ctx.rank == 0;
   // zero 0: rank 0 keeps the arm's checkpoint; sharded state: every rank its own shard.
   o.checkpoints = ctx.rank == 0 || s.zero > 0;
-  o.checkpoint = own_checkpoint(ctx, s.zero);
+  o.checkpoint = own_checkpoint(ctx, s.zero > 0);  // zero > 0: a shard of its own
   o.checkpoint_extra = {{"ranks", s.ranks}, {"zero", s.zero}};
   o.on_start = [&](const Position& pos) { hook.start(ctx, *model, pos); };
   o.record_step = [&](StepRecord& r, const Position& pos) { return hook.record(r, pos); };

@@ -118,6 +118,11 @@ RoleContext on_own_device(RoleContext ctx) {
   return ctx;
 }
 
+std::filesystem::path own_checkpoint(const RoleContext& ctx, bool own_state) {
+  if (!own_state || ctx.rank == 0) return checkpoint_path(ctx.arm_dir);
+  return ctx.arm_dir / ("checkpoint." + ctx.role + ".safetensors");
+}
+
 void check_same_step(transport::Collectives& comm, int64_t step, const engine::Device& device,
                      const std::string& regime) {
   const float mine = static_cast<float>(step);

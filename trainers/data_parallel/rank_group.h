@@ -4,6 +4,7 @@
 // the backend checks, the rendezvous through the run's coordinator, a GPU per rank, and
 // a counted sum the engine's ops call (SyncBatchNorm, Megatron's f and g).
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,11 @@ std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const st
 // On GPUs each rank has its own: the arm's device plus the rank's place on this host, its
 // local rank when a cluster launcher gave one (ranks spread over hosts), else its rank.
 RoleContext on_own_device(RoleContext ctx);
+
+// Where the role keeps its checkpoint: rank 0, and every rank of an arm whose ranks hold
+// the same state (`own_state` false), the arm's checkpoint file; a rank with state of its
+// own (a shard, a slice) "checkpoint.<role>.safetensors" beside it.
+std::filesystem::path own_checkpoint(const RoleContext& ctx, bool own_state);
 
 // Refuses ranks that resumed from different steps (a crash between their checkpoints):
 // throws std::runtime_error naming both steps.

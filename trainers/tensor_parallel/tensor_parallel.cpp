@@ -16,7 +16,6 @@
 namespace quartet::trainers::tensor_parallel {
 namespace {
 
-namespace fs = std::filesystem;
 using engine::Tensor;
 using workloads::TensorSplit;
 
@@ -187,12 +186,6 @@ class SliceHook final : public Reducer {
   std::shared_ptr<engine::Model> whole_;  // rank 0, between gather_model and release_model
 };
 
-// Rank 0 keeps the arm's checkpoint; the others their own slices beside it.
-fs::path own_checkpoint(const RoleContext& ctx) {
-  if (ctx.rank == 0) return checkpoint_path(ctx.arm_dir);
-  return ctx.arm_dir / ("checkpoint." + ctx.role + ".safetensors");
-}
-
 void train_tensor_parallel(const RoleContext& arm_ctx, const Settings& s) {
   const RoleContext ctx = data_parallel::on_own_device(arm_ctx);
   SliceHook hook(ctx, s);
@@ -203,7 +196,7 @@ void train_tensor_parallel(const RoleContext& arm_ctx, const Settings& s) {
   std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, shard->parameters());
   LoopOptions o;
   o.lead = ctx.rank == 0;
-  o.checkpoint = own_checkpoint(ctx);
+  o.checkpoint = data_parallel::own_checkpoint(ctx, true);  // each rank its slices
   o.checkpoint_extra = {{"ranks", s.ranks}};
   o.on_start = [&](const Position& pos) { hook.start(pos); };
   o.record_step = [&](StepRecord& r, const Position&) { return hook.record(r); };
