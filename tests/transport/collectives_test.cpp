@@ -332,24 +332,58 @@ TEST_P(CpuCollectives, OperationFailsWithRankWhenAPeerIsGone) {
 }
 
 // Sums of arbitrary floats depend on the order of the additions; every rank must still
-// hold the same bits (the ranks step their optimizers on them).
-TEST_P(CpuCollectives, EveryRankHoldsTheSameBits) {
-  const int ranks = 3;
-  const size_t n = 300001;
-  std::vector<std::vector<float>> results(ranks);
+// hold the same bits (the ranks step their optimizers on them). Sizes below and above
+// 1 MiB: Gloo's all-reduce runs a different algorithm for each.
+void expect_same_bits(const std::string& backend, int ranks, size_t n) {
+  std::vector<std::vector<float>> results(static_cast<size_t>(ranks));
   run_ranks(
-      backend(), ranks,
+      backend, ranks,
       [&](Collectives& c) {
         std::mt19937 gen(static_cast<unsigned>(c.rank() + 1));
         std::normal_distribution<float> normal(0.0f, 1.0f);
         std::vector<float> data(n);
         for (float& v : data) v = normal(gen) * 1000.0f;
         c.all_reduce(data, ReduceOp::average);
-        results[c.rank()] = std::move(data);
+        results[static_cast<size_t>(c.rank())] = std::move(data);
       },
       size_t{1} << 18);  // several pieces
-  for (int r = 1; r < ranks; ++r)
-    EXPECT_EQ(std::memcmp(results[0].data(), results[r].data(), n * sizeof(float)), 0) << "rank " << r;
+  for (size_t r = 1; r < results.size(); ++r)
+    EXPECT_EQ(std::memcmp(results[0].data(), results[r].data(), n * sizeof(float)), 0)
+        << "rank " << r << " of " << ranks << ", " << n << " floats";
+}
+
+TEST_P(CpuCollectives, EveryRankHoldsTheSameBits) {
+  for (int ranks : {2, 3}) {
+    expect_same_bits(backend(), ranks, 300001);
+    expect_same_bits(backend(), ranks, 30001);
+  }
+}
+
+// Small all-reduces run on algorithms made once per size and kept (at most 16 sizes,
+// oldest dropped first): sizes seen again, more sizes than are kept, sizes dropped and
+// made again, one size on buffers at different addresses, and sizes either side of
+// 1 MiB in between, all sum exactly.
+TEST_P(CpuCollectives, AllReduceOfManySizesInTurnGivesExactSums) {
+  std::vector<size_t> sizes;
+  for (size_t k = 1; k <= 20; ++k) sizes.push_back(k * 997);
+  sizes.push_back((size_t{1} << 18) + 1);  // just over 1 MiB
+  sizes.push_back(size_t{1} << 18);        // exactly 1 MiB
+  for (int ranks : {2, 3}) {
+    run_ranks(backend(), ranks, [&](Collectives& c) {
+      for (int round = 0; round < 3; ++round) {
+        for (size_t j = 0; j < sizes.size(); ++j) {
+          // Round 1 walks the sizes backwards; a fresh buffer each time.
+          const size_t n = sizes[round == 1 ? sizes.size() - 1 - j : j];
+          std::vector<float> data(n);
+          for (size_t i = 0; i < n; ++i) data[i] = value(c.rank(), i);
+          c.all_reduce(data);
+          size_t wrong = 0;
+          for (size_t i = 0; i < n; ++i) wrong += data[i] != summed(ranks, i);
+          ASSERT_EQ(wrong, 0u) << "rank " << c.rank() << " of " << ranks << ", " << n << " floats, round " << round;
+        }
+      }
+    });
+  }
 }
 
 TEST_P(CpuCollectives, EveryOperationWorksInManyPieces) {
