@@ -44,6 +44,8 @@ constexpr size_t kBoundMaxBytes = size_t{1} << 20;
 // Registered all-reduces kept, by element count (a data-parallel model needs one per
 // gradient bucket up to kBoundMaxBytes).
 constexpr size_t kBoundCapacity = 16;
+// How long a closing rank waits for its peers (see ~GlooCollectives).
+constexpr std::chrono::milliseconds kCloseBarrierTimeout{2000};
 
 void scale(std::span<float> data, float factor) {
   for (float& v : data) v *= factor;
@@ -82,7 +84,24 @@ class GlooCollectives final : public Collectives {
     }
   }
 
-  ~GlooCollectives() override { stop_worker(); }
+  ~GlooCollectives() override {
+    stop_worker();
+    // A registered buffer sees its pair's close as an error even when the message it
+    // waits for arrived just before (Gloo's tcp::Buffer::waitRecv checks for the error
+    // first). A peer may still be waiting for the last message of our last all-reduce;
+    // if that ran on registered buffers, leave only once every rank has passed it: a
+    // barrier, on unbound buffers, which a close does not disturb once they completed.
+    // Bounded, so a peer busy elsewhere (or gone) holds this rank up 2 s at most.
+    if (!close_after_barrier_) return;
+    try {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(std::min<std::chrono::milliseconds>(options_.timeout, kCloseBarrierTimeout));
+      gloo::barrier(opts);
+    } catch (const std::exception&) {
+      // A peer that is gone or busy elsewhere was not waiting on us.
+    }
+  }
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -96,6 +115,7 @@ class GlooCollectives final : public Collectives {
         std::memcpy(bound.data.data(), data.data(), data.size_bytes());
         bound.algorithm->run();
         std::memcpy(data.data(), bound.data.data(), data.size_bytes());
+        close_after_barrier_ = true;
       });
     } else if (size() > 1) {
       guarded("all_reduce", [&](uint32_t tag) {
@@ -208,6 +228,7 @@ class GlooCollectives final : public Collectives {
   template <typename F>
   void guarded(const char* what, F&& f) {
     const uint32_t tag = next_tag_++;
+    close_after_barrier_ = false;
     try {
       f(tag);
     } catch (const std::exception& e) {
@@ -344,6 +365,8 @@ class GlooCollectives final : public Collectives {
   std::map<size_t, BoundAllReduce> bound_;
   std::vector<size_t> bound_order_;  // counts in bound_, oldest first
   uint32_t next_tag_ = 1;
+  // The last operation was an all-reduce on registered buffers, and it succeeded.
+  bool close_after_barrier_ = false;
 };
 
 }  // namespace

@@ -359,6 +359,22 @@ TEST_P(CpuCollectives, EveryRankHoldsTheSameBits) {
   }
 }
 
+// A rank may leave (its collectives destroyed) as soon as its last all-reduce returns,
+// while a peer is still taking in that all-reduce's last message; the peer must still
+// get its result, not "connection closed". Many times, since it is a race.
+TEST_P(CpuCollectives, RankLeavingRightAfterAnAllReduceLeavesItsPeersTheirResult) {
+  for (int ranks : {2, 3}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      run_ranks(backend(), ranks, [&](Collectives& c) {
+        std::vector<float> data(1000);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = value(c.rank(), i);
+        c.all_reduce(data);
+        for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], summed(ranks, i)) << "trial " << trial;
+      });
+    }
+  }
+}
+
 // Small all-reduces run on algorithms made once per size and kept (at most 16 sizes,
 // oldest dropped first): sizes seen again, more sizes than are kept, sizes dropped and
 // made again, one size on buffers at different addresses, and sizes either side of
