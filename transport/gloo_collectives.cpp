@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <deque>
 #include <stdexcept>
 #include <vector>
 
@@ -317,18 +317,15 @@ class GlooCollectives final : public Collectives {
   // (its own, Gloo's inbox and outbox), outside the engine's tracked memory: at most
   // kBoundCapacity x 3 MiB.
   struct BoundAllReduce {
-    std::vector<float> data;
+    std::vector<float> data;  // its size is the key
     std::unique_ptr<gloo::Algorithm> algorithm;
   };
 
   BoundAllReduce& bound_all_reduce(size_t count) {
-    if (auto it = bound_.find(count); it != bound_.end()) return it->second;
-    if (bound_.size() == kBoundCapacity) {
-      bound_.erase(bound_order_.front());
-      bound_order_.erase(bound_order_.begin());
-    }
-    BoundAllReduce& b = bound_[count];
-    bound_order_.push_back(count);
+    for (BoundAllReduce& b : bound_)
+      if (b.data.size() == count) return b;
+    if (bound_.size() == kBoundCapacity) bound_.pop_front();
+    BoundAllReduce& b = bound_.emplace_back();
     b.data.resize(count);
     const std::vector<float*> ptrs{b.data.data()};
     const int n = static_cast<int>(count);
@@ -362,8 +359,7 @@ class GlooCollectives final : public Collectives {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   // After context_: the algorithms go first.
-  std::map<size_t, BoundAllReduce> bound_;
-  std::vector<size_t> bound_order_;  // counts in bound_, oldest first
+  std::deque<BoundAllReduce> bound_;  // oldest first
   uint32_t next_tag_ = 1;
   // The last operation was an all-reduce on registered buffers, and it succeeded.
   bool close_after_barrier_ = false;

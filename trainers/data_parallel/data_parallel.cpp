@@ -19,7 +19,6 @@
 namespace quartet::trainers::data_parallel {
 namespace {
 
-
 using engine::MemTag;
 using engine::Tensor;
 using transport::CollectiveKind;
