@@ -7,6 +7,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
@@ -69,6 +70,12 @@ class GlooCollectives final : public Collectives {
       context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
       context_->setTimeout(options.timeout);
       context_->connectFullMesh(store, device_);
+      if (size > 1) {
+        bound_context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        bound_context_->setTimeout(options.timeout);
+        gloo::rendezvous::PrefixStore bound_store("bound", store);
+        bound_context_->connectFullMesh(bound_store, device_);
+      }
       // A rank returns from connectFullMesh before its peers finish their handshakes;
       // one that went away then would break theirs. Return once everyone is connected.
       if (size > 1) {
@@ -311,7 +318,13 @@ class GlooCollectives final : public Collectives {
   //   more      AllreduceRingChunked (reduce-scatter, then all-gather: one rank adds
   //             each chunk), also the same bits on every rank.
   // Beyond kBoundMaxBytes gloo::allreduce was as fast or faster (pipelined segments).
-  // Making one takes slots from the context in call order, and the oldest is dropped
+  // They run on pairs of their own (bound_context_, a second full mesh of connections):
+  // on the pairs that unbound buffers use, at 3 ranks and more, every unbound operation
+  // after one of them (a large all-reduce, reduce-scatter, all-gather, broadcast) crawled
+  // at about 1 s per MiB with every rank idle in waitRecv/waitSend, 500 times its lone
+  // time (tests/transport/multirank/mixed_sizes_test.cpp); with pairs of their own,
+  // nothing stalls. We did not find the cause inside Gloo.
+  // Making one takes slots from its context in call order, and the oldest is dropped
   // first, so every rank, issuing the same sizes in the same order, makes and drops the
   // same algorithms at the same points. Each kept one holds three buffers of its size
   // (its own, Gloo's inbox and outbox), outside the engine's tracked memory: at most
@@ -330,9 +343,9 @@ class GlooCollectives final : public Collectives {
     const std::vector<float*> ptrs{b.data.data()};
     const int n = static_cast<int>(count);
     if (size() == 2)
-      b.algorithm = std::make_unique<gloo::AllreduceRing<float>>(context_, ptrs, n, &kSum);
+      b.algorithm = std::make_unique<gloo::AllreduceRing<float>>(bound_context_, ptrs, n, &kSum);
     else
-      b.algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n, &kSum);
+      b.algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(bound_context_, ptrs, n, &kSum);
     return b;
   }
 
@@ -358,6 +371,7 @@ class GlooCollectives final : public Collectives {
   std::vector<float> mine_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<gloo::rendezvous::Context> bound_context_;  // the registered-buffer all-reduces
   // After context_: the algorithms go first.
   std::deque<BoundAllReduce> bound_;  // oldest first
   uint32_t next_tag_ = 1;

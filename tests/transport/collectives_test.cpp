@@ -27,50 +27,15 @@
 #include "transport/gloo_collectives.h"
 #include "transport/shm_collectives.h"
 #include "transport/store.h"
+#include "tests/transport/ranks_as_threads.h"
 
 namespace quartet::transport {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::chrono::milliseconds kTimeout = 60s;
-
-// piece_bytes: Gloo's max_segment_bytes or the shm slot size; 0 keeps the default.
-std::unique_ptr<Collectives> connect(const std::string& backend, gloo::rendezvous::Store& store, int rank, int ranks,
-                                     size_t piece_bytes = 0, std::chrono::milliseconds timeout = kTimeout) {
-  if (backend == "shm") {
-    ShmOptions o;
-    o.timeout = timeout;
-    if (piece_bytes) o.slot_bytes = piece_bytes;
-    return make_shm_collectives(store, rank, ranks, o);
-  }
-  GlooOptions o;
-  o.timeout = timeout;
-  if (piece_bytes) o.max_segment_bytes = piece_bytes;
-  return make_gloo_collectives(store, rank, ranks, o);
-}
-
-// Runs fn(collectives) on `ranks` threads, each its own rank; rethrows the first error.
-void run_ranks(const std::string& backend, int ranks, const std::function<void(Collectives&)>& fn,
-               size_t piece_bytes = 0) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto c = connect(backend, store, r, ranks, piece_bytes);
-        fn(*c);
-      } catch (...) {
-        std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
-}
+using testing::connect;
+using testing::run_ranks;
 
 class CpuCollectives : public ::testing::TestWithParam<std::string> {
  protected:
