@@ -1,6 +1,8 @@
 #include "runner/cluster.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 
 #include "runner/wiring.h"
 #include "transport/coordinator.h"
@@ -15,10 +17,24 @@ const std::string kNodelistForms =
   throw InputError("SLURM_NODELIST: \"" + list + "\" " + why + "; " + kNodelistForms);
 }
 
-// The names one bracket's contents stand for: "01-03,07" -> 01 02 03 07 (a range keeps
-// its lower bound's zero padding, as Slurm writes them).
-std::vector<std::string> expand_ranges(const std::string& list, const std::string& ranges) {
-  std::vector<std::string> out;
+// Slurm job sizes are far below this; a list that stands for more is refused.
+constexpr int64_t kMaxNodelistHosts = 100000;
+
+// One item of a bracket: the numbers lo..hi, written with at least `width` digits (a
+// range keeps its lower bound's zero padding, as Slurm writes them).
+struct Range {
+  long lo, hi;
+  size_t width;
+  std::string name(long n) const {
+    std::string s = std::to_string(n);
+    if (s.size() < width) s.insert(0, width - s.size(), '0');
+    return s;
+  }
+};
+
+// A bracket's contents, "01-03,07" -> {01..03, 07..07}.
+std::vector<Range> parse_ranges(const std::string& list, const std::string& ranges) {
+  std::vector<Range> out;
   size_t start = 0;
   while (start <= ranges.size()) {
     size_t end = ranges.find(',', start);
@@ -31,36 +47,85 @@ std::vector<std::string> expand_ranges(const std::string& list, const std::strin
       bad_nodelist(list, "has \"" + item + "\" in brackets, not a number or a range N-M");
     const long a = std::stol(lo), b = std::stol(hi);
     if (b < a) bad_nodelist(list, "has the range \"" + item + "\" that runs backwards");
-    if (b - a > 100000) bad_nodelist(list, "has the range \"" + item + "\", over 100,000 hosts");
-    for (long n = a; n <= b; ++n) {
-      std::string s = std::to_string(n);
-      if (s.size() < lo.size()) s.insert(0, lo.size() - s.size(), '0');
-      out.push_back(s);
-    }
+    out.push_back({a, b, lo.size()});
     start = end + 1;
   }
   return out;
 }
 
-// One host pattern ("rack[1-2]-n[1,3]"): every combination of its brackets' names.
-std::vector<std::string> expand_pattern(const std::string& list, const std::string& pattern) {
-  std::vector<std::string> out{""};
+// One host pattern ("rack[1-2]-n[1,3]"): its literal parts and brackets, in order.
+struct Pattern {
+  std::vector<std::string> literals;        // one more than brackets
+  std::vector<std::vector<Range>> brackets;
+
+  int64_t hosts() const {
+    int64_t n = 1;
+    for (const auto& b : brackets) {
+      int64_t in = 0;
+      for (const Range& r : b) in = std::min(in + (r.hi - r.lo + 1), kMaxNodelistHosts + 1);
+      n = std::min(n * in, kMaxNodelistHosts + 1);  // in <= 10^9, so the product does not overflow
+    }
+    return n;
+  }
+  std::string first() const {
+    std::string s = literals[0];
+    for (size_t i = 0; i < brackets.size(); ++i) s += brackets[i][0].name(brackets[i][0].lo) + literals[i + 1];
+    return s;
+  }
+  // Every combination of its brackets' names, first bracket slowest.
+  void expand(std::vector<std::string>& out) const {
+    std::vector<std::string> names{literals[0]};
+    for (size_t i = 0; i < brackets.size(); ++i) {
+      std::vector<std::string> next;
+      for (const std::string& s : names)
+        for (const Range& r : brackets[i])
+          for (long n = r.lo; n <= r.hi; ++n) next.push_back(s + r.name(n) + literals[i + 1]);
+      names = std::move(next);
+    }
+    out.insert(out.end(), names.begin(), names.end());
+  }
+};
+
+Pattern parse_pattern(const std::string& list, const std::string& pattern) {
+  Pattern p;
   size_t at = 0;
-  while (at < pattern.size()) {
+  for (;;) {
     const size_t open = pattern.find('[', at);
     const std::string literal = pattern.substr(at, open == std::string::npos ? std::string::npos : open - at);
     if (literal.find(']') != std::string::npos) bad_nodelist(list, "has a ']' without its '['");
-    for (std::string& s : out) s += literal;
-    if (open == std::string::npos) break;
+    p.literals.push_back(literal);
+    if (open == std::string::npos) return p;
     const size_t close = pattern.find(']', open);
     if (close == std::string::npos) bad_nodelist(list, "has a '[' without its ']'");
-    std::vector<std::string> next;
-    for (const std::string& s : out)
-      for (const std::string& n : expand_ranges(list, pattern.substr(open + 1, close - open - 1))) next.push_back(s + n);
-    out = std::move(next);
+    p.brackets.push_back(parse_ranges(list, pattern.substr(open + 1, close - open - 1)));
     at = close + 1;
   }
-  return out;
+}
+
+// The list's patterns, checked; InputError when it is malformed or stands for more than
+// kMaxNodelistHosts hosts.
+std::vector<Pattern> parse_nodelist(const std::string& list) {
+  if (list.empty()) bad_nodelist(list, "is empty");
+  std::vector<Pattern> patterns;
+  int64_t hosts = 0;
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    const char c = i < list.size() ? list[i] : ',';
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth < 0 || depth > 1) bad_nodelist(list, "has unbalanced or nested brackets");
+    if (c != ',' || depth != 0) continue;
+    const std::string pattern = list.substr(start, i - start);
+    if (pattern.empty()) bad_nodelist(list, "has an empty host name");
+    patterns.push_back(parse_pattern(list, pattern));
+    hosts += patterns.back().hosts();
+    if (hosts > kMaxNodelistHosts)
+      bad_nodelist(list, "stands for more than " + std::to_string(kMaxNodelistHosts) + " hosts");
+    start = i + 1;
+  }
+  if (depth != 0) bad_nodelist(list, "has a '[' without its ']'");
+  return patterns;
 }
 
 // A variable that must hold a whole number in [min, max]; InputError naming it otherwise.
@@ -82,14 +147,26 @@ struct Style {
   const char* size;
   const char* local;
 };
-constexpr Style kStyles[] = {{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+// Innermost launcher first: torchrun and mpirun run inside Slurm jobs (their processes
+// inherit the job's SLURM_* variables), never the other way round.
+constexpr Style kStyles[] = {{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
                              {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-                             {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"}};
+                             {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
 
 // The coordinator's host and port: --coordinator, else the style's variables.
 void find_coordinator(const EnvironmentLookup& env, const std::string& coordinator, ClusterRank& r) {
   if (env("MASTER_PORT") != nullptr)
     r.port = static_cast<uint16_t>(int_variable(env, "MASTER_PORT", 1, "allowed: a TCP port, 1 to 65535", 65535));
+  // torchrun's agent serves its own store on MASTER_PORT (its workers see
+  // TORCHELASTIC_USE_AGENT_STORE=True): the coordinator takes the port after it.
+  const char* agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (r.style == "torchrun" && agent_store != nullptr && std::string(agent_store) == "True") {
+    if (r.port == 65535)
+      throw InputError("MASTER_PORT: 65535 leaves no port after torchrun's store for the coordinator; allowed: "
+                       "below 65535, or --coordinator HOST:PORT");
+    r.port = static_cast<uint16_t>(r.port + 1);
+    r.port_note = "MASTER_PORT + 1: torchrun's agent listens on MASTER_PORT";
+  }
   if (!coordinator.empty()) {
     if (coordinator.find(':') == std::string::npos) {
       r.host = coordinator;
@@ -99,45 +176,36 @@ void find_coordinator(const EnvironmentLookup& env, const std::string& coordinat
       } catch (const std::invalid_argument& e) {
         throw InputError(std::string("--coordinator: ") + e.what());
       }
+      r.port_note.clear();
     }
     return;
   }
-  if (r.style == "slurm") {
-    const char* list = env("SLURM_NODELIST");
-    if (list == nullptr || *list == '\0')
-      throw InputError("SLURM_NODELIST: not set; srun sets it (its first host runs rank 0), or give --coordinator HOST");
-    const std::vector<std::string> hosts = expand_nodelist(list);
-    r.host = hosts.front();
+  if (const char* addr = env("MASTER_ADDR"); r.style != "slurm" && addr != nullptr && *addr != '\0') {
+    r.host = addr;
     return;
   }
-  const char* addr = env("MASTER_ADDR");
-  if (addr == nullptr || *addr == '\0')
-    throw InputError("MASTER_ADDR: not set; " + r.style +
-                     " style needs rank 0's host there (torchrun sets it), or give --coordinator HOST[:PORT]");
-  r.host = addr;
+  // Slurm names rank 0's host first in its node list; mpirun inside a Slurm job places
+  // rank 0 there too (by slot, its default).
+  const char* list = env("SLURM_NODELIST");
+  if (r.style != "torchrun" && list != nullptr && *list != '\0') {
+    r.host = first_nodelist_host(list);
+    return;
+  }
+  if (r.style == "slurm")
+    throw InputError("SLURM_NODELIST: not set; srun sets it (its first host runs rank 0), or give --coordinator HOST");
+  throw InputError("MASTER_ADDR: not set; " + r.style +
+                   " style needs rank 0's host there (torchrun sets it), or give --coordinator HOST[:PORT]");
 }
 
 }  // namespace
 
 std::vector<std::string> expand_nodelist(const std::string& list) {
-  if (list.empty()) bad_nodelist(list, "is empty");
   std::vector<std::string> hosts;
-  size_t start = 0;
-  int depth = 0;
-  for (size_t i = 0; i <= list.size(); ++i) {
-    const char c = i < list.size() ? list[i] : ',';
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (depth < 0 || depth > 1) bad_nodelist(list, "has unbalanced or nested brackets");
-    if (c != ',' || depth != 0) continue;
-    const std::string pattern = list.substr(start, i - start);
-    if (pattern.empty()) bad_nodelist(list, "has an empty host name");
-    for (std::string& h : expand_pattern(list, pattern)) hosts.push_back(std::move(h));
-    start = i + 1;
-  }
-  if (depth != 0) bad_nodelist(list, "has a '[' without its ']'");
+  for (const Pattern& p : parse_nodelist(list)) p.expand(hosts);
   return hosts;
 }
+
+std::string first_nodelist_host(const std::string& list) { return parse_nodelist(list).front().first(); }
 
 ClusterRank cluster_rank(const EnvironmentLookup& env, const std::string& coordinator) {
   const Style* style = nullptr;
@@ -160,6 +228,8 @@ ClusterRank cluster_rank(const EnvironmentLookup& env, const std::string& coordi
                      std::to_string(r.world_size) + "); allowed: 0 to " + std::to_string(r.world_size - 1));
   if (env(style->local) != nullptr)
     r.local_rank = int_variable(env, style->local, 0, "allowed: a whole number, 0 or more");
+  for (const Style& s : kStyles)
+    if (&s != style && env(s.rank) != nullptr) r.ignored.push_back(std::string(s.rank) + " (" + s.name + ")");
   find_coordinator(env, coordinator, r);
   return r;
 }

@@ -10,6 +10,7 @@
 #include "runner/launcher.h"
 #include "runner/results.h"
 #include "runner/spec.h"
+#include "runner/token_file.h"
 #include "runner/wiring.h"
 #include "transport/connection.h"
 
@@ -74,13 +75,11 @@ int launch_main(const LaunchOptions& o) {
   if (cr.local_rank >= 0) setenv("QUARTET_LOCAL_RANK", std::to_string(cr.local_rank).c_str(), 1);
   const std::string address = cr.host + ":" + std::to_string(cr.port);
   std::cerr << "quartet launch: " << cr.style << " rank " << cr.rank << " of " << cr.world_size << " (local rank "
-            << cr.local_rank << "), coordinator " << address << "\n";
+            << cr.local_rank << "), coordinator " << address;
+  if (!cr.port_note.empty()) std::cerr << " (" << cr.port_note << ")";
+  for (const std::string& v : cr.ignored) std::cerr << "; also set, not read: " << v;
+  std::cerr << "\n";
   if (cr.rank == 0) {
-    const char* token = std::getenv("QUARTET_TOKEN");
-    if ((token == nullptr || *token == '\0') && !o.token_file.empty()) {
-      setenv("QUARTET_TOKEN", transport::make_token().c_str(), 1);
-      write_file_atomically(o.token_file, std::string(std::getenv("QUARTET_TOKEN")) + "\n", 0600);
-    }
     RunOptions run;
     run.spec = rank0_spec(spec, arm.name, roles);
     run.out = o.out;
@@ -88,7 +87,25 @@ int launch_main(const LaunchOptions& o) {
     run.tls = o.tls;
     // A host name cannot be listened on: every interface then, the token keeping strangers out.
     run.listen = (is_ip_address(cr.host) ? cr.host : std::string("0.0.0.0")) + ":" + std::to_string(cr.port);
-    return run_experiment(run);
+    run.advertise = cr.host;
+    const char* token = std::getenv("QUARTET_TOKEN");
+    if (o.token_file.empty() || (token != nullptr && *token != '\0')) return run_experiment(run);
+    setenv("QUARTET_TOKEN", transport::make_token().c_str(), 1);
+    write_token_file(o.token_file, std::getenv("QUARTET_TOKEN"));
+    // The other ranks wait for the token file: a rank 0 that fails says so there, and
+    // they stop instead of waiting out their join timeout.
+    int code = 1;
+    std::string why = "it exited with code 1";
+    try {
+      code = run_experiment(run);
+      why = "it exited with code " + std::to_string(code);
+    } catch (const std::exception& e) {
+      why = e.what();
+      write_token_file(o.token_file, "", why);
+      throw;
+    }
+    if (code != 0) write_token_file(o.token_file, "", why);
+    return code;
   }
   RoleOptions role;
   role.coordinator = address;

@@ -29,6 +29,7 @@
 #include "runner/process.h"
 #include "runner/progress.h"
 #include "runner/results.h"
+#include "runner/token_file.h"
 #include "runner/run_folder.h"
 #include "runner/wiring.h"
 #include "trainers/metrics.h"
@@ -160,7 +161,8 @@ struct ArmOutcome {
 // record files as local roles' own appends; vanished roles fail their arm.
 class RunCoordinator {
  public:
-  RunCoordinator(const fs::path& run_dir, const std::string& listen, std::shared_ptr<const transport::Tls> tls)
+  RunCoordinator(const fs::path& run_dir, const std::string& listen, const std::string& advertise,
+                 std::shared_ptr<const transport::Tls> tls)
       : run_dir_(run_dir) {
     transport::CoordinatorOptions o;
     o.tls = std::move(tls);
@@ -180,14 +182,19 @@ class RunCoordinator {
       std::lock_guard lock(mutex_);
       vanished_[role.arm + "/" + role.role] = reason;
     };
+    const std::string host =
+        !advertise.empty() ? advertise : transport::is_any_address(o.host) ? transport::routable_address() : o.host;
     try {
       coordinator_ = std::make_unique<transport::Coordinator>(std::move(o));
     } catch (const std::exception& e) {
       throw InputError(std::string("--listen ") + listen + ": " + e.what());
     }
+    advertised_ = host + ":" + std::to_string(coordinator_->port());
   }
 
   const transport::Coordinator& coordinator() const { return *coordinator_; }
+  // HOST:PORT for roles on other hosts (RunOptions::advertise).
+  const std::string& advertised() const { return advertised_; }
   transport::Coordinator& coordinator() { return *coordinator_; }
 
   // Why `role` of `arm` vanished, or "" while it has not.
@@ -226,6 +233,7 @@ class RunCoordinator {
 
   fs::path run_dir_;
   std::unique_ptr<transport::Coordinator> coordinator_;
+  std::string advertised_;
   mutable std::mutex mutex_;
   std::map<std::string, std::string> vanished_;
   std::map<std::string, std::unique_ptr<trainers::JsonlWriter>> writers_;
@@ -315,7 +323,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
                 << "  QUARTET_TOKEN=<the run's token> "
                 << (rc.coordinator().tls() ? "QUARTET_TLS_CERT=<cert> QUARTET_TLS_KEY=<key> QUARTET_TLS_CA=<ca> " : "")
                 << "quartet role --coordinator "
-                << rc.coordinator().address() << " --arm " << arm.name << " --role " << c.role << "\n";
+                << rc.advertised() << " --arm " << arm.name << " --role " << c.role << "\n";
       continue;
     }
     spawn_role(c, exe, run_dir, arm.name, resume, threads, rc.coordinator());
@@ -328,19 +336,20 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     for (const json& r : read_new_records(c)) progress.step(arm.name, r);
   };
   // A role lost: the arm fails, unless the regime can do without that role.
-  // When several roles fail together, one killed by a signal we did not send (OOM killer,
-  // kill -9) is the cause and the others' errors (a peer reset) its consequence: it is
-  // named first.
+  // When several roles fail together, one that vanished (a remote role's connection lost
+  // without a goodbye) or was killed by a signal we did not send (OOM killer, kill -9) is
+  // the cause and the others' errors (a peer reset) its consequence: it is named first.
   bool stopping_roles = false;
   std::vector<std::string> lost_roles;  // roles the arm went on without: it ends degraded
-  auto lost = [&](const Child& c, const std::string& why, bool killed = false) {
+  auto lost = [&](const Child& c, const std::string& why, bool cause = false) {
     if (g_signal) return;
     if (!regime->essential(c.role)) {
       if (!stopping_roles) lost_roles.push_back(why);
       progress.error(arm.name, why + "; the arm carries on without it");
     } else if (failure.empty()) failure = why;
-    else if (killed && !stopping_roles) failure = why + "; then " + failure;
+    else if (cause) failure = why + "; then " + failure;
   };
+  std::optional<std::chrono::steady_clock::time_point> failed_at;
   std::optional<std::chrono::steady_clock::time_point> essentials_done;
   auto fail = [&](const std::string& why) {
     if (failure.empty() && !g_signal) failure = why;
@@ -352,7 +361,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
       if (c.done) continue;
       if (const std::string why = rc.vanished(arm.name, c.role); !why.empty() && c.remote) {
         c.done = true;
-        lost(c, "role " + c.role + " vanished: " + why);
+        lost(c, "role " + c.role + " vanished: " + why, true);
         continue;
       }
       if (c.remote) {
@@ -377,7 +386,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
           lost(c, "role " + c.role + " vanished: " + c.vanished);
         else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
           lost(c, "role " + c.role + " failed (" + describe_exit(status) + "): " + last_error_line(c),
-               WIFSIGNALED(status));
+               WIFSIGNALED(status) && !stopping_roles);
       } else {
         all_done = false;
         if (c.vanished.empty()) {
@@ -408,7 +417,11 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
           local_left = true;
         }
       // Remote roles cannot be stopped from here; they stop when the coordinator closes.
-      if (!local_left) break;
+      // A remote role that vanished at the same moment may be the cause: a second more to
+      // hear of it.
+      if (!failed_at) failed_at = std::chrono::steady_clock::now();
+      if (!local_left && (g_signal || std::chrono::steady_clock::now() - *failed_at > std::chrono::seconds(1)))
+        break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -564,7 +577,7 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
                      const RunOptions& opt, const std::shared_ptr<const transport::Tls>& tls, Progress& progress) {
   const fs::path exe = self_executable();
   json status = read_status(dir);
-  RunCoordinator coordinator(dir, opt.listen, tls);
+  RunCoordinator coordinator(dir, opt.listen, opt.advertise, tls);
   // An arm a resume keeps as it was.
   auto kept = [&](const ArmSpec& arm) { return kept_arm(status, dir, arm, resume); };
   // The first arm to run is declared now: a remote role that joins before its processes
@@ -723,22 +736,21 @@ int run_experiment(const RunOptions& opt) {
 
 namespace {
 
-// The run's token from `file` once it holds one; "" when it does not (yet).
-std::string read_token_file(const fs::path& file) {
-  std::ifstream in(file);
-  std::string token;
-  std::getline(in, token);
-  return token;
-}
-
 // A remote role's connection, tried again until opt.join_within has passed: on a cluster
 // the ranks start in any order, and a token file on a shared filesystem may lag.
 std::unique_ptr<transport::CoordinatorClient> join_coordinator(transport::ClientOptions co, const RoleOptions& opt,
                                                                const std::string& address) {
   const auto give_up = std::chrono::steady_clock::now() + opt.join_within;
+  const auto started = fs::file_time_type::clock::now();
   for (bool said = false;; said = true) {
     std::string why;
-    if (!opt.token_file.empty()) co.token = read_token_file(opt.token_file);
+    if (!opt.token_file.empty()) {
+      const TokenFile file = read_token_file(opt.token_file, started);
+      if (!file.failure.empty())
+        throw std::runtime_error("role " + opt.role + " stops: rank 0 failed (" + opt.token_file.string() +
+                                 "): " + file.failure);
+      co.token = file.token;
+    }
     if (opt.token_file.empty() || !co.token.empty()) {
       try {
         return std::make_unique<transport::CoordinatorClient>(co);
@@ -809,18 +821,33 @@ int run_role(const RoleOptions& opt) {
   if (const char* l = std::getenv("QUARTET_LOCAL_RANK")) ctx.local_rank = std::atoi(l);
   if (remote) ctx.on_record = [&client](const std::string& line) { client->send_record(line); };
   ctx.coordinator = client.get();
-  {
-    const std::vector<std::string> roles = regime.roles(*arm.settings);
-    const auto it = std::find(roles.begin(), roles.end(), opt.role);
-    if (it == roles.end()) {
-      std::string known;
-      for (const auto& r : roles) known += (known.empty() ? "" : ", ") + r;
-      throw InputError("--role " + opt.role + ": not a role of arm " + arm.name + " (" + arm.regime +
-                       "); its roles are: " + known);
-    }
-    ctx.rank = static_cast<int>(it - roles.begin());  // a role's rank is its place in the regime's list
+  const std::vector<std::string> roles = regime.roles(*arm.settings);
+  const auto it = std::find(roles.begin(), roles.end(), opt.role);
+  if (it == roles.end()) {
+    std::string known;
+    for (const auto& r : roles) known += (known.empty() ? "" : ", ") + r;
+    throw InputError("--role " + opt.role + ": not a role of arm " + arm.name + " (" + arm.regime +
+                     "); its roles are: " + known);
   }
-  regime.run_role(ctx);
+  ctx.rank = static_cast<int>(it - roles.begin());  // a role's rank is its place in the regime's list
+  try {
+    regime.run_role(ctx);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A peer that went away fails this role in its own collective or connection, with an
+    // error that names only an address; the coordinator knows which role vanished first.
+    if (client && roles.size() > 1) {
+      std::optional<std::string> gone;
+      try {
+        gone = client->kv_get(transport::vanished_key(arm.name), std::chrono::seconds(1));
+      } catch (const std::exception&) {
+      }
+      if (gone && gone->rfind(opt.role + " ", 0) != 0)
+        throw std::runtime_error(std::string(e.what()) + "; role " + *gone + " went away first");
+    }
+    throw;
+  }
   if (client) client->leave();
   return 0;
 }

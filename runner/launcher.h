@@ -19,6 +19,10 @@ struct RunOptions {
   std::filesystem::path resume;       // continue this run folder
   std::string progress = "bar";       // bar, jsonl or none
   std::string listen = "127.0.0.1";   // the coordinator's address: HOST or HOST:PORT
+  // The coordinator's host as roles on other hosts reach it, for the command they are
+  // told to join with; empty: listen's host, or where that is every interface (0.0.0.0),
+  // transport::routable_address().
+  std::string advertise;
   transport::TlsFiles tls;            // --tls-*: empty: QUARTET_TLS_*, else plain TCP
 };
 

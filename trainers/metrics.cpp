@@ -1,8 +1,8 @@
 #include "trainers/metrics.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,12 +14,6 @@
 
 namespace quartet::trainers {
 
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
 int64_t current_rss_bytes() {
   // statm: size resident shared text lib data dt, in pages
   std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -28,6 +22,21 @@ int64_t current_rss_bytes() {
   const int got = std::fscanf(f, "%lld %lld", &size, &resident);
   std::fclose(f);
   return got == 2 ? resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+int64_t peak_rss_bytes() {
+  // VmHWM, this program's own high-water mark: getrusage's ru_maxrss survives execve, so
+  // a process started by a large one (torchrun's Python agent) would report its parent's.
+  int64_t peak = 0;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    long long kib = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) peak = kib * 1024;
+    std::fclose(f);
+  }
+  // Read after the peak, the current size may have grown past it.
+  return std::max(peak, current_rss_bytes());
 }
 
 nlohmann::json memory_json(const engine::MemStats& mem) {
@@ -57,6 +66,7 @@ nlohmann::json gpu_memory_json(const engine::Device& device) {
 nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
                        const engine::MemStats& mem) {
   using nlohmann::json;
+  const int64_t rss = current_rss_bytes();
   json j = {
       {"type", "step"},
       {"arm", arm},
@@ -73,8 +83,8 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
       {"bytes_received", r.bytes_received},
       {"messages", r.messages},
       {"memory", memory_json(mem)},
-      {"rss_peak", peak_rss_bytes()},
-      {"rss", current_rss_bytes()},
+      {"rss_peak", std::max(peak_rss_bytes(), rss)},
+      {"rss", rss},
       {"gpu_memory", nullptr},
       {"loss", r.loss},
       {"lr", r.lr},

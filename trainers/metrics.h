@@ -49,7 +49,8 @@ nlohmann::json gpu_memory_json(const engine::Device& device);
 nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::string& role, int rank,
                        const engine::MemStats& mem = engine::memory_stats());
 
-// Peak resident set size of this process, bytes.
+// Peak resident set size of this program (since its execve), bytes; never below the
+// current one.
 int64_t peak_rss_bytes();
 // Resident set size of this process now, bytes (0 where /proc is missing).
 int64_t current_rss_bytes();

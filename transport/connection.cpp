@@ -128,6 +128,9 @@ Connection::Connection(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession>
   asio::error_code ec;
   const auto remote = socket_.remote_endpoint(ec);
   peer_ = ec ? "(unconnected)" : endpoint_text(remote);
+  if (!ec) peer_address_ = remote.address().to_string();
+  const auto local = socket_.local_endpoint(ec);
+  if (!ec) local_address_ = local.address().to_string();
 }
 
 Connection::~Connection() {
@@ -158,6 +161,8 @@ Counters Connection::counters() const {
 }
 
 std::string Connection::peer() const { return peer_; }
+std::string Connection::local_address() const { return local_address_; }
+std::string Connection::peer_address() const { return peer_address_; }
 
 void Connection::add_sent(int64_t bytes, int64_t messages) {
   std::lock_guard lock(counters_mutex_);

@@ -109,6 +109,10 @@ class Connection {
   const LinkProfile& link() const { return link_; }
   Counters counters() const;
   std::string peer() const;  // "127.0.0.1:43210"
+  // The two ends' addresses without ports ("10.0.0.2"; this end's is the one the host
+  // routes to the peer from); empty when the socket had none.
+  std::string local_address() const;
+  std::string peer_address() const;
   // Shuts the socket down both ways: blocked send()/receive() calls on other threads
   // return (ConnectionClosed) and the peer sees end of stream. Idempotent; the file
   // descriptor itself is released by the destructor.
@@ -138,6 +142,8 @@ class Connection {
 
   asio::ip::tcp::socket socket_;
   std::string peer_;
+  std::string local_address_;
+  std::string peer_address_;
   uint32_t max_frame_bytes_ = kDefaultMaxFrameBytes;
   LinkProfile link_;
   std::chrono::steady_clock::time_point link_free_at_{};

@@ -286,8 +286,17 @@ void Coordinator::Impl::serve(Connection& connection, const Hello& /*hello*/) {
     std::lock_guard lock(peer->send_mutex);
     peer->connection = nullptr;
   }
-  if (report && options.on_vanished) {
-    if (reason.empty()) reason = "connection closed without a goodbye";
+  if (!report) return;
+  if (reason.empty()) reason = "connection closed without a goodbye";
+  // The arm's first role to vanish, for its peers to name when their collectives fail.
+  const std::string key = vanished_key(peer->id.arm);
+  bool first = false;
+  {
+    std::lock_guard lock(mutex);
+    first = kv.find(key) == kv.end();
+  }
+  if (first) set(key, peer->id.role + " (" + reason + ")");
+  if (options.on_vanished) {
     std::lock_guard lock(callback_mutex);
     options.on_vanished(peer->id, reason);
   }

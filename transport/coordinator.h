@@ -130,6 +130,18 @@ struct ClientOptions {
 // Parses "HOST:PORT" (IPv4 or a name); throws std::invalid_argument saying what is wrong.
 std::pair<std::string, uint16_t> parse_host_port(const std::string& address);
 
+// The key under which the coordinator keeps the first role of `arm` that vanished (its
+// connection lost without a goodbye): "ROLE (REASON)". Roles whose collectives fail read
+// it to name the peer that went away.
+inline std::string vanished_key(const std::string& arm) { return "vanished/" + arm; }
+
+// This host's address as other hosts reach it: the first IPv4 address of an interface
+// that is up and not loopback; "127.0.0.1" when there is none.
+std::string routable_address();
+// Whether `host` stands for every interface ("0.0.0.0", "::", ""), which another host
+// cannot connect to.
+bool is_any_address(const std::string& host);
+
 // A role's connection to the coordinator. Thread-safe: requests from several threads are
 // serialised; heartbeats go out from a background thread.
 class CoordinatorClient {
@@ -148,6 +160,10 @@ class CoordinatorClient {
   int world_size() const { return world_size_; }  // 0 when the arm was not declared
   const std::string& settings_json() const { return settings_json_; }
   const ClientOptions& options() const { return options_; }
+  // The address this host reaches the coordinator from, and the coordinator's address it
+  // reached (Connection::local_address, peer_address).
+  std::string local_address() const;
+  std::string coordinator_address() const;
 
   void kv_set(const std::string& key, std::string_view value);
   // Waits up to `wait` (at most a day) for the key; nullopt when it is still missing then.

@@ -2,6 +2,11 @@
 
 #include "transport/coordinator.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <random>
@@ -29,6 +34,24 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds wait) {
 }
 
 }  // namespace
+
+std::string routable_address() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+    break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+bool is_any_address(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
 
 std::pair<std::string, uint16_t> parse_host_port(const std::string& address) {
   const auto colon = address.rfind(':');
@@ -141,6 +164,9 @@ std::vector<std::byte> CoordinatorClient::request(MessageType type, std::span<co
   expect_type(frame, expect, connection_->peer());
   return std::move(frame.payload);
 }
+
+std::string CoordinatorClient::local_address() const { return connection_->local_address(); }
+std::string CoordinatorClient::coordinator_address() const { return connection_->peer_address(); }
 
 void CoordinatorClient::kv_set(const std::string& key, std::string_view value) {
   const auto bytes = encode_message(KvSet{key, std::string(value)});

@@ -13,12 +13,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/cli/cli_util.h"
@@ -44,9 +46,10 @@ void write_file_atomically(const fs::path& p, const std::string& text) {
 // own environment (a CI job under Slurm) must not leak into the ranks.
 std::vector<std::string> only(const std::vector<std::string>& vars) {
   std::vector<std::string> cmd{"env"};
-  for (const char* v : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "OMPI_COMM_WORLD_RANK",
-                        "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                        "MASTER_ADDR", "MASTER_PORT", "QUARTET_TOKEN"})
+  for (const char* v : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "SLURM_JOB_NODELIST",
+                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "RANK",
+                        "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+                        "QUARTET_TOKEN", "QUARTET_GLOO_HOST", "QUARTET_GLOO_IFACE"})
     cmd.insert(cmd.end(), {"-u", v});
   cmd.insert(cmd.end(), vars.begin(), vars.end());
   return cmd;
@@ -77,6 +80,7 @@ class Launch : public cli_util::FolderTest {
   void SetUp() override {
     FolderTest::SetUp();
     fs::create_directories(dir_ / "logs");
+    token_file_ = dir_ / "token";
   }
 
   // single, and a 4-rank data_parallel arm over backend_ with the same global batch;
@@ -92,6 +96,7 @@ class Launch : public cli_util::FolderTest {
                {"name": "ddp", "regime": "data_parallel", "ranks": 4, "bucket_mb": 0.1}]
     })");
     j["arms"][1]["backend"] = backend_;
+    j["workload"]["train_samples"] = train_samples_;
     write_file_atomically(dir_ / "spec.json", j.dump(2));
     return dir_ / "spec.json";
   }
@@ -103,11 +108,13 @@ class Launch : public cli_util::FolderTest {
     for (const std::string& a : only(vars)) all.push_back(a);
     const fs::path work = dir_ / "work" / std::to_string(rank);
     return start_quartet({"launch", spec().string(), "--arm", "ddp", "--out", (dir_ / "run").string(), "--token-file",
-                          (dir_ / "token").string(), "--work-dir", work.string(), "--join-timeout", "300"},
+                          token_file_.string(), "--work-dir", work.string(), "--join-timeout", "300"},
                          log(rank), {}, all);
   }
   fs::path log(int rank) const { return dir_ / "logs" / std::to_string(rank); }
   std::string backend_ = "gloo";
+  int train_samples_ = 256;
+  fs::path token_file_;  // dir_/token unless a test says otherwise
 
   // Waits for every rank (a hang fails, its processes killed) and checks the run.
   void expect_ranks_train_like_single(const std::vector<pid_t>& ranks) {
@@ -159,7 +166,9 @@ TEST_F(Launch, TorchrunStyleRanksOnOneHostTrainLikeSingle) {
 }
 
 // Two hosts (network namespaces) with two ranks each, told by Slurm's variables: the node
-// list's first host, 192.0.2.1, runs rank 0 and the coordinator on the default port.
+// list's first host, 192.0.2.1, runs rank 0 and the coordinator on the default port. No
+// QUARTET_GLOO_HOST: each rank's Gloo listens where its host reaches the coordinator from
+// (rank 0 and 1, local to it, on the address ranks 2 and 3 dialled).
 TEST_F(Launch, SlurmStyleTwoHostsWithTwoRanksEachTrainLikeSingle) {
   using quartet::transport::testing::TwoNamespaces;
   TwoNamespaces ns;
@@ -170,7 +179,7 @@ TEST_F(Launch, SlurmStyleTwoHostsWithTwoRanksEachTrainLikeSingle) {
     ranks.push_back(start_rank(
         r,
         {"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=4", "SLURM_LOCALID=" + std::to_string(r % 2),
-         "SLURM_NODELIST=192.0.2.[1-2]", std::string("QUARTET_GLOO_HOST=192.0.2.") + (first ? "1" : "2")},
+         "SLURM_NODELIST=192.0.2.[1-2]"},
         {"ip", "netns", "exec", first ? ns.a() : ns.b()}));
   }
   expect_ranks_train_like_single(ranks);
@@ -186,7 +195,7 @@ TEST_F(Launch, TorchrunStyleTwoHostsWithTwoRanksEachTrainLikeSingle) {
     const bool first = r < 2;
     ranks.push_back(start_rank(r,
                                {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "LOCAL_RANK=" + std::to_string(r % 2),
-                                "MASTER_ADDR=192.0.2.1", std::string("QUARTET_GLOO_HOST=192.0.2.") + (first ? "1" : "2")},
+                                "MASTER_ADDR=192.0.2.1"},
                                {"ip", "netns", "exec", first ? ns.a() : ns.b()}));
   }
   expect_ranks_train_like_single(ranks);
@@ -321,6 +330,130 @@ TEST_F(Launch, RankThatCannotReachTheCoordinatorRetriesUntilItsDeadline) {
   EXPECT_NE(out.find("trying again for up to 3 s"), std::string::npos) << out;
   EXPECT_NE(out.find("gave up joining the coordinator at 127.0.0.1:" + port + " after 3 s"), std::string::npos)
       << out;
+}
+
+// A port held open as torchrun's agent holds MASTER_PORT (its store) while its workers run.
+class PortHolder {
+ public:
+  explicit PortHolder(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+  }
+  ~PortHolder() { close(fd_); }
+
+ private:
+  int fd_;
+};
+
+// Rank r of n as `torchrun --nproc-per-node n --master-port PORT --no-python CMD` (PyTorch
+// 2.15) sets the variables, every one of them (each worker printed `env`).
+std::vector<std::string> torchrun_variables(int r, int n, const std::string& addr, int port) {
+  const std::string rs = std::to_string(r), ns = std::to_string(n);
+  return {"GROUP_RANK=0", "GROUP_WORLD_SIZE=1", "LOCAL_RANK=" + rs, "LOCAL_WORLD_SIZE=" + ns,
+          "MASTER_ADDR=" + addr, "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1", "RANK=" + rs,
+          "ROLE_NAME=default", "ROLE_RANK=" + rs, "ROLE_WORLD_SIZE=" + ns,
+          "TORCHELASTIC_ERROR_FILE=/tmp/torchelastic_x/none_y/attempt_0/" + rs + "/error.json",
+          "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_RESTART_COUNT=0", "TORCHELASTIC_RUN_ID=none",
+          "TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM,SIGINT,SIGHUP,SIGQUIT", "TORCHELASTIC_USE_AGENT_STORE=True",
+          "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "WORLD_SIZE=" + ns};
+}
+
+// torchrun's agent listens on MASTER_PORT itself; the ranks meet on the next port, with
+// no flag of ours, and rank 0's join hint names the host they were given.
+TEST_F(Launch, TorchrunsVariablesWithItsAgentOnMasterPortTrainLikeSingle) {
+  const int port = unused_port();
+  PortHolder agent(port);
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(start_rank(r, torchrun_variables(r, 4, "localhost", port)));
+  expect_ranks_train_like_single(ranks);
+  const std::string next = "localhost:" + std::to_string(port + 1);
+  EXPECT_NE(file_bytes(log(1)).find("torchrun rank 1 of 4 (local rank 1), coordinator " + next +
+                                    " (MASTER_PORT + 1: torchrun's agent listens on MASTER_PORT)"),
+            std::string::npos)
+      << file_bytes(log(1));
+  EXPECT_NE(file_bytes(log(0)).find("quartet role --coordinator " + next + " --arm ddp --role rank3"),
+            std::string::npos)
+      << file_bytes(log(0));
+}
+
+// mpirun inside a Slurm job (sbatch -n4 running mpirun -np 4): every rank also inherits the
+// batch step's SLURM_PROCID=0; Open MPI's variables win, and the job's node list names
+// rank 0's host.
+TEST_F(Launch, MpirunInsideSlurmReadsOpenMpisVariablesAndTrainsLikeSingle) {
+  const std::string port = std::to_string(unused_port());
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) {
+    const std::string rs = std::to_string(r);
+    ranks.push_back(start_rank(
+        r, {"OMPI_COMM_WORLD_LOCAL_RANK=" + rs, "OMPI_COMM_WORLD_LOCAL_SIZE=4", "OMPI_COMM_WORLD_NODE_RANK=" + rs,
+            "OMPI_COMM_WORLD_RANK=" + rs, "OMPI_COMM_WORLD_SIZE=4", "OMPI_UNIVERSE_SIZE=4",
+            "SLURM_JOB_NODELIST=localhost", "SLURM_LOCALID=0", "SLURM_NNODES=1", "SLURM_NODEID=0",
+            "SLURM_NODELIST=localhost", "SLURM_NPROCS=4", "SLURM_NTASKS=4", "SLURM_PROCID=0", "MASTER_PORT=" + port}));
+  }
+  expect_ranks_train_like_single(ranks);
+  EXPECT_NE(file_bytes(log(2)).find("openmpi rank 2 of 4 (local rank 2), coordinator localhost:" + port +
+                                    "; also set, not read: SLURM_PROCID (slurm)"),
+            std::string::npos)
+      << file_bytes(log(2));
+}
+
+// A rank killed mid-training: every survivor names it, and so does the arm's summary.
+TEST_F(Launch, RankKilledMidTrainingIsNamedByEverySurvivorAndTheSummary) {
+  train_samples_ = 16000;  // 500 steps: longer than the test waits
+  const std::string port = std::to_string(unused_port());
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(start_rank(r, {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
+                                   "MASTER_PORT=" + port, "QUARTET_GLOO_TIMEOUT_S=60"}));
+  // Wait for training (rank 2's records reach rank 0's folder), then kill rank 2.
+  const fs::path records = dir_ / "run" / "ddp" / "roles" / "rank2.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (cli_util::records_of(records, "step").size() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(cli_util::records_of(records, "step").size(), 3u) << file_bytes(log(0));
+  kill(ranks[2], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  // Rank 0's coordinator saw rank 2 vanish; ranks 1 and 3 asked it who went away.
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(wait_exit_within(ranks[r], std::chrono::seconds(120)), 1) << file_bytes(log(r));
+    EXPECT_NE(file_bytes(log(r)).find(r == 0 ? "role rank2 vanished" : "role rank2 ("), std::string::npos)
+        << "rank " << r << ":\n" << file_bytes(log(r));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(30));
+  cli_util::wait_exit(ranks[2]);
+  const json summary = json::parse(file_bytes(dir_ / "run" / "ddp" / "summary.json"));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_EQ(summary["error"].get<std::string>().rfind("role rank2 vanished", 0), 0u) << summary["error"];
+}
+
+// --token-file in folders that do not exist yet: rank 0 makes them (owner only). A rank 0
+// that fails says so in the file, and the ranks waiting for it stop within seconds.
+TEST_F(Launch, TokenFileFoldersAreMadeAndARank0ThatFailsStopsTheOthers) {
+  token_file_ = dir_ / "no" / "such" / "token";
+  const std::string port = std::to_string(unused_port());
+  auto vars = [&](int r) {
+    return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + port};
+  };
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(start_rank(r, vars(r)));
+  expect_ranks_train_like_single(ranks);
+  EXPECT_EQ(fs::status(token_file_.parent_path()).permissions() & fs::perms::all, fs::perms::owner_all);
+
+  // Again into the same --out, which rank 0 refuses: the others, waiting for a token, stop.
+  fs::remove(token_file_);
+  for (int r = 1; r < 4; ++r) ranks[static_cast<size_t>(r)] = start_rank(r, vars(r));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(wait_exit_within(start_rank(0, vars(0)), std::chrono::seconds(60)), 2) << file_bytes(log(0));
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(wait_exit_within(ranks[static_cast<size_t>(r)], std::chrono::seconds(10)), 1) << file_bytes(log(r));
+    EXPECT_NE(file_bytes(log(r)).find("role rank" + std::to_string(r) + " stops: rank 0 failed"), std::string::npos)
+        << file_bytes(log(r));
+  }
 }
 
 }  // namespace

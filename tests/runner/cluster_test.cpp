@@ -59,6 +59,23 @@ TEST(Nodelist, MalformedListsNameTheVariableAndTheAllowedForms) {
   }
 }
 
+// A list of ranges may stand for billions of hosts: the first is found without
+// expanding it, and expanding more than 100,000 is refused, quickly.
+TEST(Nodelist, HugeListsAreRefusedWithoutExpandingThem) {
+  EXPECT_EQ(first_nodelist_host("n[7-100],x"), "n7");
+  EXPECT_EQ(first_nodelist_host("rack[03-9]-n[1,3]"), "rack03-n1");
+  for (const std::string huge : {"n[0-100000]x[0-100000]", "n[0-999999999]", "a[1-60000],b[1-60000]"}) {
+    EXPECT_NE(nodelist_error(huge).find("stands for more than 100000 hosts"), std::string::npos) << huge;
+    try {
+      first_nodelist_host(huge);
+      ADD_FAILURE() << huge << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("SLURM_NODELIST"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(expand_nodelist("n[1-100000]").size(), 100000u);
+}
+
 TEST(ClusterRank, SlurmTakesTheNodeListsFirstHost) {
   const Vars v{{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"},
                {"SLURM_NODELIST", "node[07-08]"}, {"MASTER_PORT", "4000"}};
@@ -71,20 +88,84 @@ TEST(ClusterRank, SlurmTakesTheNodeListsFirstHost) {
   EXPECT_EQ(r.port, 4000);
 }
 
-TEST(ClusterRank, SlurmWinsOverOpenMpiAndTorchrunAndTheDefaultPortIsTorchruns) {
-  const Vars v{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_NODELIST", "a,b"},
-               {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"RANK", "0"}, {"WORLD_SIZE", "8"}};
-  const ClusterRank r = cluster_rank(lookup(v), "");
+// The launchers' variables as the real ones set them, on a one-node Slurm 22.05 cluster
+// whose node is "vm" (Debian's slurm-wlm), Open MPI 4.1.4 and torchrun from PyTorch 2.15;
+// each rank printed its environment (`env`), of which these are the launchers' own.
+// srun -N1 -n2 (rank 1):
+const Vars kSrun{{"SLURM_JOB_ID", "1"},         {"SLURM_JOB_NODELIST", "vm"},  {"SLURM_LOCALID", "1"},
+                 {"SLURM_NNODES", "1"},         {"SLURM_NODEID", "0"},         {"SLURM_NODELIST", "vm"},
+                 {"SLURM_NPROCS", "2"},         {"SLURM_NTASKS", "2"},         {"SLURM_PROCID", "1"},
+                 {"SLURM_STEP_NODELIST", "vm"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_TASKS_PER_NODE", "2"}};
+// sbatch -N1 -n2 running `mpirun -np 2` (rank 1): every rank inherits the batch step's
+// SLURM_PROCID=0 and SLURM_LOCALID=0.
+const Vars kMpirunInSlurm{{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                          {"OMPI_COMM_WORLD_NODE_RANK", "1"},  {"OMPI_COMM_WORLD_RANK", "1"},
+                          {"OMPI_COMM_WORLD_SIZE", "2"},       {"OMPI_UNIVERSE_SIZE", "2"},
+                          {"SLURM_JOB_NODELIST", "vm"},        {"SLURM_LOCALID", "0"},
+                          {"SLURM_NNODES", "1"},               {"SLURM_NODEID", "0"},
+                          {"SLURM_NODELIST", "vm"},            {"SLURM_NPROCS", "2"},
+                          {"SLURM_NTASKS", "2"},               {"SLURM_PROCID", "0"}};
+// `srun -N1 -n1 -c2 torchrun --nproc-per-node 2 --standalone --no-python CMD` (rank 1):
+// torchrun's own variables over the job step's, its agent's store on MASTER_PORT.
+const Vars kTorchrunInSlurm{
+    {"GROUP_RANK", "0"},          {"GROUP_WORLD_SIZE", "1"},     {"LOCAL_RANK", "1"},
+    {"LOCAL_WORLD_SIZE", "2"},    {"MASTER_ADDR", "localhost"},  {"MASTER_PORT", "45401"},
+    {"OMP_NUM_THREADS", "1"},     {"RANK", "1"},                 {"ROLE_NAME", "default"},
+    {"ROLE_RANK", "1"},           {"ROLE_WORLD_SIZE", "2"},      {"SLURM_JOB_NODELIST", "vm"},
+    {"SLURM_LOCALID", "0"},       {"SLURM_NNODES", "1"},         {"SLURM_NODEID", "0"},
+    {"SLURM_NODELIST", "vm"},     {"SLURM_NPROCS", "1"},         {"SLURM_NTASKS", "1"},
+    {"SLURM_PROCID", "0"},        {"SLURM_STEP_NODELIST", "vm"}, {"SLURM_STEP_NUM_TASKS", "1"},
+    {"TORCHELASTIC_MAX_RESTARTS", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+    {"TORCHELASTIC_RUN_ID", "71c8ead9-e4e0-4a42-bcb4-5ee6fed48bf0"},
+    {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"WORLD_SIZE", "2"}};
+
+TEST(ClusterRank, SrunAloneIsReadAsSlurmWithTheDefaultPort) {
+  const ClusterRank r = cluster_rank(lookup(kSrun), "");
   EXPECT_EQ(r.style, "slurm");
   EXPECT_EQ(r.rank, 1);
-  EXPECT_EQ(r.local_rank, -1);
-  EXPECT_EQ(r.host, "a");
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.host, "vm");
   EXPECT_EQ(r.port, kDefaultClusterPort);
+  EXPECT_TRUE(r.ignored.empty());
 }
 
-TEST(ClusterRank, OpenMpiBeforeTorchrunWithTheCoordinatorFromTheOption) {
-  const Vars v{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-               {"RANK", "0"}, {"WORLD_SIZE", "2"}};
+// The innermost launcher wins: mpirun's variables over the Slurm job's around it, whose
+// node list still names rank 0's host (Open MPI names none).
+TEST(ClusterRank, MpirunInsideSlurmReadsOpenMpisVariables) {
+  const ClusterRank r = cluster_rank(lookup(kMpirunInSlurm), "");
+  EXPECT_EQ(r.style, "openmpi");
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.host, "vm");
+  EXPECT_EQ(r.port, kDefaultClusterPort);
+  EXPECT_EQ(r.ignored, std::vector<std::string>{"SLURM_PROCID (slurm)"});
+  Vars with_master = kMpirunInSlurm;
+  with_master["MASTER_ADDR"] = "10.0.0.9";
+  EXPECT_EQ(cluster_rank(lookup(with_master), "").host, "10.0.0.9");
+}
+
+// torchrun's agent listens on MASTER_PORT: the coordinator takes the next port.
+TEST(ClusterRank, TorchrunInsideSlurmReadsTorchrunsVariablesAndAvoidsItsStorePort) {
+  const ClusterRank r = cluster_rank(lookup(kTorchrunInSlurm), "");
+  EXPECT_EQ(r.style, "torchrun");
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.host, "localhost");
+  EXPECT_EQ(r.port, 45402);
+  EXPECT_NE(r.port_note.find("torchrun's agent listens on MASTER_PORT"), std::string::npos);
+  EXPECT_EQ(r.ignored, std::vector<std::string>{"SLURM_PROCID (slurm)"});
+  // --coordinator HOST:PORT is taken as given; MASTER_PORT 65535 leaves no port after it.
+  EXPECT_EQ(cluster_rank(lookup(kTorchrunInSlurm), "h:7000").port, 7000);
+  Vars last = kTorchrunInSlurm;
+  last["MASTER_PORT"] = "65535";
+  EXPECT_NE(error_of(last).find("MASTER_PORT: 65535 leaves no port"), std::string::npos);
+}
+
+TEST(ClusterRank, OpenMpiWithTheCoordinatorFromTheOption) {
+  const Vars v{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
   const ClusterRank r = cluster_rank(lookup(v), "10.0.0.5:7000");
   EXPECT_EQ(r.style, "openmpi");
   EXPECT_EQ(r.rank, 3);

@@ -5,10 +5,13 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <span>
 #include <stdexcept>
 
 #include "engine/device.h"
+#include "transport/coordinator.h"
 #include "transport/gloo_collectives.h"
 #include "transport/hierarchical_collectives.h"
 #include "transport/shm_collectives.h"
@@ -61,6 +64,30 @@ class AfterCompute final : public transport::Collectives {
   engine::Device device_;
 };
 
+bool is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+}
+
+// The address this rank's Gloo device listens on and announces to its peers: the one its
+// host reaches the coordinator from, which the other ranks' hosts reach too. A rank on
+// the coordinator's own host reaches it through loopback, though, which a rank of another
+// host cannot use: such a rank takes the coordinator's address as a rank of another host
+// dialled it, when there is one. Ranks publish both addresses through the coordinator;
+// only loopback ranks wait for the others'.
+std::string gloo_host(transport::CoordinatorClient& client, const std::string& arm, int rank, int ranks,
+                      std::chrono::milliseconds timeout) {
+  const std::string mine = client.local_address();
+  const std::string key = "arm/" + arm + "/gloo-address/";
+  client.kv_set(key + std::to_string(rank), mine + " " + client.coordinator_address());
+  if (!is_loopback(mine)) return mine;
+  for (int r = 0; r < ranks; ++r) {
+    const std::string theirs = client.kv_wait(key + std::to_string(r), timeout);
+    const size_t space = theirs.find(' ');
+    if (space != std::string::npos && !is_loopback(theirs.substr(0, space))) return theirs.substr(space + 1);
+  }
+  return mine;
+}
+
 }  // namespace
 
 void check_backend(const std::string& backend, int64_t ranks, const ArmFacts& f) {
@@ -94,6 +121,11 @@ std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const st
     throw std::runtime_error(regime + ": " + ctx.role + " has no connection to the run's coordinator, which the "
                              "ranks rendezvous through");
   transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
+  // QUARTET_GLOO_HOST or QUARTET_GLOO_IFACE, when set, say where Gloo listens.
+  transport::GlooOptions gloo = transport::gloo_options_from_environment();
+  auto set = [](const char* name) { return std::getenv(name) && *std::getenv(name); };
+  if ((backend == "gloo" || backend == "hierarchical") && !set("QUARTET_GLOO_HOST") && !set("QUARTET_GLOO_IFACE"))
+    gloo.hostname = gloo_host(*ctx.coordinator, ctx.arm, ctx.rank, ranks, gloo.timeout);
   if (backend == "nccl") {
 #if defined(QUARTET_WITH_NCCL)
     transport::NcclOptions o;
@@ -108,8 +140,8 @@ std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const st
   if (backend == "hierarchical")
     return transport::make_hierarchical_collectives(
         store, ctx.rank, ranks, transport::host_key_from_environment(ctx.rank),
-        {transport::shm_options_from_environment(), transport::gloo_options_from_environment()});
-  return transport::make_gloo_collectives(store, ctx.rank, ranks, transport::gloo_options_from_environment());
+        {transport::shm_options_from_environment(), gloo});
+  return transport::make_gloo_collectives(store, ctx.rank, ranks, gloo);
 }
 
 RoleContext on_own_device(RoleContext ctx) {
