@@ -20,6 +20,19 @@ int default_threads() {
   return hw ? static_cast<int>(hw) : 1;
 }
 
+int& threads();
+
+// Eigen's GEMM takes its thread count from a static that set_compute_threads() sets; until
+// then it asks OpenMP (every core). Its blocking, and so the order in which a product adds,
+// depends on that count: a process whose first product ran before the engine set its
+// threads, and whose later ones after, added differently, and threads of one process
+// (ranks as threads) raced to set it. So the count is set as the library loads, with
+// initParallel(), which Eigen asks for before any thread uses it.
+const int loaded_threads = [] {
+  Eigen::initParallel();
+  return threads();
+}();
+
 int& threads() {
   static int n = [] {
     int d = default_threads();

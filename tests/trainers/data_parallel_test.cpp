@@ -200,8 +200,9 @@ TEST_F(DataParallel, ZeroOneAndTwoEqualZeroZeroWithAShardOfTheMemory) {
   const double d1 = max_abs_diff(final_weights("zero0"), final_weights("zero1"));
   const double d2 = max_abs_diff(final_weights("zero0"), final_weights("zero2"));
   std::cout << "[ measured ] zero 1 vs zero 0: " << d1 << ", zero 2 vs zero 0: " << d2 << "\n";
-  EXPECT_LT(d1, kSameUpdate);
-  EXPECT_LT(d2, kSameUpdate);
+  // Adam: Gloo's reduce-scatter adds in another order than its all-reduce.
+  EXPECT_LT(d1, testing::kAdamSameUpdate);
+  EXPECT_LT(d2, testing::kAdamSameUpdate);
 
   const int64_t opt0 = peak("zero0", n, "optimizer_state"), opt1 = peak("zero1", n, "optimizer_state"),
                 opt2 = peak("zero2", n, "optimizer_state");
@@ -371,7 +372,7 @@ TEST_F(DataParallel, ZeroThreeEqualsZeroZeroAndHoldsAShardOfEveryState) {
   arm("zero3", 3);
   const double diff = max_abs_diff(final_weights("zero0"), final_weights("zero3"));
   std::cout << "[ measured ] zero 3 vs zero 0 over Gloo: max |param diff| = " << diff << "\n";
-  EXPECT_LT(diff, kSameUpdate);
+  EXPECT_LT(diff, testing::kAdamSameUpdate);  // Adam, and Gloo's two rings add in other orders
 
   auto model = workload_->make_model("lenet5", 3);
   int64_t params = 0, largest_stage = 0;

@@ -28,6 +28,13 @@
 
 namespace quartet::trainers::testing {
 
+// "The same update" under Adam or AdamW when two arms add the same gradients in another
+// order: Adam divides each first moment by the root of the second, so the rounding noise
+// of a gradient that is zero by the maths (an input pixel that is always 0, attention's
+// key bias) becomes a step of up to lr x |g| / eps. A tenth of one step's largest move at
+// lr 1e-3 (docs/data_parallel.md, "How close to single").
+constexpr double kAdamSameUpdate = 1e-4;
+
 // The largest elementwise difference of two state dicts; names and counts must agree.
 inline double max_abs_diff(const engine::NamedTensors& a, const engine::NamedTensors& b) {
   EXPECT_EQ(a.size(), b.size());
