@@ -1,7 +1,9 @@
 # QUARTET_CUDA (AUTO, ON, OFF) decides whether the CUDA backend (engine/cuda/: kernels,
 # cuBLAS, cuDNN, the caching allocator) is built. AUTO builds it where nvcc, cuBLAS and
-# cuDNN are found; ON requires them; OFF skips it. A build with the backend runs on a
-# machine without a GPU: a cuda device is then refused at run time with the reason.
+# cuDNN are found and this machine shows a GPU (an NVIDIA driver's device); ON requires
+# the toolkit and builds it with or without a GPU (CI does, so every .cu file compiles);
+# OFF skips it. A build with the backend runs on a machine without a GPU: a cuda device is
+# then refused at run time with the reason.
 #
 # There is no GPU to detect while building here, so the architectures are explicit:
 # CMAKE_CUDA_ARCHITECTURES defaults to 80;90 (A100, H100/H200).
@@ -23,7 +25,12 @@ if(NOT QUARTET_CUDA STREQUAL "OFF")
       set(_quartet_cuda_missing "cuDNN (libcudnn and cudnn.h next to CUDA ${CUDAToolkit_VERSION})")
     endif()
   endif()
-  if(_quartet_cuda_missing STREQUAL "")
+  # A GPU this machine can see: the driver's devices (what nvidia-smi lists).
+  file(GLOB _quartet_gpus /dev/nvidia[0-9]* /proc/driver/nvidia/gpus/*)
+  if(_quartet_cuda_missing STREQUAL "" AND QUARTET_CUDA STREQUAL "AUTO" AND NOT _quartet_gpus)
+    message(STATUS "quartet: the CUDA backend is left out: nvcc is here but no GPU is visible; "
+                   "-DQUARTET_CUDA=ON builds it anyway (QUARTET_CMAKE_ARGS=-DQUARTET_CUDA=ON scripts/setup)")
+  elseif(_quartet_cuda_missing STREQUAL "")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
       set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for" FORCE)
     endif()
