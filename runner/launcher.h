@@ -10,6 +10,7 @@
 namespace quartet::runner {
 
 struct ExperimentSpec;
+struct ArmSpec;
 
 struct RunOptions {
   std::string spec_path;              // the experiment file (not with resume)
@@ -32,6 +33,11 @@ struct RunOptions {
 // printed), 3 an arm diverged or ended degraded, 130 interrupted (finished arms' results
 // kept, the run marked interrupted).
 int run_experiment(const RunOptions& options);
+
+// The compute threads each of an arm's local processes gets: its `threads`, else this
+// machine's cores shared among them (run_experiment gives fewer where other work keeps
+// cores busy when the arm starts).
+int arm_threads(const ArmSpec& arm);
 
 struct RoleOptions {
   std::filesystem::path run_dir;  // a local role: the run folder made by run_experiment
