@@ -56,6 +56,8 @@ class ReportTest : public QObject {
         gui_test::run_process(QUARTET_BINARY, {"report", QString::fromStdString(dir.string()), "--format", "html"});
     QVERIFY2(r.code == 0, qPrintable(r.output));
     QVERIFY(fs::exists(dir / "report" / "index.html"));
+    // It says where the page is, to open in a browser.
+    QVERIFY2(r.output.contains(QString::fromStdString((dir / "report" / "index.html").string())), qPrintable(r.output));
     QVERIFY(fs::exists(dir / "report" / "throughput.png"));
     QVERIFY(!fs::exists(dir / "report" / "throughput.svg"));
   }
