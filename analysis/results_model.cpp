@@ -231,9 +231,25 @@ std::string eval_metric(const ArmResults& arm) {
 
 std::vector<std::pair<int64_t, double>> loss_points(const ArmResults& arm) {
   std::vector<std::pair<int64_t, double>> out;
-  if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t))
-      if (std::isfinite(r.loss)) out.emplace_back(r.samples, r.loss);
+  const RoleRecords* t = arm.timeline();
+  if (!t) return out;
+  // Ranks each record the loss of their slice of the batch: their mean is the batch's, as
+  // one process records it (rank 0's alone is as noisy as a batch of B/N).
+  std::map<int64_t, std::pair<double, int>> by_step;
+  if (role_kind(t->role) == "rank")
+    for (const RoleRecords& role : arm.roles)
+      if (role_kind(role.role) == "rank")
+        for (const RecordView& r : steps_of(role))
+          if (std::isfinite(r.loss)) {
+            auto& [sum, n] = by_step[r.step];
+            sum += r.loss;
+            ++n;
+          }
+  for (const RecordView& r : steps_of(*t)) {
+    if (!std::isfinite(r.loss)) continue;
+    const auto it = by_step.find(r.step);
+    out.emplace_back(r.samples, it == by_step.end() ? r.loss : it->second.first / it->second.second);
+  }
   return out;
 }
 
@@ -276,6 +292,14 @@ double train_seconds(const ArmResults& arm) {
     if (r.eval) eval += r.eval->seconds;
   }
   return std::max(wall - eval, 0.0);
+}
+
+double wall_seconds(const ArmResults& arm) {
+  if (member(arm.summary, "wall_seconds").is_number()) return number(arm.summary, "wall_seconds");
+  double wall = 0.0;
+  if (const RoleRecords* t = arm.timeline())
+    for (const RecordView& r : steps_of(*t)) wall = std::max(wall, r.wall);
+  return wall;
 }
 
 int64_t samples_done(const ArmResults& arm) {

@@ -8,6 +8,7 @@
 #include <QGraphicsTextItem>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QProgressBar>
 #include <QTabWidget>
 #include <QSettings>
 #include <QSignalSpy>
@@ -16,6 +17,7 @@
 #include <QtTest>
 
 #include "gui/chart_panel.h"
+#include "gui/chart_view.h"
 #include "gui/compare_view.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
@@ -27,6 +29,32 @@ using namespace quartet::gui;
 using quartet::analysis::ArmResults;
 using quartet::analysis::samples_done;
 namespace fs = std::filesystem;
+
+namespace {
+
+// Every tab of `panel` as shown: no visible text of a chart ends in "…" or "...".
+void expect_no_cut_text(ChartPanel* panel, const QString& where) {
+  QTabWidget* tabs = panel->tabs();
+  for (int i = 0; i < tabs->count(); ++i) {
+    tabs->setCurrentIndex(i);
+    QCoreApplication::processEvents();
+    QCoreApplication::processEvents();  // fit_labels runs once the layout has the new size
+    for (ChartView* view : panel->views()) {
+      if (!view->isVisible()) continue;
+      view->grab();
+      for (QGraphicsItem* item : view->scene()->items()) {
+        if (!item->isVisible()) continue;
+        QString text;
+        if (auto* t = dynamic_cast<QGraphicsTextItem*>(item)) text = t->toPlainText();
+        if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item)) text = t->text();
+        QVERIFY2(!text.contains("...") && !text.contains(QChar(0x2026)),
+                 qPrintable(where + ", " + tabs->tabText(i) + ", " + view->chart()->title() + ": \"" + text + "\""));
+      }
+    }
+  }
+}
+
+}  // namespace
 
 class MainWindowTest : public QObject {
   Q_OBJECT
@@ -124,9 +152,11 @@ class MainWindowTest : public QObject {
       auto* view = qobject_cast<QChartView*>(tabs->widget(i));
       QVERIFY(view);
       QCoreApplication::processEvents();
+      QCoreApplication::processEvents();  // the labels are fitted once the layout has the view's size
       view->grab();  // lays the chart out as it is drawn
       const QString tab = tabs->tabText(i);
       for (QGraphicsItem* item : view->scene()->items()) {
+        if (!item->isVisible()) continue;
         QString text;
         if (auto* t = dynamic_cast<QGraphicsTextItem*>(item)) text = t->toPlainText();
         if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item)) text = t->text();
@@ -148,6 +178,26 @@ class MainWindowTest : public QObject {
     QCOMPARE(pen_of("A: ddp-2").color(), pen_of("B: ddp-2").color());
     QVERIFY(pen_of("A: ddp-2").color() != pen_of("A: single").color());
     QVERIFY(pen_of("A: ddp-2").style() != pen_of("B: ddp-2").style());
+  }
+
+  // At 1280×720 and 1600×1000, in the Run view and in Compare, on every tab: no axis
+  // title, legend entry or label is cut short.
+  void EverythingIsLegibleAtSmallAndLargeWindowSizes() {
+    QTemporaryDir tmp;
+    const fs::path second = gui_test::copy_fixture(tmp.path().toStdString());
+    for (const QSize size : {QSize(1280, 720), QSize(1600, 1000)}) {
+      MainWindow w;
+      w.resize(size);
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+      w.show_tab(1);
+      expect_no_cut_text(w.run_view()->charts(), QString("Run at %1x%2").arg(size.width()).arg(size.height()));
+      if (QTest::currentTestFailed()) return;
+      QCOMPARE(w.open_results(QString::fromStdString(second.string())), QString());
+      w.show_tab(2);
+      expect_no_cut_text(w.compare()->charts(), QString("Compare at %1x%2").arg(size.width()).arg(size.height()));
+    }
   }
 
   // Shift+F5 mid-run: the status bar says stopped (not an error, no exit code), Resume is
