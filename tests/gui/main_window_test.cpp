@@ -228,6 +228,43 @@ class MainWindowTest : public QObject {
     QVERIFY(!w.action("resume")->isEnabled());
   }
 
+  // Stopped while its second arm runs, then resumed: the first arm, kept by the resume,
+  // shows finished with its records and charts from the start to the end.
+  void AResumedRunShowsItsFinishedArms() {
+    QTemporaryDir tmp;
+    QSettings().setValue("results_dir", tmp.path());
+    MainWindow w;
+    w.controller()->set_quartet(QUARTET_BINARY);
+    nlohmann::json spec = nlohmann::json::parse(gui_test::read_text(gui_test::fixture_spec()));
+    spec["workload"]["train_samples"] = 4096;
+    spec["arms"] = nlohmann::json::array({{{"name", "first"}, {"regime", "single"}, {"train", {{"epochs", 1}}}},
+                                          {{"name", "second"}, {"regime", "single"}, {"train", {{"epochs", 40}}}}});
+    w.editor()->set_spec(spec);
+    QCOMPARE(w.start_run(), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(samples_done(w.controller()->stream().snapshot().arms[1]) > 0, 90000);
+    QSignalSpy done(w.controller(), &RunController::finished);
+    w.stop_run();
+    QVERIFY(done.wait(60000));
+    QCOMPARE(w.resume_run(), QString());
+    auto check_first = [&](const char* when) {
+      w.run_view()->refresh();
+      const ArmResults& first = w.run_view()->shown().arms[0];
+      QVERIFY2(first.status == "finished", when);
+      QVERIFY2(samples_done(first) > 0, when);
+      QVERIFY2(w.run_view()->progress("first")->value() == 1000, when);
+      QStringList lines;
+      for (QAbstractSeries* s : w.run_view()->charts()->chart(ChartKind::quality_samples)->series()) lines << s->name();
+      QVERIFY2(lines.contains("first"), qPrintable(QString(when) + ": " + lines.join(", ")));
+      QVERIFY2(w.run_view()->detail("first").contains(" s"), qPrintable(w.run_view()->detail("first")));
+    };
+    check_first("while the resume runs");
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(done.wait(180000));
+    QCOMPARE(w.controller()->exit_code(), 0);
+    check_first("once it has finished");
+    QCOMPARE(w.run_view()->shown().status, std::string("finished"));
+  }
+
   void ACorruptResultsFolderGivesAMessage() {
     QTemporaryDir tmp;
     const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
