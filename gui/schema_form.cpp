@@ -6,10 +6,12 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSignalBlocker>
 #include <QTabWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <functional>
@@ -101,6 +103,7 @@ struct SchemaForm::Node {
   QLineEdit* line = nullptr;
   QComboBox* combo = nullptr;
   QComboBox* names = nullptr;        // a line with known values to pick from (its line edit is `line`)
+  QToolButton* pick = nullptr;       // a list of names: a menu of those known, ticked into `line`
   QLabel* error = nullptr;
   QTabWidget* tabs = nullptr;  // list
   std::vector<std::unique_ptr<Node>> children;
@@ -157,12 +160,7 @@ void SchemaForm::build_object(Node& node, QWidget* container) {
   outer->addLayout(form);
   const json& required = field(node.schema, "required");
   auto add_row = [&](std::unique_ptr<Node> child) {
-    const json& when = field(child->schema, "x-applies-when");
-    if (when.is_object() && when.size() == 1 && when.begin().value().is_array()) {
-      child->when = when.begin().key();
-      for (const json& v : when.begin().value())
-        if (v.is_string()) child->when_values.push_back(v.get<std::string>());
-    }
+    read_when(*child);
     QWidget* w = build_field(*child);
     child->label = new QLabel(QString::fromStdString(child->key) + (child->required ? " *" : ""), container);
     child->label->setToolTip(w->toolTip());
@@ -247,6 +245,20 @@ QWidget* SchemaForm::build_field(Node& n) {
     n.combo = new QComboBox(row);
     connect(n.combo, &QComboBox::currentIndexChanged, this, [this] { edited(); });
     v->addWidget(n.combo);
+  } else if (field(n.schema, "format").is_string() && type_of(n.schema) == "array") {
+    // A list of names (a pipeline's cuts): typed, or ticked in a menu of those that fit.
+    auto* line = new QHBoxLayout;
+    n.line = new QLineEdit(row);
+    n.line->setClearButtonEnabled(true);
+    n.pick = new QToolButton(row);
+    n.pick->setText(tr("Pick"));
+    n.pick->setToolTip(tr("Tick the names, in order"));
+    n.pick->setPopupMode(QToolButton::InstantPopup);
+    n.pick->setMenu(new QMenu(n.pick));
+    connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
+    line->addWidget(n.line, 1);
+    line->addWidget(n.pick);
+    v->addLayout(line);
   } else if (field(n.schema, "format").is_string() && type_of(n.schema) == "string") {
     n.names = new QComboBox(row);
     n.names->setEditable(true);
@@ -265,6 +277,8 @@ QWidget* SchemaForm::build_field(Node& n) {
   n.error = new QLabel(row);
   n.error->setStyleSheet(kErrorStyle);
   n.error->setWordWrap(true);
+  // As tall as its wrapped text: a form row otherwise keeps the height of two lines.
+  n.error->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::MinimumExpanding);
   n.error->hide();
   v->addWidget(n.error);
   return row;
@@ -287,7 +301,9 @@ void SchemaForm::show_schema(Node& n) {
     const bool was_filling = filling_;
     filling_ = true;
     n.combo->clear();
-    n.combo->addItem(placeholder, QString());
+    // A required choice has nothing to fall back on: its placeholder is no item to pick.
+    if (n.required) n.combo->setPlaceholderText(placeholder);
+    else n.combo->addItem(placeholder, QString());
     if (type_of(n.schema) == "boolean") {
       n.combo->addItem("true", "true");
       n.combo->addItem("false", "false");
@@ -301,6 +317,8 @@ void SchemaForm::show_schema(Node& n) {
         at = n.combo->count() - 1;
       }
       n.combo->setCurrentIndex(at);
+    } else if (n.required) {
+      n.combo->setCurrentIndex(-1);
     }
     filling_ = was_filling;
     n.combo->setToolTip(description);
@@ -364,6 +382,16 @@ void SchemaForm::add_item(const std::string& path, const json& item) {
   edited();
 }
 
+void SchemaForm::read_when(Node& n) {
+  n.when.clear();
+  n.when_values.clear();
+  const json& when = field(n.schema, "x-applies-when");
+  if (!when.is_object() || when.size() != 1 || !when.begin().value().is_array()) return;
+  n.when = when.begin().key();
+  for (const json& v : when.begin().value())
+    if (v.is_string()) n.when_values.push_back(v.get<std::string>());
+}
+
 bool SchemaForm::applies(const Node& object, const Node& n) const {
   if (n.when.empty()) return true;
   // A sibling's name, or a JSON Pointer from the root ("/workload/name").
@@ -372,7 +400,9 @@ bool SchemaForm::applies(const Node& object, const Node& n) const {
     path = QString::fromStdString(root_->path) + QString::fromStdString(n.when).replace('/', '.');
   auto it = index_.find(path.toStdString());
   if (it == index_.end() || !it->second->combo || it->second->hidden()) return true;
-  const std::string value = it->second->combo->currentData().toString().toStdString();
+  // The value that will run: the one chosen, else the field's default.
+  std::string value = it->second->combo->currentData().toString().toStdString();
+  if (const json& def = field(it->second->schema, "default"); value.empty() && def.is_string()) value = def.get<std::string>();
   return value.empty() || std::find(n.when_values.begin(), n.when_values.end(), value) != n.when_values.end();
 }
 
@@ -381,16 +411,19 @@ void SchemaForm::update_visibility(Node& object) {
   for (auto& c : object.children)
     if (c->key == "regime" && c->combo) chosen = c->combo->currentData().toString().toStdString();
   for (auto& c : object.children) {
+    if (auto it = c->schema_for.find(chosen); it != c->schema_for.end() && it->second != c->schema) {
+      c->schema = it->second;
+      read_when(*c);  // two regimes' field may apply under different conditions (split's cuts, pipeline's)
+      if (c->kind == Kind::line || c->kind == Kind::choice) show_schema(*c);
+    }
+  }
+  for (auto& c : object.children) {
     const bool regime_ok =
         c->regimes.empty() || chosen.empty() || std::find(c->regimes.begin(), c->regimes.end(), chosen) != c->regimes.end();
     const bool show = regime_ok && applies(object, *c);
     if (c->row->isHidden() == show) {
       c->row->setVisible(show);
       c->label->setVisible(show);
-    }
-    if (auto it = c->schema_for.find(chosen); it != c->schema_for.end() && it->second != c->schema) {
-      c->schema = it->second;
-      if (c->kind == Kind::line || c->kind == Kind::choice) show_schema(*c);
     }
   }
 }
@@ -416,7 +449,7 @@ void SchemaForm::fill(Node& n, const json& v) {
     case Kind::list: rebuild_items(n, v.is_array() ? v : json::array()); return;
     case Kind::choice: {
       if (v.is_null()) {
-        n.combo->setCurrentIndex(0);
+        n.combo->setCurrentIndex(n.required ? -1 : 0);
         return;
       }
       const QString text = json_text(v);
@@ -553,10 +586,43 @@ void SchemaForm::suggest(const std::string& format, Suggestions names) {
   refresh_suggestions();
 }
 
+void SchemaForm::refresh_picker(Node& n, const QStringList& names) {
+  QMenu* menu = n.pick->menu();
+  QStringList listed;
+  for (QAction* a : menu->actions()) listed << a->text();
+  if (listed != names) {
+    menu->clear();
+    QLineEdit* line = n.line;
+    for (const QString& name : names) {
+      QAction* a = menu->addAction(name);
+      a->setCheckable(true);
+      // Ticking keeps the names in the model's order.
+      connect(a, &QAction::toggled, this, [this, menu, line] {
+        QStringList picked;
+        for (QAction* b : menu->actions())
+          if (b->isChecked()) picked << b->text();
+        line->setText(picked.join(", "));
+        edited();
+      });
+    }
+  }
+  const QStringList typed = n.line->text().split(',', Qt::SkipEmptyParts);
+  for (QAction* a : menu->actions()) {
+    const QSignalBlocker block(a);
+    a->setChecked(std::any_of(typed.begin(), typed.end(), [&](const QString& t) { return t.trimmed() == a->text(); }));
+  }
+  n.pick->setEnabled(!names.isEmpty());
+}
+
 void SchemaForm::refresh_suggestions() {
   if (suggestions_.empty()) return;
   const json whole = value();
   for (auto& [path, n] : index_) {
+    if (n->pick) {
+      auto it = suggestions_.find(field(n->schema, "format").get<std::string>());
+      if (it != suggestions_.end()) refresh_picker(*n, it->second(whole, path));
+      continue;
+    }
     if (!n->names) continue;
     auto it = suggestions_.find(field(n->schema, "format").get<std::string>());
     if (it == suggestions_.end()) continue;
@@ -573,9 +639,24 @@ void SchemaForm::refresh_suggestions() {
   }
 }
 
+void SchemaForm::set_field(const std::string& path, const json& v) {
+  auto it = index_.find(path);
+  if (it == index_.end() || (it->second->kind != Kind::line && it->second->kind != Kind::choice)) return;
+  const bool was_filling = filling_;
+  filling_ = true;
+  fill(*it->second, v);
+  filling_ = was_filling;
+  edited();
+}
+
 QWidget* SchemaForm::editor(const std::string& path) const {
   auto it = index_.find(path);
   return it == index_.end() ? nullptr : it->second->editor();
+}
+
+QMenu* SchemaForm::picker(const std::string& path) const {
+  auto it = index_.find(path);
+  return it == index_.end() || !it->second->pick ? nullptr : it->second->pick->menu();
 }
 
 QString SchemaForm::error_at(const std::string& path) const {
