@@ -19,6 +19,7 @@
 #include "gui/chart_panel.h"
 #include "gui/chart_view.h"
 #include "gui/compare_view.h"
+#include "gui/folders.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
 #include "gui/run_view.h"
@@ -263,6 +264,53 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.controller()->exit_code(), 0);
     check_first("once it has finished");
     QCOMPARE(w.run_view()->shown().status, std::string("finished"));
+    // The comparison holds the folder once, as it ended.
+    QCOMPARE(w.compare()->runs().size(), size_t{1});
+    QCOMPARE(w.compare()->runs().front().status, std::string("finished"));
+  }
+
+  // A run folder opened again is read again in its place, not listed twice.
+  void ARunFolderIsListedOnce() {
+    QTemporaryDir tmp;
+    const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
+    MainWindow w;
+    QCOMPARE(w.open_results(QString::fromStdString(dir.string())), QString());
+    w.compare()->set_arm_checked(0, "ddp-2", false);
+    QCOMPARE(w.open_results(QString::fromStdString(dir.string()) + "/"), QString());
+    QCOMPARE(w.compare()->runs().size(), size_t{1});
+    for (const ArmResults& a : w.compare()->picked()) QVERIFY(a.name != "ddp-2");  // unticked stays so
+  }
+
+  // Each file dialog starts where it was last used: a volume opened moves none of the others.
+  void EachDialogKeepsItsOwnFolder() {
+    QTemporaryDir tmp;
+    QDir(tmp.path()).mkpath("volumes");
+    QDir(tmp.path()).mkpath("runs");
+    remember_folder(kVolumeFolder, tmp.filePath("volumes/ct.nii.gz"));
+    QSettings().setValue("results_dir", tmp.filePath("runs"));
+    QCOMPARE(start_folder(kVolumeFolder), tmp.filePath("volumes"));
+    QCOMPARE(start_folder(kResultsFolder), tmp.filePath("runs"));
+    QVERIFY(start_folder(kSpecFolder) != tmp.filePath("volumes"));
+    QVERIFY(QFileInfo(start_folder(kSpecFolder)).isDir());
+  }
+
+  // An error in the status bar gives way to the next action's outcome.
+  void AStatusBarErrorGivesWayToTheNextSuccess() {
+    QTemporaryDir tmp;
+    MainWindow w;
+    QVERIFY(!w.open_paths({tmp.filePath("missing.json")}).isEmpty());
+    QVERIFY(w.statusBar()->currentMessage().contains("missing.json"));
+    QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+    QVERIFY2(w.statusBar()->currentMessage().startsWith("Opened the run"), qPrintable(w.statusBar()->currentMessage()));
+  }
+
+  void HelpHasAQuickGuideAndTheShortcuts() {
+    MainWindow w;
+    QVERIFY(w.action("guide"));
+    QVERIFY(w.action("shortcuts"));
+    QVERIFY(w.quick_guide().contains("Resume"));
+    const QString keys = w.shortcuts_text();
+    for (const char* key : {"F5", "F6", "Ctrl+O", "Ctrl+Shift+R"}) QVERIFY2(keys.contains(key), key);
   }
 
   void ACorruptResultsFolderGivesAMessage() {
@@ -309,6 +357,7 @@ class MainWindowTest : public QObject {
     QString index;
     QCOMPARE(w.write_report_for_shown_run(&index), QString());
     QVERIFY(QFileInfo::exists(index));
+    QVERIFY2(QFileInfo(index).isAbsolute(), qPrintable(index));  // a browser gets a whole file URL
   }
 };
 
