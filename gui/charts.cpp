@@ -226,6 +226,7 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     for (const QPointF& p : top) y_hi = std::max(y_hi, p.y());
   };
   const std::vector<QColor> colors = arm_colors(arms);
+  const std::vector<size_t> order = arm_name_indices(arms);  // an arm's width, the same in every run
   // Pale lines first, so that they lie under every arm's own.
   if (spec.faint)
     for (size_t i = 0; i < arms.size(); ++i) {
@@ -234,7 +235,7 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     }
   for (size_t i = 0; i < arms.size(); ++i) {
     const QString name = spec.name ? spec.name(arms[i]) : label_of(arms[i]);
-    place(name, spec.points(arms[i]), colors[i], arms[i].run, Look::arm, i);
+    place(name, spec.points(arms[i]), colors[i], arms[i].run, Look::arm, order[i]);
     if (spec.band) {
       const auto [lower, upper] = spec.band(arms[i]);
       place_band(error_bar_name(name), lower, upper, colors[i]);
@@ -822,14 +823,20 @@ void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& ar
   }
 }
 
-std::vector<QColor> arm_colors(const std::vector<ArmResults>& arms) {
+std::vector<size_t> arm_name_indices(const std::vector<ArmResults>& arms) {
   std::vector<std::string> names;
-  std::vector<QColor> out;
+  std::vector<size_t> out;
   for (const ArmResults& a : arms) {
     auto it = std::find(names.begin(), names.end(), a.name);
     if (it == names.end()) it = names.insert(names.end(), a.name);
-    out.push_back(arm_color(static_cast<size_t>(it - names.begin())));
+    out.push_back(static_cast<size_t>(it - names.begin()));
   }
+  return out;
+}
+
+std::vector<QColor> arm_colors(const std::vector<ArmResults>& arms) {
+  std::vector<QColor> out;
+  for (size_t i : arm_name_indices(arms)) out.push_back(arm_color(i));
   return out;
 }
 

@@ -48,6 +48,8 @@ QColor arm_color(size_t index);
 // Each arm's colour, by name: an arm name has one colour in every chart, whichever runs
 // it comes from (the i-th distinct name in `arms` gets arm_color(i)).
 std::vector<QColor> arm_colors(const std::vector<analysis::ArmResults>& arms);
+// The index of each arm's name among the distinct names of `arms`, in order of appearance.
+std::vector<size_t> arm_name_indices(const std::vector<analysis::ArmResults>& arms);
 
 // How a run's lines are drawn: the first run solid, the next dashed, then dotted, …
 Qt::PenStyle run_pen_style(int run);
