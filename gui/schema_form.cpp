@@ -29,6 +29,31 @@ const char* kEditorErrorStyle = "border: 1px solid #b00020;";
 
 enum class Kind { line, choice, object, list };
 
+// A wrapped message that holds the height of every line it wraps to at its width: the
+// form in its scroll area lays rows out by their minimum heights, which a wrapped label
+// does not give by itself (a long error was cut to two lines).
+class WrappedLabel : public QLabel {
+ public:
+  explicit WrappedLabel(QWidget* parent) : QLabel(parent) { setWordWrap(true); }
+  void show_text(const QString& text) {
+    setText(text);
+    show();
+    fit();
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override {
+    QLabel::resizeEvent(event);
+    fit();
+  }
+
+ private:
+  void fit() {
+    if (width() <= 0 || isHidden()) return;
+    if (const int h = heightForWidth(width()); h > 0 && minimumHeight() != h) setMinimumHeight(h);
+  }
+};
+
 const json& field(const json& j, const char* key) {
   static const json kNull;
   if (!j.is_object()) return kNull;
@@ -150,9 +175,8 @@ SchemaForm::~SchemaForm() = default;
 void SchemaForm::build_object(Node& node, QWidget* container) {
   QBoxLayout* outer = qobject_cast<QBoxLayout*>(container->layout());
   if (!outer) outer = new QVBoxLayout(container);
-  node.error = new QLabel(container);
+  node.error = new WrappedLabel(container);
   node.error->setStyleSheet(kErrorStyle);
-  node.error->setWordWrap(true);
   node.error->hide();
   outer->addWidget(node.error);
   auto* form = new QFormLayout;
@@ -274,11 +298,8 @@ QWidget* SchemaForm::build_field(Node& n) {
     v->addWidget(n.line);
   }
   show_schema(n);
-  n.error = new QLabel(row);
+  n.error = new WrappedLabel(row);
   n.error->setStyleSheet(kErrorStyle);
-  n.error->setWordWrap(true);
-  // As tall as its wrapped text: a form row otherwise keeps the height of two lines.
-  n.error->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::MinimumExpanding);
   n.error->hide();
   v->addWidget(n.error);
   return row;
@@ -559,8 +580,7 @@ std::string SchemaForm::show_error(const std::string& path, const QString& messa
     at = at.substr(0, cut);
   }
   Node* n = index_.at(at);
-  n->error->setText(message);
-  n->error->show();
+  static_cast<WrappedLabel*>(n->error)->show_text(message);
   if (QWidget* e = n->editor()) e->setStyleSheet(kEditorErrorStyle);
   // Show the tabs on the way down to it.
   for (const auto& [p, node] : index_)
@@ -576,6 +596,7 @@ void SchemaForm::clear_errors() {
     if (n->error) {
       n->error->clear();
       n->error->hide();
+      n->error->setMinimumHeight(0);
     }
     if (QWidget* e = n->editor()) e->setStyleSheet(QString());
   }

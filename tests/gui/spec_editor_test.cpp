@@ -2,6 +2,7 @@
 // changes the spec; validation errors appear at the field they name.
 
 #include <QComboBox>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
 #include <QTabBar>
@@ -409,6 +410,29 @@ class SpecEditorTest : public QObject {
     QVERIFY(menu->actions()[0]->isChecked());
     menu->actions()[1]->setChecked(true);
     QCOMPARE(e.spec()["arms"][0]["cuts"], json::array({"fc1", "fc2"}));
+  }
+
+  // An error under a field is shown whole, however many lines it wraps to.
+  void AnErrorUnderAFieldIsShownWhole() {
+    SpecEditor e;
+    e.resize(700, 600);
+    e.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&e));
+    json spec = tiny_spec();
+    spec["workload"]["model"] = "a-model-that-does-not-exist";
+    e.set_spec(spec);
+    QVERIFY(!e.validate());
+    const QString message = e.form()->error_at("spec.workload.model");
+    QVERIFY2(!message.isEmpty(), qPrintable(e.problem()));
+    QLabel* shown = nullptr;
+    for (QLabel* l : e.form()->findChildren<QLabel*>())
+      if (l->text() == message && l->isVisible()) shown = l;
+    QVERIFY(shown);
+    QVERIFY2(shown->heightForWidth(shown->width()) > 2 * shown->fontMetrics().height(), "a message of three lines or more");
+    // Once the layout has settled (a deadline, not a timing).
+    QTRY_VERIFY2_WITH_TIMEOUT(shown->height() >= shown->heightForWidth(shown->width()),
+                              qPrintable(QString("%1 px shown of %2").arg(shown->height()).arg(shown->heightForWidth(shown->width()))),
+                              5000);
   }
 
   // Fields whose default a rule applies (the volume workloads') show it.
