@@ -20,6 +20,7 @@ using trainers::number;
 using trainers::read_record;
 using trainers::RecordView;
 using trainers::RoleRecords;
+using trainers::StepRecord;
 using trainers::text;
 
 namespace {
@@ -294,29 +295,24 @@ double train_seconds(const ArmResults& arm) {
   return std::max(wall - eval, 0.0);
 }
 
-double wall_seconds(const ArmResults& arm) {
-  if (member(arm.summary, "wall_seconds").is_number()) return number(arm.summary, "wall_seconds");
-  double wall = 0.0;
+namespace {
+
+// The summary's figure `key`, else (a running arm) the largest `field` of the clock
+// role's step records so far.
+template <typename T>
+T summary_or_latest(const ArmResults& arm, const char* key, T StepRecord::*field) {
+  if (const json& v = member(arm.summary, key); v.is_number()) return v.get<T>();
+  T latest{};
   if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t)) wall = std::max(wall, r.wall);
-  return wall;
+    for (const RecordView& r : steps_of(*t)) latest = std::max(latest, r.*field);
+  return latest;
 }
 
-int64_t samples_done(const ArmResults& arm) {
-  if (member(arm.summary, "samples").is_number()) return integer(arm.summary, "samples");
-  int64_t samples = 0;
-  if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t)) samples = std::max(samples, r.samples);
-  return samples;
-}
+}  // namespace
 
-double epochs_done(const ArmResults& arm) {
-  if (member(arm.summary, "epochs").is_number()) return number(arm.summary, "epochs");
-  double epochs = 0.0;
-  if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t)) epochs = std::max(epochs, r.epoch);
-  return epochs;
-}
+double wall_seconds(const ArmResults& arm) { return summary_or_latest(arm, "wall_seconds", &StepRecord::wall); }
+int64_t samples_done(const ArmResults& arm) { return summary_or_latest(arm, "samples", &StepRecord::samples); }
+double epochs_done(const ArmResults& arm) { return summary_or_latest(arm, "epochs", &StepRecord::epoch); }
 
 double samples_per_second(const ArmResults& arm) {
   if (member(arm.summary, "samples_per_second").is_number()) return number(arm.summary, "samples_per_second");
