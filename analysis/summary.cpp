@@ -189,7 +189,9 @@ std::string arm_status(bool interrupted, std::string& why, const json& summary,
   return "finished";
 }
 
-std::string summary_table(const std::string& run_name, const std::vector<json>& arm_summaries) {
+namespace {
+
+RunResults run_of_summaries(const std::string& run_name, const std::vector<json>& arm_summaries) {
   RunResults run;
   run.name = run_name;
   for (const json& s : arm_summaries) {
@@ -200,7 +202,17 @@ std::string summary_table(const std::string& run_name, const std::vector<json>& 
     arm.summary = s;
     run.arms.push_back(std::move(arm));
   }
-  return "# " + run_name + "\n\n" + summary_markdown(run);
+  return run;
+}
+
+}  // namespace
+
+std::string summary_table(const std::string& run_name, const std::vector<json>& arm_summaries) {
+  return "# " + run_name + "\n\n" + summary_markdown(run_of_summaries(run_name, arm_summaries));
+}
+
+std::string summary_text(const std::string& run_name, const std::vector<json>& arm_summaries, int columns) {
+  return run_name + "\n\n" + arms_table_text(run_of_summaries(run_name, arm_summaries).arms, columns);
 }
 
 }  // namespace quartet::analysis

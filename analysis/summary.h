@@ -37,4 +37,7 @@ std::string arm_status(bool interrupted, std::string& why, const nlohmann::json&
 // per arm summary.
 std::string summary_table(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries);
 
+// The same arms as a terminal `columns` wide shows them (arms_table_text).
+std::string summary_text(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries, int columns);
+
 }  // namespace quartet::analysis
