@@ -16,6 +16,7 @@ const char* collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::all_gather: return "all_gather";
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::send_recv: return "send_recv";
   }
   return "unknown";
 }
@@ -27,7 +28,8 @@ double bus_bandwidth_factor(CollectiveKind kind, int ranks) {
     case CollectiveKind::all_reduce: return 2.0 * (n - 1.0) / n;
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_gather: return (n - 1.0) / n;
-    case CollectiveKind::broadcast: return 1.0;
+    case CollectiveKind::broadcast:
+    case CollectiveKind::send_recv: return 1.0;
     case CollectiveKind::barrier: return 0.0;
   }
   return 0.0;
@@ -40,7 +42,8 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
     case CollectiveKind::all_reduce: return 2 * (ranks - 1) * bytes / ranks;
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_gather: return (ranks - 1) * bytes / ranks;
-    case CollectiveKind::broadcast: return bytes;
+    case CollectiveKind::broadcast:
+    case CollectiveKind::send_recv: return bytes;
     case CollectiveKind::barrier: return 0;
   }
   return 0;
@@ -52,7 +55,8 @@ int64_t algorithmic_messages(CollectiveKind kind, int ranks) {
     case CollectiveKind::all_reduce: return 2 * (ranks - 1);
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_gather: return ranks - 1;
-    case CollectiveKind::broadcast: return 1;
+    case CollectiveKind::broadcast:
+    case CollectiveKind::send_recv: return 1;
     case CollectiveKind::barrier: return 0;
   }
   return 0;
@@ -337,6 +341,41 @@ Work Collectives::barrier_async() {
 }
 
 void Collectives::barrier() { submit(CollectiveKind::barrier, 0, [this] { run_barrier(); }, false); }
+
+void Collectives::run_send_recv(std::span<const float>, int, std::span<float>, int) {
+  throw std::logic_error(std::string("collectives: backend ") + backend() + " has no send_recv");
+}
+
+namespace {
+
+void check_send_recv(size_t in, size_t out, int to, int from, int rank, int ranks) {
+  check_not_empty(in, "send_recv");
+  if (out != in)
+    throw std::invalid_argument("collectives: send_recv of " + std::to_string(in) + " floats needs an output of as "
+                                "many, got " + std::to_string(out));
+  for (int peer : {to, from})
+    if (peer < 0 || peer >= ranks)
+      throw std::invalid_argument("collectives: send_recv peer " + std::to_string(peer) + " outside 0.." +
+                                  std::to_string(ranks - 1));
+  if ((to == rank) != (from == rank))
+    throw std::invalid_argument("collectives: send_recv on rank " + std::to_string(rank) + " sends to " +
+                                std::to_string(to) + " and receives from " + std::to_string(from) +
+                                "; a rank exchanges with itself in both directions or in neither");
+}
+
+}  // namespace
+
+Work Collectives::send_recv_async(std::span<const float> input, int to, std::span<float> output, int from) {
+  check_send_recv(input.size(), output.size(), to, from, rank(), size());
+  return submit(CollectiveKind::send_recv, to == rank() ? 0 : static_cast<int64_t>(input.size_bytes()),
+                [this, input, to, output, from] { run_send_recv(input, to, output, from); }, true);
+}
+
+void Collectives::send_recv(std::span<const float> input, int to, std::span<float> output, int from) {
+  check_send_recv(input.size(), output.size(), to, from, rank(), size());
+  submit(CollectiveKind::send_recv, to == rank() ? 0 : static_cast<int64_t>(input.size_bytes()),
+         [this, input, to, output, from] { run_send_recv(input, to, output, from); }, false);
+}
 
 CollectiveStats Collectives::stats() const {
   std::lock_guard lock(mutex_);

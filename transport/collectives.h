@@ -1,7 +1,7 @@
 #pragma once
 
-// Collectives over the ranks of one data-parallel group: all-reduce, reduce-scatter,
-// all-gather, broadcast, barrier on float buffers (host memory for Gloo, device memory
+// Collectives over the ranks of one group: all-reduce, reduce-scatter, all-gather,
+// broadcast, barrier and a point-to-point exchange (send_recv) on float buffers (host memory for Gloo, device memory
 // for NCCL). Every operation exists synchronously and asynchronously; asynchronous ones
 // run on one background worker per group in the order they were issued (FIFO), so a
 // trainer can launch bucket all-reduces from grad-ready hooks while backward runs.
@@ -49,18 +49,20 @@ void from_halves(const _Float16* in, std::span<float> out);               // out
 void add_halves(const _Float16* in, std::span<float> out);                // out += float(in)
 void sum_halves(const _Float16* a, const _Float16* b, _Float16* out, size_t n);  // out = half(a + b)
 
-enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier };
-inline constexpr int kCollectiveKinds = 5;
+enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier, send_recv };
+inline constexpr int kCollectiveKinds = 6;
 const char* collective_kind_name(CollectiveKind kind);
 
 // Bytes one rank sends for an operation whose full buffer is `bytes` (S) over `ranks` (N):
 // ring all-reduce 2(N-1)/N * S; reduce-scatter and all-gather (N-1)/N * S, S being the
-// whole (unscattered, gathered) buffer; broadcast S; barrier 0. One rank moves nothing.
+// whole (unscattered, gathered) buffer; broadcast S; barrier 0; send_recv S, S being what
+// one rank sends. One rank moves nothing.
 int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks);
 // Messages one rank sends for one operation over `ranks` (N), as the ring algorithms do:
-// all-reduce 2(N-1), reduce-scatter and all-gather N-1, broadcast 1, barrier 0.
+// all-reduce 2(N-1), reduce-scatter and all-gather N-1, broadcast 1, barrier 0,
+// send_recv 1.
 int64_t algorithmic_messages(CollectiveKind kind, int ranks);
-// busbw = algbw * this factor (nccl-tests): 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 0.
+// busbw = algbw * this factor (nccl-tests): 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 0, 1.
 double bus_bandwidth_factor(CollectiveKind kind, int ranks);
 
 struct CollectiveTotals {
@@ -156,6 +158,14 @@ class Collectives {
   void barrier();
   Work barrier_async();
 
+  // Sends `input` to rank `to` and receives `output` from rank `from`: every rank of the
+  // group takes part in the same call, and the ranks' `to` form a permutation whose
+  // inverse the `from` are (ring attention's shift: to = rank + 1, from = rank - 1, mod
+  // size()). input and output: the same number of floats on every rank, distinct
+  // buffers; to == rank() exactly when from == rank() (then output = input).
+  void send_recv(std::span<const float> input, int to, std::span<float> output, int from);
+  Work send_recv_async(std::span<const float> input, int to, std::span<float> output, int from);
+
   CollectiveStats stats() const;
   void reset_stats();
 
@@ -172,6 +182,9 @@ class Collectives {
   // Wire::f16 (see Wire); only called where half_wire() is true.
   virtual void run_all_reduce_half(std::span<float> data, ReduceOp op);
   virtual void run_reduce_scatter_half(std::span<float> data, ReduceOp op);
+  // Peers and sizes already checked; to == rank(): a copy on the buffers' device. The
+  // base class has none and throws.
+  virtual void run_send_recv(std::span<const float> input, int to, std::span<float> output, int from);
 
   // Derived destructors call this first: it finishes queued operations and joins the
   // worker, so no run_* runs on a half-destroyed backend.

@@ -23,8 +23,10 @@
 namespace quartet::transport {
 namespace {
 
-// Our own slot prefix for the ring reduce-scatter; Gloo's collectives use 0x01..0x08.
+// Our own slot prefixes (the ring reduce-scatter, send_recv); Gloo's collectives use
+// 0x01..0x08.
 constexpr uint8_t kReduceScatterSlotPrefix = 0x51;
+constexpr uint8_t kSendRecvSlotPrefix = 0x52;
 
 // out = a + b elementwise; out may be a or b. Compiled with the project's flags, so it
 // vectorises for this CPU (the packaged Gloo is built without AVX).
@@ -216,6 +218,24 @@ class GlooCollectives final : public Collectives {
       opts.setTag(tag);
       opts.setTimeout(options_.timeout);
       gloo::broadcast(opts);
+    });
+  }
+
+  // One message each way on the unbound pairs, the receive posted first.
+  void run_send_recv(std::span<const float> input, int to, std::span<float> output, int from) override {
+    if (to == rank()) {
+      std::memmove(output.data(), input.data(), input.size_bytes());
+      return;
+    }
+    guarded("send_recv", [&](uint32_t tag) {
+      const auto slot = gloo::Slot::build(kSendRecvSlotPrefix, tag);
+      auto in = context_->createUnboundBuffer(output.data(), output.size_bytes());
+      auto out = context_->createUnboundBuffer(const_cast<float*>(input.data()), input.size_bytes());
+      in->recv(from, slot);
+      out->send(to, slot);
+      if (!in->waitRecv(options_.timeout))
+        throw std::runtime_error("receive from rank " + std::to_string(from) + " aborted");
+      if (!out->waitSend(options_.timeout)) throw std::runtime_error("send to rank " + std::to_string(to) + " aborted");
     });
   }
 

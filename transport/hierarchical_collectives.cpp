@@ -84,6 +84,7 @@ class HierarchicalCollectives final : public Collectives {
     if (kind == CollectiveKind::barrier) return 0;
     if (kind == CollectiveKind::broadcast)
       return algorithmic_bytes(kind, bytes, local) + algorithmic_bytes(kind, bytes, hosts);
+    if (kind == CollectiveKind::send_recv) bytes *= size();  // the buffer all-reduced
     const int64_t floats = bytes / wire_element_bytes(wire) * 4;
     return algorithmic_bytes(CollectiveKind::all_reduce, bytes, local) +
            algorithmic_bytes(CollectiveKind::broadcast, floats, local) +
@@ -120,6 +121,19 @@ class HierarchicalCollectives final : public Collectives {
     std::fill(output.begin(), output.end(), 0.0f);
     std::copy(mine.begin(), mine.end(), output.begin() + static_cast<ptrdiff_t>(rank_ * mine.size()));
     reduce(output, ReduceOp::sum, Wire::f32);
+  }
+
+  // Made of an all-reduce as all-gather is: every rank's input in its own chunk, then
+  // the sender's chunk taken.
+  void run_send_recv(std::span<const float> input, int to, std::span<float> output, int from) override {
+    if (to == rank_) {
+      std::copy(input.begin(), input.end(), output.begin());
+      return;
+    }
+    std::vector<float> all(input.size() * static_cast<size_t>(size()), 0.0f);
+    std::copy(input.begin(), input.end(), all.begin() + static_cast<ptrdiff_t>(rank_ * input.size()));
+    reduce(all, ReduceOp::sum, Wire::f32);
+    std::copy_n(all.begin() + static_cast<ptrdiff_t>(from * input.size()), input.size(), output.begin());
   }
 
   // The root's host hands it to its leader, the leaders pass it on, each leader to its host.

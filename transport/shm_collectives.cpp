@@ -205,6 +205,19 @@ class ShmCollectives final : public Collectives {
         sizeof(_Float16));
   }
 
+  // Each rank writes its piece to its own slot and reads its sender's: a step of the same
+  // protocol as the others, so it waits for every rank, not only the two peers.
+  void run_send_recv(std::span<const float> input, int to, std::span<float> output, int from) override {
+    if (to == rank_) {
+      std::memmove(output.data(), input.data(), input.size_bytes());
+      return;
+    }
+    for_each_piece(
+        input.size(), "send_recv",
+        [&](size_t at, size_t n) { std::memcpy(own_slot(), input.data() + at, n * sizeof(float)); },
+        [&](size_t at, size_t n) { std::memcpy(output.data() + at, slot(from), n * sizeof(float)); });
+  }
+
   void run_barrier() override {
     if (size_ == 1) return;
     exchange("barrier", [] {}, [] {});

@@ -105,6 +105,21 @@ class NcclCollectives final : public Collectives {
     finish();
   }
 
+  // ncclSend and ncclRecv in one group, so neither waits for the other to be posted.
+  void run_send_recv(std::span<const float> input, int to, std::span<float> output, int from) override {
+    QUARTET_CUDA_CHECK(cudaSetDevice(device_));
+    if (to == rank_) {
+      QUARTET_CUDA_CHECK(
+          cudaMemcpyAsync(output.data(), input.data(), input.size_bytes(), cudaMemcpyDeviceToDevice, stream_));
+    } else {
+      QUARTET_NCCL_CHECK(ncclGroupStart());
+      QUARTET_NCCL_CHECK(ncclSend(input.data(), input.size(), ncclFloat, to, comm_, stream_));
+      QUARTET_NCCL_CHECK(ncclRecv(output.data(), output.size(), ncclFloat, from, comm_, stream_));
+      QUARTET_NCCL_CHECK(ncclGroupEnd());
+    }
+    finish();
+  }
+
   void run_barrier() override {
     // NCCL has no barrier: a one-float all-reduce, waited for, is one.
     QUARTET_CUDA_CHECK(cudaSetDevice(device_));

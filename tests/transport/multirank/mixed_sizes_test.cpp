@@ -1,6 +1,7 @@
 // Collectives as a training step issues them: small and large all-reduces in turn, a
 // one-float all-reduce (a clipped gradient's norm), ZeRO's reduce-scatter and
-// all-gather, at 2, 3 and 4 ranks on every CPU backend. Each result is checked exactly,
+// all-gather, ring attention's shift of a key/value block to the next rank, at 2, 3 and 4
+// ranks on every CPU backend. Each result is checked exactly,
 // and no operation may take many times what it takes alone in a fresh group: an
 // operation that stalls behind another (flat Gloo's large all-reduce after a small one
 // once took 1 s per MiB at 3 and more ranks, 500 times its lone time) fails here.
@@ -42,6 +43,7 @@ const std::vector<Op> kStep = {
     {"all_reduce 1.5 MiB", CollectiveKind::all_reduce, 393216},
     {"broadcast 1 MiB", CollectiveKind::broadcast, size_t{1} << 18},
     {"barrier", CollectiveKind::barrier, 0},
+    {"send_recv 1 MiB", CollectiveKind::send_recv, size_t{1} << 18},
 };
 
 // Runs op once on this rank and checks its result exactly; returns its seconds.
@@ -52,7 +54,8 @@ double run_checked(Collectives& c, const Op& op) {
   std::vector<float> data(count);
   for (size_t i = 0; i < count; ++i) data[i] = value(r, i);
   const size_t k = count / static_cast<size_t>(n);
-  std::vector<float> gathered(op.kind == CollectiveKind::all_gather ? count : 0);
+  std::vector<float> gathered(op.kind == CollectiveKind::all_gather || op.kind == CollectiveKind::send_recv ? count : 0);
+  const int from = (r + n - 1) % n;
   const Clock::time_point start = Clock::now();
   switch (op.kind) {
     case CollectiveKind::all_reduce: c.all_reduce(data); break;
@@ -60,6 +63,7 @@ double run_checked(Collectives& c, const Op& op) {
     case CollectiveKind::all_gather: c.all_gather(std::span<const float>(data).first(k), gathered); break;
     case CollectiveKind::broadcast: c.broadcast(data, n - 1); break;
     case CollectiveKind::barrier: c.barrier(); break;
+    case CollectiveKind::send_recv: c.send_recv(data, (r + 1) % n, gathered, from); break;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   size_t wrong = 0;
@@ -71,6 +75,8 @@ double run_checked(Collectives& c, const Op& op) {
     for (size_t i = 0; i < count; ++i) wrong += gathered[i] != value(static_cast<int>(i / k), i % k);
   if (op.kind == CollectiveKind::broadcast)
     for (size_t i = 0; i < count; ++i) wrong += data[i] != value(n - 1, i);
+  if (op.kind == CollectiveKind::send_recv)
+    for (size_t i = 0; i < count; ++i) wrong += gathered[i] != value(from, i);
   EXPECT_EQ(wrong, 0u) << op.name << " on rank " << r << " of " << n;
   return seconds;
 }

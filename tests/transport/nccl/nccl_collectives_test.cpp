@@ -53,11 +53,13 @@ TEST(NcclCollectives, OneRankCommunicatorRunsEveryOperation) {
   c->broadcast(d.span(), 0);
   c->all_gather(d.span(), d.span());
   c->barrier();
+  DeviceBuffer received(0, n);
+  c->send_recv(d.span(), 0, received.span(), 0);
   std::vector<float> back(n);
-  d.download(back);
+  received.download(back);
   EXPECT_EQ(back, host);  // one rank: every operation is the identity
   const CollectiveStats s = c->stats();
-  EXPECT_EQ(s.total().ops, 6);
+  EXPECT_EQ(s.total().ops, 7);
   EXPECT_EQ(s.total().bytes, 0);  // nothing crosses a network with one rank
 }
 
