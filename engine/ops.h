@@ -8,6 +8,7 @@
 // Shapes: N = batch, C = channels, D/H/W = depth/height/width, F = features.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/random.h"
@@ -148,6 +149,40 @@ Tensor all_reduce_backward(const Tensor& x, StatsReducer& group);
 // g, where a split region's partial sums leave: sums x over the group forward; backward
 // passes the gradient on unchanged (every process needs all of it).
 Tensor all_reduce_forward(const Tensor& x, StatsReducer& group);
+
+// ---- context parallelism: ring attention ----
+// The processes a context-parallel group splits every sequence over, in a ring: each
+// holds some positions of every sequence and passes blocks of keys and values on to the
+// next. ring_attention calls it; the regimes implement it over their collectives.
+class AttentionRing {
+ public:
+  virtual ~AttentionRing() = default;
+  virtual int rank() const = 0;  // this process's place in the ring, 0 .. size() - 1
+  virtual int size() const = 0;
+  // The positions of every sequence that process `rank` holds, ascending; as many on
+  // every process.
+  virtual const std::vector<int64_t>& positions(int rank) const = 0;
+  // Starts passing `send` to the next process of the ring while the previous one's
+  // block of as many floats arrives in `recv` (both flat); the function returned waits
+  // for both. Shifts complete in the order started; `send` and `recv` must live, and
+  // `send` stay unchanged, until then.
+  virtual std::function<void()> shift(const Tensor& send, Tensor& recv) = 0;
+};
+
+// Causal multi-head attention over sequences split across the processes of `ring` (ring
+// attention, Liu et al. 2023). q, k, v (B, L, H * Dh) hold this process's L positions of
+// every sequence (ring.positions(ring.rank())); returns this process's rows of
+// causal_attention over the whole sequences: a query at position p sees every key at a
+// position <= p, wherever it is held. Forward passes each process's keys and values, one
+// block of 2 B L H Dh floats, round the ring (size - 1 shifts), computing on the block it
+// holds while the next arrives and folding the blocks together by their log-sum-exp (an
+// online softmax); blocks a process's queries see nothing of are not computed. Backward
+// passes the blocks round again (size - 1 shifts) and, behind them, each block's key and
+// value gradients as the processes add their parts (size shifts: the last brings each
+// process its own block's), recomputing the probabilities from the saved log-sum-exp.
+// Every process of the ring calls it in the same order; `ring` must outlive the backward.
+// cpu tensors (no CUDA kernels for its blocks yet).
+Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, AttentionRing& ring);
 
 // ---- losses ----
 // logits: (N, classes); targets: N class indices in [0, classes). Mean over the batch

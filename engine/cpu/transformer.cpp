@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "engine/cpu/slices.h"
@@ -148,27 +149,29 @@ void gelu_backward_range(const float* g, const float* px, float* gi, int64_t i0,
 
 // ---- attention ----
 
+// A (B, T, H * Dh) tensor's heads; T is each tensor's own (queries and keys may differ).
 struct HeadGeometry {
-  int64_t b, t, h, dh;
-  explicit HeadGeometry(const Tensor& q, int64_t heads)
-      : b(q.size(0)), t(q.size(1)), h(heads), dh(q.size(2) / heads) {}
+  int64_t b, h, dh;
+  explicit HeadGeometry(const Tensor& q, int64_t heads) : b(q.size(0)), h(heads), dh(q.size(2) / heads) {}
   int64_t row() const { return h * dh; }
-  // Where head bh = (b, h)'s block starts in a (B, T, H * Dh) tensor.
-  int64_t offset(int64_t bh) const { return bh / h * t * row() + bh % h * dh; }
+  // Where head bh = (b, h)'s block starts in a (B, t, H * Dh) tensor.
+  int64_t offset(int64_t bh, int64_t t) const { return bh / h * t * row() + bh % h * dh; }
   float scale() const { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))); }
 };
 
 HeadC head(const Tensor& x, const HeadGeometry& g, int64_t bh) {
-  return HeadC(x.data() + g.offset(bh), g.t, g.dh, Eigen::OuterStride<>(g.row()));
+  return HeadC(x.data() + g.offset(bh, x.size(1)), x.size(1), g.dh, Eigen::OuterStride<>(g.row()));
 }
 Head head(Tensor& x, const HeadGeometry& g, int64_t bh) {
-  return Head(x.data() + g.offset(bh), g.t, g.dh, Eigen::OuterStride<>(g.row()));
+  return Head(x.data() + g.offset(bh, x.size(1)), x.size(1), g.dh, Eigen::OuterStride<>(g.row()));
 }
 
-// Causal attention works on (T, T) score matrices in row blocks of kBlock: rows [r0, r1)
-// attend to columns [0, r1) only, so the blocks right of the diagonal block, fully
-// masked, are never computed (T = 128: 10 of the 16 blocks are). Within the diagonal
-// block the columns past each row's own position are zeroed.
+// Attention works on (Tq, Tk) score matrices in row blocks of kBlock. Query row t sees
+// keys [0, visible[t]) (nondecreasing in t), so rows [r0, r1) need columns up to
+// visible[r1 - 1] only: the blocks right of them, fully masked, are never computed
+// (causal, T = 128: 10 of the 16 blocks are). Each row block is computed, and zeroed past
+// each row's own keys, up to the next kBlock multiple past visible[r1 - 1]: every entry
+// a later column block reads is then written. Causal attention is visible[t] = t + 1.
 constexpr int64_t kBlock = 32;
 
 template <class Fn>
@@ -176,47 +179,64 @@ void for_row_blocks(int64_t t, Fn&& fn) {
   for (int64_t r0 = 0; r0 < t; r0 += kBlock) fn(r0, std::min(t, r0 + kBlock));
 }
 
-// Rows [r0, r1) of s hold their scaled scores on columns [0, r1); each row t becomes its
-// probabilities over columns <= t (0 after, up to r1) and lse[t] its log-sum-exp. The
-// exponentials are Eigen's vectorised ones.
-void causal_softmax(Square& s, int64_t r0, int64_t r1, float* lse) {
+// The columns row block [r0, r1) computes.
+int64_t block_columns(std::span<const int64_t> visible, int64_t r1, int64_t tk) {
+  return std::min(tk, (visible[r1 - 1] + kBlock - 1) / kBlock * kBlock);
+}
+
+// Rows [r0, r1) of s hold their scaled scores on columns [0, cols); each row t becomes its
+// probabilities over its visible columns (0 after, up to cols) and lse[t] its
+// log-sum-exp (-inf where it sees none). The exponentials are Eigen's vectorised ones.
+void visible_softmax(Square& s, int64_t r0, int64_t r1, int64_t cols, std::span<const int64_t> visible, float* lse) {
   for (int64_t t = r0; t < r1; ++t) {
     float* row = s.row(t).data();
-    Eigen::Map<Eigen::ArrayXf> seen(row, t + 1);
+    const int64_t seen_count = visible[t];
+    std::fill(row + seen_count, row + cols, 0.0f);
+    if (seen_count == 0) {
+      lse[t] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    Eigen::Map<Eigen::ArrayXf> seen(row, seen_count);
     const float m = seen.maxCoeff();
     seen = (seen - m).exp();
     double sum = 0.0;
-    for (int64_t j = 0; j <= t; ++j) sum += row[j];
+    for (int64_t j = 0; j < seen_count; ++j) sum += row[j];
     seen *= static_cast<float>(1.0 / sum);
-    std::fill(row + t + 1, row + r1, 0.0f);
     lse[t] = m + static_cast<float>(std::log(sum));
   }
 }
 
-// Rows [r0, r1) of s hold their scaled scores on columns [0, r1); they become
-// P = exp(s - lse[t]) on columns <= t, 0 after, up to r1.
-void probabilities_from_lse(Square& s, int64_t r0, int64_t r1, const float* lse) {
+// Rows [r0, r1) of s hold their scaled scores on columns [0, cols); they become
+// P = exp(s - lse[t]) on row t's visible columns, 0 after, up to cols.
+void probabilities_from_lse(Square& s, int64_t r0, int64_t r1, int64_t cols, std::span<const int64_t> visible,
+                            const float* lse) {
   for (int64_t t = r0; t < r1; ++t) {
     float* row = s.row(t).data();
-    Eigen::Map<Eigen::ArrayXf> seen(row, t + 1);
+    Eigen::Map<Eigen::ArrayXf> seen(row, visible[t]);
     seen = (seen - lse[t]).exp();
-    std::fill(row + t + 1, row + r1, 0.0f);
+    std::fill(row + visible[t], row + cols, 0.0f);
   }
 }
 
-// Runs fn(bh, scratch...) for every (b, h) on the threads, `blocks` (T, T) workspace
+// Runs fn(bh, scratch...) for every (b, h) on the threads, `blocks` (tq, tk) workspace
 // matrices per slice. Every slice goes to the threads, even one: Eigen stays on one
 // thread inside a parallel region, so each head's products do not depend on the count.
 template <class Fn>
-void for_heads(const HeadGeometry& g, int blocks, Fn&& fn) {
+void for_heads(const HeadGeometry& g, int64_t tq, int64_t tk, int blocks, Fn&& fn) {
   for_slices(
       g.b * g.h,
       [&](int64_t bh0, int64_t bh1) {
         if (bh0 == bh1) return;
-        Tensor scratch = Tensor::empty({blocks, g.t, g.t}, Device::cpu(), MemTag::workspace);
+        Tensor scratch = Tensor::empty({blocks, tq, tk}, Device::cpu(), MemTag::workspace);
         for (int64_t bh = bh0; bh < bh1; ++bh) fn(bh, scratch.data());
       },
       1);
+}
+
+std::vector<int64_t> causal_visible(int64_t t) {
+  std::vector<int64_t> visible(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) visible[static_cast<size_t>(i)] = i + 1;
+  return visible;
 }
 
 }  // namespace
@@ -301,53 +321,117 @@ void gelu_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_in) {
 
 // ---- attention ----
 
-void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, Tensor& out,
-                              Tensor& lse) {
+void attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                             std::span<const int64_t> visible, Tensor& out, Tensor& lse) {
   const HeadGeometry g(q, heads);
+  const int64_t tq = q.size(1), tk = k.size(1);
   float* pl = lse.data();
-  for_heads(g, 1, [&](int64_t bh, float* scratch) {
-    Square s(scratch, g.t, g.t);
+  for_heads(g, tq, tk, 1, [&](int64_t bh, float* scratch) {
+    Square s(scratch, tq, tk);
     const HeadC qh = head(q, g, bh), kh = head(k, g, bh), vh = head(v, g, bh);
     Head oh = head(out, g, bh);
-    for_row_blocks(g.t, [&](int64_t r0, int64_t r1) {
+    for_row_blocks(tq, [&](int64_t r0, int64_t r1) {
       const int64_t rows = r1 - r0;
-      s.block(r0, 0, rows, r1).noalias() = g.scale() * (qh.middleRows(r0, rows) * kh.topRows(r1).transpose());
-      causal_softmax(s, r0, r1, pl + bh * g.t);
-      oh.middleRows(r0, rows).noalias() = s.block(r0, 0, rows, r1) * vh.topRows(r1);
+      if (visible[r1 - 1] == 0) {  // no row of the block sees a key
+        oh.middleRows(r0, rows).setZero();
+        std::fill(pl + bh * tq + r0, pl + bh * tq + r1, -std::numeric_limits<float>::infinity());
+        return;
+      }
+      const int64_t cols = block_columns(visible, r1, tk);
+      s.block(r0, 0, rows, cols).noalias() = g.scale() * (qh.middleRows(r0, rows) * kh.topRows(cols).transpose());
+      visible_softmax(s, r0, r1, cols, visible, pl + bh * tq);
+      oh.middleRows(r0, rows).noalias() = s.block(r0, 0, rows, cols) * vh.topRows(cols);
     });
   });
+}
+
+void attention_block_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse, int64_t heads, std::span<const int64_t> visible,
+                              Tensor& grad_q, Tensor& grad_k, Tensor& grad_v) {
+  const HeadGeometry g(q, heads);
+  const int64_t tq = q.size(1), tk = k.size(1);
+  const float* pl = lse.data();
+  const float scale = g.scale();
+  for_heads(g, tq, tk, 2, [&](int64_t bh, float* scratch) {
+    Square p(scratch, tq, tk), ds(scratch + tq * tk, tq, tk);
+    const HeadC qh = head(q, g, bh), kh = head(k, g, bh), vh = head(v, g, bh), dout = head(grad_out, g, bh);
+    const Eigen::VectorXf d = dout.cwiseProduct(head(out, g, bh)).rowwise().sum();
+    // Row blocks: P, dP = dout V^T, dS = P (dP - d), and dQ = scale dS K.
+    Head dq = head(grad_q, g, bh);
+    for_row_blocks(tq, [&](int64_t r0, int64_t r1) {
+      const int64_t rows = r1 - r0;
+      if (visible[r1 - 1] == 0) {
+        dq.middleRows(r0, rows).setZero();
+        return;
+      }
+      const int64_t cols = block_columns(visible, r1, tk);
+      auto pb = p.block(r0, 0, rows, cols);
+      auto sb = ds.block(r0, 0, rows, cols);
+      pb.noalias() = scale * (qh.middleRows(r0, rows) * kh.topRows(cols).transpose());
+      probabilities_from_lse(p, r0, r1, cols, visible, pl + bh * tq);
+      sb.noalias() = dout.middleRows(r0, rows) * vh.topRows(cols).transpose();
+      sb = pb.cwiseProduct(sb.colwise() - d.segment(r0, rows));
+      dq.middleRows(r0, rows).noalias() = scale * (sb * kh.topRows(cols));
+    });
+    // Column blocks: dV = P^T dout and dK = scale dS^T Q, over the rows that see them
+    // (from `first` on: visible is nondecreasing).
+    Head dv = head(grad_v, g, bh), dk = head(grad_k, g, bh);
+    int64_t first = 0;
+    for_row_blocks(tk, [&](int64_t c0, int64_t c1) {
+      const int64_t cols = c1 - c0;
+      while (first < tq && visible[first] <= c0) ++first;
+      const int64_t below = tq - first;
+      if (below == 0) {
+        dv.middleRows(c0, cols).setZero();
+        dk.middleRows(c0, cols).setZero();
+        return;
+      }
+      dv.middleRows(c0, cols).noalias() = p.block(first, c0, below, cols).transpose() * dout.bottomRows(below);
+      dk.middleRows(c0, cols).noalias() = scale * (ds.block(first, c0, below, cols).transpose() * qh.bottomRows(below));
+    });
+  });
+}
+
+void attention_merge(Tensor& out, Tensor& lse, const Tensor& block_out, const Tensor& block_lse, int64_t heads) {
+  const HeadGeometry g(out, heads);
+  const int64_t t = out.size(1);
+  float* pl = lse.data();
+  const float* pb = block_lse.data();
+  for_slices(
+      g.b * g.h,
+      [&](int64_t bh0, int64_t bh1) {
+        for (int64_t bh = bh0; bh < bh1; ++bh) {
+          Head oh = head(out, g, bh);
+          const HeadC bo = head(block_out, g, bh);
+          for (int64_t i = 0; i < t; ++i) {
+            const float l2 = pb[bh * t + i];
+            float& l1 = pl[bh * t + i];
+            if (l2 == -std::numeric_limits<float>::infinity()) continue;
+            if (l1 == -std::numeric_limits<float>::infinity()) {
+              oh.row(i) = bo.row(i);
+              l1 = l2;
+              continue;
+            }
+            const double m = std::max(l1, l2);
+            const double merged = m + std::log(std::exp(l1 - m) + std::exp(l2 - m));
+            oh.row(i) = static_cast<float>(std::exp(l1 - merged)) * oh.row(i) +
+                        static_cast<float>(std::exp(l2 - merged)) * bo.row(i);
+            l1 = static_cast<float>(merged);
+          }
+        }
+      },
+      std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(t * g.dh, 1)));
+}
+
+void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, Tensor& out,
+                              Tensor& lse) {
+  attention_block_forward(q, k, v, heads, causal_visible(q.size(1)), out, lse);
 }
 
 void causal_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& out, const Tensor& lse, int64_t heads, Tensor& grad_q,
                                Tensor& grad_k, Tensor& grad_v) {
-  const HeadGeometry g(q, heads);
-  const float* pl = lse.data();
-  const float scale = g.scale();
-  for_heads(g, 2, [&](int64_t bh, float* scratch) {
-    Square p(scratch, g.t, g.t), ds(scratch + g.t * g.t, g.t, g.t);
-    const HeadC qh = head(q, g, bh), kh = head(k, g, bh), vh = head(v, g, bh), dout = head(grad_out, g, bh);
-    const Eigen::VectorXf d = dout.cwiseProduct(head(out, g, bh)).rowwise().sum();
-    // Row blocks: P, dP = dout V^T, dS = P (dP - d), and dQ = scale dS K.
-    Head dq = head(grad_q, g, bh);
-    for_row_blocks(g.t, [&](int64_t r0, int64_t r1) {
-      const int64_t rows = r1 - r0;
-      auto pb = p.block(r0, 0, rows, r1);
-      auto sb = ds.block(r0, 0, rows, r1);
-      pb.noalias() = scale * (qh.middleRows(r0, rows) * kh.topRows(r1).transpose());
-      probabilities_from_lse(p, r0, r1, pl + bh * g.t);
-      sb.noalias() = dout.middleRows(r0, rows) * vh.topRows(r1).transpose();
-      sb = pb.cwiseProduct(sb.colwise() - d.segment(r0, rows));
-      dq.middleRows(r0, rows).noalias() = scale * (sb * kh.topRows(r1));
-    });
-    // Column blocks: dV = P^T dout and dK = scale dS^T Q, over the rows that see them.
-    Head dv = head(grad_v, g, bh), dk = head(grad_k, g, bh);
-    for_row_blocks(g.t, [&](int64_t c0, int64_t c1) {
-      const int64_t cols = c1 - c0, below = g.t - c0;
-      dv.middleRows(c0, cols).noalias() = p.block(c0, c0, below, cols).transpose() * dout.bottomRows(below);
-      dk.middleRows(c0, cols).noalias() = scale * (ds.block(c0, c0, below, cols).transpose() * qh.bottomRows(below));
-    });
-  });
+  attention_block_backward(grad_out, q, k, v, out, lse, heads, causal_visible(q.size(1)), grad_q, grad_k, grad_v);
 }
 
 }  // namespace quartet::engine::cpu

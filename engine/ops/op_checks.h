@@ -62,4 +62,8 @@ inline void check_channel_vector(const Tensor& t, int64_t size, const Tensor& x,
     fail(op, std::string(what) + " is on " + t.device().str() + " but the input on " + x.device().str());
 }
 
+// q, k, v of one shape (B, T, H * Dh), no size zero, on one device; heads >= 1 dividing
+// the last dim (engine/ops/transformer.cpp). `op` names the op in the message.
+void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const char* op);
+
 }  // namespace quartet::engine::detail

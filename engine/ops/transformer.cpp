@@ -36,8 +36,11 @@ void check_indices(const Tensor& indices, const Tensor& weight) {
   }
 }
 
-void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads) {
-  const char* op = "causal_attention";
+}  // namespace
+
+namespace detail {
+
+void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const char* op) {
   check_defined(q, op, "q");
   check_defined(k, op, "k");
   check_defined(v, op, "v");
@@ -53,7 +56,7 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v, i
                  std::to_string(heads) + " (q " + shape_str(q.shape()) + ")");
 }
 
-}  // namespace
+}  // namespace detail
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
   const char* op = "embedding";
@@ -121,7 +124,7 @@ Tensor gelu(const Tensor& x) {
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads) {
-  check_attention_inputs(q, k, v, heads);
+  detail::check_attention_inputs(q, k, v, heads, "causal_attention");
   const Device dev = q.device();
   Tensor out = Tensor::empty(q.shape(), dev);
   Tensor lse = Tensor::empty({q.size(0), heads, q.size(1)}, dev);
