@@ -2,6 +2,7 @@
 // the schema, docs/spec.md and the GUI show them in.
 
 #include "trainers/accumulate/accumulate.h"
+#include "trainers/context_parallel/context_parallel.h"
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/federated/federated.h"
 #include "trainers/pipeline/pipeline.h"
@@ -21,6 +22,7 @@ const std::vector<const Regime*>& regime_table() {
       &split::regime(),
       &pipeline::regime(),
       &tensor_parallel::regime(),
+      &context_parallel::regime(),
   };
   return table;
 }

@@ -18,7 +18,9 @@ double Reducer::step(engine::Optimizer& optimizer, double clip_grad_norm) {
   return 0.0;
 }
 
-double WholeModelStep::run(const workloads::Batch& batch, float scale, StepTimes& t) {
+double WholeModelStep::run(const workloads::Batch& whole, float scale, StepTimes& t) {
+  const workloads::Batch local = local_ ? local_(whole) : workloads::Batch{};
+  const workloads::Batch& batch = local_ ? local : whole;
   // SyncBatchNorm communicates inside forward and backward: that time is not compute.
   double inline0 = reducer_.inline_seconds();
   Stopwatch clock;
@@ -141,7 +143,7 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
   const int64_t per_rank = cfg.batch / o.ranks;
   const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, plan.total_steps);
   const std::vector<engine::Tensor> params = model.parameters();
-  WholeModelStep micro(model, wl, reducer);
+  WholeModelStep micro(model, wl, reducer, o.local_batch);
   StepOptions step{.micro_batches = o.micro_batches, .lr = std::nullopt, .clip_grad_norm = cfg.clip_grad_norm,
                    .before_step = nullptr};
 

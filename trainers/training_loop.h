@@ -69,11 +69,16 @@ class MicroStep {
   virtual double run(const workloads::Batch& batch, float scale, StepTimes& t) = 0;
 };
 
+// The part of a batch one process computes (context_parallel: its positions of every
+// sequence); none: the whole batch.
+using LocalBatch = std::function<workloads::Batch(const workloads::Batch&)>;
+
 // The whole model and the workload's loss, on one process.
 class WholeModelStep final : public MicroStep {
  public:
-  WholeModelStep(engine::Model& model, const workloads::Workload& workload, const Reducer& reducer)
-      : model_(model), device_(model.device()), workload_(workload), reducer_(reducer) {}
+  WholeModelStep(engine::Model& model, const workloads::Workload& workload, const Reducer& reducer,
+                 LocalBatch local = nullptr)
+      : model_(model), device_(model.device()), workload_(workload), reducer_(reducer), local_(std::move(local)) {}
   double run(const workloads::Batch& batch, float scale, StepTimes& t) override;
 
  private:
@@ -81,6 +86,7 @@ class WholeModelStep final : public MicroStep {
   engine::Device device_;  // the batch goes where the model is
   const workloads::Workload& workload_;
   const Reducer& reducer_;
+  LocalBatch local_;
 };
 
 struct StepOptions {
@@ -125,6 +131,8 @@ struct LoopOptions {
   // Reducer::gather_model(); none: the model it trains (tensor_parallel trains a slice and
   // gathers the whole model from its ranks' slices).
   std::function<engine::Model&()> whole_model;
+  // What of each micro-batch this process computes (WholeModelStep); none: all of it.
+  LocalBatch local_batch;
 };
 
 // Trains ctx's model for the arm's epochs (capped by max_steps): each step takes the

@@ -31,10 +31,11 @@ Tensor leave_split(const Tensor& x, const TensorParallelGroup& g) {
 // Token and position embeddings, summed: (N, T) byte values -> (N, T, width).
 class Embed final : public Module {
  public:
-  Embed(const GptConfig& c, Generator& gen)
+  Embed(const GptConfig& c, Generator& gen, engine::AttentionRing* ring)
       : token_(std::make_shared<engine::Embedding>(c.vocab, c.width, gen)),
         position_(std::make_shared<engine::Embedding>(c.context, c.width, gen)),
-        context_(c.context) {
+        context_(c.context),
+        ring_(ring) {
     register_module("token", token_);
     register_module("position", position_);
   }
@@ -43,8 +44,14 @@ class Embed final : public Module {
       throw std::invalid_argument("gpt: input must be (N, T) byte values with 1 <= T <= " + std::to_string(context_) +
                                   ", got " + engine::shape_str(x.shape()));
     const int64_t n = x.size(0), t = x.size(1);
+    if (ring_ && t != static_cast<int64_t>(ring_->positions(ring_->rank()).size()))
+      throw std::invalid_argument("gpt: this context-parallel rank holds " +
+                                  std::to_string(ring_->positions(ring_->rank()).size()) +
+                                  " positions of every sequence, got input " + engine::shape_str(x.shape()));
     std::vector<float> positions(static_cast<size_t>(n * t));
-    for (int64_t i = 0; i < n * t; ++i) positions[static_cast<size_t>(i)] = static_cast<float>(i % t);
+    for (int64_t i = 0; i < n * t; ++i)
+      positions[static_cast<size_t>(i)] =
+          static_cast<float>(ring_ ? ring_->positions(ring_->rank())[static_cast<size_t>(i % t)] : i % t);
     const Tensor where = Tensor::from_vector({n, t}, positions).to(x.device());
     return engine::add(token_->forward(x), position_->forward(where));
   }
@@ -52,13 +59,14 @@ class Embed final : public Module {
  private:
   std::shared_ptr<engine::Embedding> token_, position_;
   int64_t context_;
+  engine::AttentionRing* ring_;
 };
 
 // Causal self-attention; with a group, this rank's heads only.
 class Attention final : public Module {
  public:
-  Attention(const GptConfig& c, Generator& gen, const TensorParallelGroup& g)
-      : group_(g), heads_(c.heads / g.size) {
+  Attention(const GptConfig& c, Generator& gen, const TensorParallelGroup& g, engine::AttentionRing* ring)
+      : group_(g), heads_(c.heads / g.size), ring_(ring) {
     const int64_t local = c.width / g.size;
     query_ = std::make_shared<Linear>(c.width, local, gen);
     key_ = std::make_shared<Linear>(c.width, local, gen);
@@ -71,14 +79,15 @@ class Attention final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     const Tensor in = enter_split(x, group_);
-    const Tensor a = engine::causal_attention(linear_rows(*query_, in), linear_rows(*key_, in),
-                                              linear_rows(*value_, in), heads_);
+    const Tensor q = linear_rows(*query_, in), k = linear_rows(*key_, in), v = linear_rows(*value_, in);
+    const Tensor a = ring_ ? engine::ring_attention(q, k, v, heads_, *ring_) : engine::causal_attention(q, k, v, heads_);
     return leave_split(linear_rows(*out_, a), group_);
   }
 
  private:
   TensorParallelGroup group_;
   int64_t heads_;
+  engine::AttentionRing* ring_;
   std::shared_ptr<Linear> query_, key_, value_, out_;
 };
 
@@ -105,9 +114,9 @@ class Mlp final : public Module {
 // x + attn(ln1(x)), then + mlp(ln2(x)).
 class Block final : public Module {
  public:
-  Block(const GptConfig& c, Generator& gen, const TensorParallelGroup& g)
+  Block(const GptConfig& c, Generator& gen, const TensorParallelGroup& g, engine::AttentionRing* ring)
       : ln1_(std::make_shared<engine::LayerNorm>(c.width)),
-        attn_(std::make_shared<Attention>(c, gen, g)),
+        attn_(std::make_shared<Attention>(c, gen, g, ring)),
         ln2_(std::make_shared<engine::LayerNorm>(c.width)),
         mlp_(std::make_shared<Mlp>(c, gen, g)) {
     register_module("ln1", ln1_);
@@ -149,18 +158,37 @@ std::string block_name(int64_t i) { return "block" + std::to_string(i); }
 
 }  // namespace
 
-std::shared_ptr<engine::Model> make_gpt(const GptConfig& c, Generator& gen, const TensorParallelGroup& g) {
+std::shared_ptr<engine::Model> make_gpt(const GptConfig& c, Generator& gen, const TensorParallelGroup& g,
+                                        engine::AttentionRing* ring) {
   if (g.size < 1 || g.rank < 0 || g.rank >= g.size || (g.size > 1 && !g.reducer))
     throw std::invalid_argument("gpt: a tensor-parallel group needs 0 <= rank < size and, for size > 1, a reducer");
+  if (ring && g.size > 1)
+    throw std::invalid_argument("gpt: context parallelism (a ring) with tensor parallelism is not built");
   if (c.heads % g.size != 0 || c.width % c.heads != 0)
     throw std::invalid_argument("gpt: " + std::to_string(c.heads) + " heads of width " + std::to_string(c.width) +
                                 " do not split over " + std::to_string(g.size) +
                                 " tensor-parallel ranks (the ranks must divide the heads, the heads the width)");
   auto m = std::make_shared<engine::Model>();
-  m->add_stage("embed", std::make_shared<Embed>(c, gen));
-  for (int64_t i = 0; i < c.layers; ++i) m->add_stage(block_name(i), std::make_shared<Block>(c, gen, g));
+  m->add_stage("embed", std::make_shared<Embed>(c, gen, ring));
+  for (int64_t i = 0; i < c.layers; ++i) m->add_stage(block_name(i), std::make_shared<Block>(c, gen, g, ring));
   m->add_stage("head", std::make_shared<Head>(c, gen));
   return m;
+}
+
+std::vector<int64_t> context_parallel_positions(int64_t context, int rank, int ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw std::invalid_argument("context parallel: rank " + std::to_string(rank) + " is not in 0.." +
+                                std::to_string(ranks - 1));
+  const int64_t chunks = 2 * static_cast<int64_t>(ranks);
+  if (context % chunks != 0)
+    throw std::invalid_argument("context parallel: " + std::to_string(ranks) + " ranks cut the context of " +
+                                std::to_string(context) + " into " + std::to_string(chunks) +
+                                " chunks (2 x ranks), which must divide it");
+  const int64_t chunk = context / chunks;
+  std::vector<int64_t> out;
+  for (int64_t c : {static_cast<int64_t>(rank), chunks - 1 - rank})
+    for (int64_t p = c * chunk; p < (c + 1) * chunk; ++p) out.push_back(p);
+  return out;
 }
 
 std::vector<std::pair<std::string, TensorSplit>> gpt_tensor_parallel_plan(const GptConfig& c) {

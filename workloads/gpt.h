@@ -14,6 +14,12 @@
 // where the replicated residual stream enters each half-block and g (all-reduce in
 // forward) where its partial sums leave: two all-reduces of the (B, T, width) activations
 // forward and two backward per block.
+//
+// Or one process's part of context parallelism (ring attention, Liu et al. 2023): every
+// parameter whole, the input this process's positions of every sequence (its ring's
+// positions), the position embeddings taken at those positions and the attention
+// engine::ring_attention over the ring; everything else is per token, so runs on the
+// local tokens alone.
 
 #include <cstdint>
 #include <memory>
@@ -23,6 +29,10 @@
 
 #include "engine/model.h"
 #include "engine/random.h"
+
+namespace quartet::engine {
+class AttentionRing;  // engine/ops.h
+}
 
 namespace quartet::workloads {
 
@@ -45,9 +55,17 @@ struct TensorParallelGroup {
 // floats, T <= context; output (N * T, vocab). With a group of size > 1 the blocks hold
 // rank's slice (uninitialised: load the slices of a whole model's weights, see
 // tensor_parallel_plan). Throws std::invalid_argument when the group's size does not
-// divide the heads.
+// divide the heads. With a ring (context parallel; no tensor-parallel group then) the
+// input is (N, L), this process's L = ring->positions(ring->rank()).size() positions of
+// N sequences, and the output (N * L, vocab) their logits; the ring must outlive the model.
 std::shared_ptr<engine::Model> make_gpt(const GptConfig& config, engine::Generator& gen,
-                                        const TensorParallelGroup& group = {});
+                                        const TensorParallelGroup& group = {}, engine::AttentionRing* ring = nullptr);
+
+// Context parallelism's load-balanced causal split: the context cut into 2 * ranks equal
+// chunks, rank r holding chunks r and 2 * ranks - 1 - r (every rank as much causal work:
+// an early chunk's queries see few keys, a late one's many), ascending. Throws
+// std::invalid_argument when 2 * ranks does not divide the context.
+std::vector<int64_t> context_parallel_positions(int64_t context, int rank, int ranks);
 
 // How a group's processes hold a whole model's parameter.
 enum class TensorSplit {

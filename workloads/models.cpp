@@ -240,14 +240,16 @@ const Entry& find(const std::string& name) {
   throw std::invalid_argument("unknown model \"" + name + "\"; known models: " + known);
 }
 
-const Entry& find_tensor_parallel(const std::string& name) {
+// A transformer's entry; `what` names the split a model lacks in the message.
+const Entry& find_gpt(const std::string& name, const std::string& what) {
   const Entry& e = find(name);
   if (e.gpt) return e;
   std::string known;
   for (const auto& other : registry())
     if (other.gpt) known += (known.empty() ? "" : ", ") + std::string(other.name);
-  throw std::invalid_argument("model " + name + " has no tensor-parallel split; models that have one: " + known);
+  throw std::invalid_argument("model " + name + " has no " + what + " split; models that have one: " + known);
 }
+const Entry& find_tensor_parallel(const std::string& name) { return find_gpt(name, "tensor-parallel"); }
 
 }  // namespace
 
@@ -285,6 +287,14 @@ std::vector<std::pair<std::string, TensorSplit>> tensor_parallel_plan(const std:
 std::shared_ptr<engine::Model> make_model_shard(const std::string& name, const TensorParallelGroup& group) {
   Generator gen(0);  // overwritten: a shard is loaded with its slices of the whole model
   return make_gpt(*find_tensor_parallel(name).gpt, gen, group);
+}
+
+int64_t context_parallel_context(const std::string& name) { return find_gpt(name, "context-parallel").gpt->context; }
+
+std::shared_ptr<engine::Model> make_context_parallel_model(const std::string& name, uint64_t seed,
+                                                           engine::AttentionRing& ring) {
+  Generator gen(seed);
+  return make_gpt(*find_gpt(name, "context-parallel").gpt, gen, {}, &ring);
 }
 
 std::vector<std::string> model_names() {

@@ -59,6 +59,14 @@ int64_t tensor_parallel_max_ranks(const std::string& name);
 std::vector<std::pair<std::string, TensorSplit>> tensor_parallel_plan(const std::string& name);
 std::shared_ptr<engine::Model> make_model_shard(const std::string& name, const TensorParallelGroup& group);
 
+// Context parallelism (workloads/gpt.h): the context a model's sequences split (into
+// 2 x ranks chunks), and one rank's model over `ring`, initialised as make_model(name,
+// seed) is. Each throws std::invalid_argument naming the models that have a split, for any
+// other model.
+int64_t context_parallel_context(const std::string& name);
+std::shared_ptr<engine::Model> make_context_parallel_model(const std::string& name, uint64_t seed,
+                                                           engine::AttentionRing& ring);
+
 // Trainable scalars of a module.
 int64_t parameter_count(const engine::Module& m);
 
