@@ -65,6 +65,38 @@ Tensor received_like(const Tensor& block) {
 // brought it from s places back.
 int owner_at(int me, int s, int n) { return (me - s + n) % n; }
 
+// One pass of every process's key/value block round the ring: fn(visible, k block, v
+// block) for the block held at step s = 0 .. size - 1 (its own at s = 0, then the one s
+// places back), with `visible` its keys this process's queries see (the blocks are read
+// only where some are). Each step starts the next block's shift before fn and waits for
+// it after, so the shift runs while fn computes.
+template <class Fn>
+void pass_round(const Tensor& k, const Tensor& v, AttentionRing& ring, Fn&& fn) {
+  const int n = ring.size(), me = ring.rank();
+  Tensor kb, vb;
+  {
+    MemTagScope tag(MemTag::workspace);
+    kb = Tensor::empty(k.shape(), k.device());
+    vb = Tensor::empty(v.shape(), v.device());
+  }
+  Tensor held = pack(k, v);
+  for (int s = 0; s < n; ++s) {
+    Tensor next;
+    std::function<void()> arrived;
+    if (s + 1 < n) {
+      next = received_like(held);
+      arrived = ring.shift(held, next);
+    }
+    const std::vector<int64_t> visible = visible_keys(ring.positions(me), ring.positions(owner_at(me, s, n)));
+    if (s > 0 && visible.back() > 0) unpack(held, kb, vb);
+    fn(visible, s > 0 ? kb : k, s > 0 ? vb : v);
+    if (arrived) {
+      arrived();
+      held = next;
+    }
+  }
+}
+
 // The key/value gradients of the blocks, each added to by every process that sees some
 // of it and passed on behind the block: at step s a process adds its part of the block
 // it holds to what came from the previous process (which held it at step s - 1) and
@@ -97,38 +129,23 @@ class GradientRelay {
 
 TensorList ring_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& out, const Tensor& lse, int64_t heads, AttentionRing& ring) {
-  const int n = ring.size(), me = ring.rank();
   const Device dev = q.device();
   Tensor dq = Tensor::zeros(q.shape(), dev);
   Tensor dq_block = Tensor::empty(q.shape(), dev), dk_block = Tensor::empty(q.shape(), dev),
-         dv_block = Tensor::empty(q.shape(), dev), kb = Tensor::empty(q.shape(), dev), vb = Tensor::empty(q.shape(), dev);
-  Tensor held = pack(k, v);
+         dv_block = Tensor::empty(q.shape(), dev);
   GradientRelay relay(ring);
-  for (int s = 0; s < n; ++s) {
-    Tensor next;
-    std::function<void()> arrived;
-    if (s + 1 < n) {
-      next = received_like(held);
-      arrived = ring.shift(held, next);
-    }
-    const std::vector<int64_t> visible = visible_keys(ring.positions(me), ring.positions(owner_at(me, s, n)));
+  pass_round(k, v, ring, [&](const std::vector<int64_t>& visible, const Tensor& kb, const Tensor& vb) {
     Tensor part;
     if (visible.back() > 0) {
-      if (s > 0) unpack(held, kb, vb);
-      cpu::attention_block_backward(grad_out, q, s > 0 ? kb : k, s > 0 ? vb : v, out, lse, heads, visible, dq_block,
-                                    dk_block, dv_block);
+      cpu::attention_block_backward(grad_out, q, kb, vb, out, lse, heads, visible, dq_block, dk_block, dv_block);
       cpu::add_(dq, dq_block, 1.0f);
       part = pack(dk_block, dv_block);
     } else {
       MemTagScope tag(MemTag::communication);
-      part = Tensor::zeros({held.numel()}, dev);
+      part = Tensor::zeros({2 * k.numel()}, dev);
     }
     relay.pass_on(std::move(part));
-    if (arrived) {
-      arrived();
-      held = next;
-    }
-  }
+  });
   Tensor dk = Tensor::empty(q.shape(), dev), dv = Tensor::empty(q.shape(), dev);
   unpack(relay.own(), dk, dv);
   return {dq, dk, dv};
@@ -139,38 +156,21 @@ TensorList ring_attention_backward(const Tensor& grad_out, const Tensor& q, cons
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, AttentionRing& ring) {
   detail::check_attention_inputs(q, k, v, heads, kOp);
   check_ring(q, ring);
-  const int n = ring.size(), me = ring.rank();
   const Device dev = q.device();
   const Shape lse_shape{q.size(0), heads, q.size(1)};
   Tensor out = Tensor::zeros(q.shape(), dev);
   Tensor lse = Tensor::full(lse_shape, -std::numeric_limits<float>::infinity(), dev);
-  Tensor block_out, block_lse, kb, vb;
+  Tensor block_out, block_lse;
   {
     MemTagScope tag(MemTag::workspace);
     block_out = Tensor::empty(q.shape(), dev);
     block_lse = Tensor::empty(lse_shape, dev);
-    kb = Tensor::empty(q.shape(), dev);
-    vb = Tensor::empty(q.shape(), dev);
   }
-  Tensor held = pack(k, v);
-  for (int s = 0; s < n; ++s) {
-    Tensor next;
-    std::function<void()> arrived;
-    if (s + 1 < n) {
-      next = received_like(held);
-      arrived = ring.shift(held, next);
-    }
-    const std::vector<int64_t> visible = visible_keys(ring.positions(me), ring.positions(owner_at(me, s, n)));
-    if (visible.back() > 0) {
-      if (s > 0) unpack(held, kb, vb);
-      cpu::attention_block_forward(q, s > 0 ? kb : k, s > 0 ? vb : v, heads, visible, block_out, block_lse);
-      cpu::attention_merge(out, lse, block_out, block_lse, heads);
-    }
-    if (arrived) {
-      arrived();
-      held = next;
-    }
-  }
+  pass_round(k, v, ring, [&](const std::vector<int64_t>& visible, const Tensor& kb, const Tensor& vb) {
+    if (visible.back() == 0) return;
+    cpu::attention_block_forward(q, kb, vb, heads, visible, block_out, block_lse);
+    cpu::attention_merge(out, lse, block_out, block_lse, heads);
+  });
   record(out, kOp, {q, k, v},
          [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), lse, heads, &ring](const Tensor& g) {
            return ring_attention_backward(g, q, k, v, o, lse, heads, ring);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,16 @@ inline std::vector<float> safetensors_floats(const fs::path& p) {
   std::vector<float> out((bytes.size() - 8 - n) / 4);
   std::memcpy(out.data(), bytes.data() + 8 + n, out.size() * 4);
   return out;
+}
+
+// The largest elementwise difference of two safetensors files' floats; -1 when their
+// counts differ.
+inline double max_abs_diff(const fs::path& a, const fs::path& b) {
+  const std::vector<float> x = safetensors_floats(a), y = safetensors_floats(b);
+  if (x.size() != y.size()) return -1.0;
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(double(x[i]) - y[i]));
+  return worst;
 }
 
 // The pid of a running `quartet role` process of `run` with role `role`, or -1.

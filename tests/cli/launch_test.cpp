@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/cli/cli_util.h"
+#include "tests/text_corpus.h"
 #include "tests/transport/multirank/namespaces.h"
 
 namespace {
@@ -107,11 +108,12 @@ class Launch : public cli_util::FolderTest {
     std::vector<std::string> all = prefix;
     for (const std::string& a : only(vars)) all.push_back(a);
     const fs::path work = dir_ / "work" / std::to_string(rank);
-    return start_quartet({"launch", spec().string(), "--arm", "ddp", "--out", (dir_ / "run").string(), "--token-file",
+    return start_quartet({"launch", spec().string(), "--arm", arm_, "--out", (dir_ / "run").string(), "--token-file",
                           token_file_.string(), "--work-dir", work.string(), "--join-timeout", "300"},
                          log(rank), {}, all);
   }
   fs::path log(int rank) const { return dir_ / "logs" / std::to_string(rank); }
+  std::string arm_ = "ddp";  // the arm start_rank() launches
   std::string backend_ = "gloo";
   int train_samples_ = 256;
   fs::path token_file_;  // dir_/token unless a test says otherwise
@@ -379,6 +381,42 @@ TEST_F(Launch, TorchrunsVariablesWithItsAgentOnMasterPortTrainLikeSingle) {
   EXPECT_NE(file_bytes(log(0)).find("quartet role --coordinator " + next + " --arm ddp --role rank3"),
             std::string::npos)
       << file_bytes(log(0));
+}
+
+// context_parallel's ranks split every sequence of gpt-mini and pass key/value blocks
+// between them: launched by torchrun's variables, two ranks train like single.
+TEST_F(Launch, TorchrunStyleContextParallelRanksTrainLikeSingle) {
+  quartet::test_util::write_word_corpus(dir_ / "corpus", 3);
+  json j = {{"name", "launch-cp"},
+            {"workload",
+             {{"name", "text-lm"}, {"model", "gpt-mini"}, {"data_dir", (dir_ / "corpus").string()}, {"test_samples", 4}}},
+            {"seed", 3},
+            {"threads", 1},
+            {"train", {{"epochs", 1}, {"batch", 8}, {"max_steps", 2}, {"eval_batch", 4},
+                       {"optimizer", {{"lr", 0.05}, {"momentum", 0.9}}}}},
+            {"arms", json::array({{{"name", "single"}, {"regime", "single"}},
+                                  {{"name", "cp"}, {"regime", "context_parallel"}, {"ranks", 2}, {"backend", "gloo"}}})}};
+  write_file_atomically(dir_ / "spec.json", j.dump(2));
+  arm_ = "cp";
+  const std::string port = std::to_string(unused_port());
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(start_rank(r, {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
+                                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
+  for (size_t r = 0; r < ranks.size(); ++r)
+    EXPECT_EQ(wait_exit_within(ranks[r], std::chrono::seconds(600)), 0) << file_bytes(log(static_cast<int>(r)));
+  const json summary = json::parse(file_bytes(dir_ / "run" / "cp" / "summary.json"));
+  EXPECT_EQ(summary["status"], "finished");
+  EXPECT_EQ(summary["processes"], 2);
+  j["arms"] = json::array({j["arms"][0]});
+  std::ofstream(dir_ / "single.json") << j.dump();
+  const cli_util::Result r = cli_util::quartet(
+      {"run", (dir_ / "single.json").string(), "--out", (dir_ / "single").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const double worst =
+      cli_util::max_abs_diff(dir_ / "single" / "single" / "final.safetensors", dir_ / "run" / "cp" / "final.safetensors");
+  EXPECT_GE(worst, 0.0) << "the weights differ in count";
+  EXPECT_LT(worst, 2e-6);
 }
 
 // mpirun inside a Slurm job (sbatch -n4 running mpirun -np 4): every rank also inherits the

@@ -23,53 +23,9 @@ namespace {
 using testing::max_abs_diff;
 using nlohmann::json;
 
-class ContextParallel : public testing::RegimeTest {
+class ContextParallel : public testing::GptRegimeTest {
  protected:
-  ContextParallel() : RegimeTest("context_parallel") {}
-  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
-
-  // Two "sources" of fortunes: lines of words drawn from a fixed list, enough for a few
-  // batches of 129-byte windows.
-  void SetUp() override {
-    RegimeTest::SetUp();
-    const std::filesystem::path corpus = dir_ / "corpus";
-    std::filesystem::create_directories(corpus);
-    const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"};
-    uint64_t state = 11;
-    for (const char* source : {"alpha", "beta"}) {
-      std::ofstream out(corpus / source);
-      for (int fortune = 0; fortune < 60; ++fortune) {
-        for (int w = 0; w < 24; ++w) {
-          state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-          out << words[(state >> 33) % 11] << (w % 8 == 7 ? "\n" : " ");
-        }
-        out << "%\n";
-      }
-    }
-    use_corpus(0);
-  }
-
-  // The corpus above as a text-lm workload, its first `train` windows (0: all).
-  void use_corpus(int64_t train) {
-    workloads::WorkloadConfig wc;
-    wc.name = "text-lm";
-    wc.model = "gpt-mini";
-    wc.data_dir = (dir_ / "corpus").string();
-    wc.train_limit = train;
-    wc.test_limit = 4;
-    use_workload(wc);
-  }
-
-  RoleContext context(const std::string& arm, int64_t ranks, json settings = json::object()) {
-    RoleContext c = RegimeTest::context(arm, 4, 3);
-    c.config.eval_batch = 4;
-    if (ranks > 0) {
-      settings["ranks"] = ranks;
-      c.settings = testing::regime_settings("context_parallel", c, settings);
-    }
-    return c;
-  }
-  void run_single() { testing::run_role("single", context("single", 0)); }
+  ContextParallel() : GptRegimeTest("context_parallel", 11) {}
 };
 
 // Tolerance for "the same update": the ranks' gradients of their tokens averaged, and the

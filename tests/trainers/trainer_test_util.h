@@ -5,6 +5,7 @@
 // (data_parallel's ranks, pipeline's stages) as threads of the test process.
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "engine/nn.h"
 #include "engine/safetensors.h"
 #include "tests/temp_folder.h"
+#include "tests/text_corpus.h"
 #include "trainers/regime.h"
 #include "transport/coordinator.h"
 #include "workloads/workload.h"
@@ -155,6 +157,47 @@ class RegimeTest : public test_util::TempFolderTest {
   std::filesystem::path init_;
   std::string model_;
   std::unique_ptr<workloads::Workload> workload_;
+};
+
+// gpt-mini on a small byte corpus (tests/text_corpus.h, seeded by `corpus_seed`) under
+// the regime `regime_` whose ranks split it, with arms of batch 4 and 3 steps.
+class GptRegimeTest : public RegimeTest {
+ protected:
+  GptRegimeTest(const std::string& regime, uint64_t corpus_seed)
+      : RegimeTest(regime), regime_(regime), corpus_seed_(corpus_seed) {}
+  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
+
+  void SetUp() override {
+    RegimeTest::SetUp();
+    test_util::write_word_corpus(dir_ / "corpus", corpus_seed_);
+    use_corpus(0);
+  }
+
+  // The corpus as a text-lm workload, its first `train` windows (0: all).
+  void use_corpus(int64_t train) {
+    workloads::WorkloadConfig wc;
+    wc.name = "text-lm";
+    wc.model = "gpt-mini";
+    wc.data_dir = (dir_ / "corpus").string();
+    wc.train_limit = train;
+    wc.test_limit = 4;
+    use_workload(wc);
+  }
+
+  // With ranks > 0, an arm of regime_ with `settings` and those ranks; else settings unset.
+  RoleContext context(const std::string& arm, int64_t ranks, nlohmann::json settings = nlohmann::json::object()) {
+    RoleContext c = RegimeTest::context(arm, 4, 3);
+    c.config.eval_batch = 4;
+    if (ranks > 0) {
+      settings["ranks"] = ranks;
+      c.settings = regime_settings(regime_, c, settings);
+    }
+    return c;
+  }
+  void run_single() { run_role("single", context("single", 0)); }
+
+  std::string regime_;
+  uint64_t corpus_seed_;
 };
 
 }  // namespace quartet::trainers::testing
