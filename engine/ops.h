@@ -104,6 +104,12 @@ class StatsReducer {
   virtual ~StatsReducer() = default;
   // Replaces `t` (a host or device tensor) with its element-wise sum over all processes.
   virtual void all_reduce_sum(Tensor& t) = 0;
+  // Sequence parallelism's pair (below); a group without them throws std::logic_error.
+  // part: k values on every process; whole: size x k, process r's part at [r k, (r+1) k).
+  virtual void all_gather(const Tensor& part, Tensor& whole);
+  // whole: size x k values on every process; part: k, the sum over the processes of
+  // their whole's chunk [rank k, (rank+1) k).
+  virtual void reduce_scatter_sum(const Tensor& whole, Tensor& part);
 };
 
 struct BatchNormOptions {
@@ -149,6 +155,16 @@ Tensor all_reduce_backward(const Tensor& x, StatsReducer& group);
 // g, where a split region's partial sums leave: sums x over the group forward; backward
 // passes the gradient on unchanged (every process needs all of it).
 Tensor all_reduce_forward(const Tensor& x, StatsReducer& group);
+
+// ---- sequence parallelism (Korthikanti et al. 2022): f and g split by the sequence ----
+// Between the split regions each of the group's `ranks` processes holds a slice of the
+// sequence: process r the positions [r S, (r+1) S) of x (B, S, W).
+// Where the slices enter a split region: all-gathers them into (B, ranks S, W) forward;
+// backward reduce-scatters the gradient (sums it over the group, keeps this slice's).
+Tensor gather_sequence(const Tensor& x, StatsReducer& group, int ranks);
+// Where a split region's partial sums x (B, T, W) leave: sums them over the group and
+// keeps this process's slice (B, T / ranks, W) forward; backward all-gathers the gradient.
+Tensor scatter_sequence(const Tensor& x, StatsReducer& group, int ranks);
 
 // ---- context parallelism: ring attention ----
 // The processes a context-parallel group splits every sequence over, in a ring: each

@@ -18,6 +18,22 @@ double Reducer::step(engine::Optimizer& optimizer, double clip_grad_norm) {
   return 0.0;
 }
 
+workloads::Batch sequence_positions(const workloads::Batch& b, const std::vector<int64_t>& positions) {
+  const int64_t n = b.x.size(0), t = b.x.size(1), l = static_cast<int64_t>(positions.size());
+  const std::vector<float> x = b.x.to_vector();
+  std::vector<float> xs;
+  workloads::Batch out;
+  xs.reserve(static_cast<size_t>(n * l));
+  out.y.reserve(static_cast<size_t>(n * l));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p : positions) {
+      xs.push_back(x[static_cast<size_t>(i * t + p)]);
+      out.y.push_back(b.y[static_cast<size_t>(i * t + p)]);
+    }
+  out.x = engine::Tensor::from_vector({n, l}, xs);
+  return out;
+}
+
 double WholeModelStep::run(const workloads::Batch& whole, float scale, StepTimes& t) {
   const workloads::Batch local = local_ ? local_(whole) : workloads::Batch{};
   const workloads::Batch& batch = local_ ? local : whole;

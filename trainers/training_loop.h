@@ -72,6 +72,9 @@ class MicroStep {
 // The part of a batch one process computes (context_parallel: its positions of every
 // sequence); none: the whole batch.
 using LocalBatch = std::function<workloads::Batch(const workloads::Batch&)>;
+// The given positions of every sequence of a batch of sequences: x (N, T) -> (N, L), and
+// the labels of those positions, sample by sample.
+workloads::Batch sequence_positions(const workloads::Batch& batch, const std::vector<int64_t>& positions);
 
 // The whole model and the workload's loss, on one process.
 class WholeModelStep final : public MicroStep {

@@ -19,23 +19,28 @@ Tensor linear_rows(Linear& layer, const Tensor& x) {
   return engine::reshape(y, {s[0], s[1], y.size(1)});
 }
 
-// f before a split region, the identity without a group.
+// f before a split region, the identity without a group; with sequence parallelism the
+// ranks' slices of the sequence gathered.
 Tensor enter_split(const Tensor& x, const TensorParallelGroup& g) {
-  return g.size > 1 ? engine::all_reduce_backward(x, *g.reducer) : x;
+  if (g.size == 1) return x;
+  return g.sequence_parallel ? engine::gather_sequence(x, *g.reducer, g.size) : engine::all_reduce_backward(x, *g.reducer);
 }
-// g after it: the partial sums of the group's slices added up.
+// g after it: the partial sums of the group's slices added up (with sequence parallelism,
+// only this rank's slice of the sequence kept).
 Tensor leave_split(const Tensor& x, const TensorParallelGroup& g) {
-  return g.size > 1 ? engine::all_reduce_forward(x, *g.reducer) : x;
+  if (g.size == 1) return x;
+  return g.sequence_parallel ? engine::scatter_sequence(x, *g.reducer, g.size) : engine::all_reduce_forward(x, *g.reducer);
 }
 
 // Token and position embeddings, summed: (N, T) byte values -> (N, T, width).
 class Embed final : public Module {
  public:
-  Embed(const GptConfig& c, Generator& gen, engine::AttentionRing* ring)
+  Embed(const GptConfig& c, Generator& gen, const TensorParallelGroup& g, engine::AttentionRing* ring)
       : token_(std::make_shared<engine::Embedding>(c.vocab, c.width, gen)),
         position_(std::make_shared<engine::Embedding>(c.context, c.width, gen)),
         context_(c.context),
-        ring_(ring) {
+        ring_(ring),
+        first_(g.sequence_parallel ? g.rank * c.context / g.size : 0) {
     register_module("token", token_);
     register_module("position", position_);
   }
@@ -51,7 +56,7 @@ class Embed final : public Module {
     std::vector<float> positions(static_cast<size_t>(n * t));
     for (int64_t i = 0; i < n * t; ++i)
       positions[static_cast<size_t>(i)] =
-          static_cast<float>(ring_ ? ring_->positions(ring_->rank())[static_cast<size_t>(i % t)] : i % t);
+          static_cast<float>(ring_ ? ring_->positions(ring_->rank())[static_cast<size_t>(i % t)] : first_ + i % t);
     const Tensor where = Tensor::from_vector({n, t}, positions).to(x.device());
     return engine::add(token_->forward(x), position_->forward(where));
   }
@@ -60,6 +65,7 @@ class Embed final : public Module {
   std::shared_ptr<engine::Embedding> token_, position_;
   int64_t context_;
   engine::AttentionRing* ring_;
+  int64_t first_;  // the first position of the input (sequence parallel: this rank's slice)
 };
 
 // Causal self-attention; with a group, this rank's heads only.
@@ -169,7 +175,10 @@ std::shared_ptr<engine::Model> make_gpt(const GptConfig& c, Generator& gen, cons
                                 " do not split over " + std::to_string(g.size) +
                                 " tensor-parallel ranks (the ranks must divide the heads, the heads the width)");
   auto m = std::make_shared<engine::Model>();
-  m->add_stage("embed", std::make_shared<Embed>(c, gen, ring));
+  if (g.sequence_parallel && c.context % g.size != 0)
+    throw std::invalid_argument("gpt: sequence parallelism over " + std::to_string(g.size) +
+                                " ranks needs them to divide the context of " + std::to_string(c.context));
+  m->add_stage("embed", std::make_shared<Embed>(c, gen, g, ring));
   for (int64_t i = 0; i < c.layers; ++i) m->add_stage(block_name(i), std::make_shared<Block>(c, gen, g, ring));
   m->add_stage("head", std::make_shared<Head>(c, gen));
   return m;

@@ -49,6 +49,10 @@ struct TensorParallelGroup {
   int rank = 0;
   int size = 1;
   engine::StatsReducer* reducer = nullptr;  // sums over the group; needed when size > 1
+  // Sequence parallelism (Korthikanti et al. 2022): between the split regions each rank
+  // holds positions [rank T/size, (rank+1) T/size) of every sequence, its input those
+  // bytes; f and g become gather_sequence and scatter_sequence (engine/ops.h).
+  bool sequence_parallel = false;
 };
 
 // Stages "embed", "block0" .. "block{layers-1}", "head". Input (N, T) byte values as

@@ -1,8 +1,80 @@
+#include <stdexcept>
+#include <string>
+
 #include "engine/autograd.h"
+#include "engine/memory.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
 
 namespace quartet::engine {
+
+void StatsReducer::all_gather(const Tensor&, Tensor&) {
+  throw std::logic_error("this group of processes has no all-gather");
+}
+void StatsReducer::reduce_scatter_sum(const Tensor&, Tensor&) {
+  throw std::logic_error("this group of processes has no reduce-scatter");
+}
+
+namespace {
+
+// (ranks, B, S, W) slices one after another <-> (B, ranks S, W) sequences: runs of S W.
+void slices_to_sequence(const Tensor& slices, Tensor& seq, int ranks) {
+  const int64_t b = seq.size(0), run = seq.numel() / (b * ranks);
+  for (int r = 0; r < ranks; ++r)
+    for (int64_t i = 0; i < b; ++i)
+      copy_range(seq, (i * ranks + r) * run, slices, (r * b + i) * run, run);
+}
+void sequence_to_slices(const Tensor& seq, Tensor& slices, int ranks) {
+  const int64_t b = seq.size(0), run = seq.numel() / (b * ranks);
+  for (int r = 0; r < ranks; ++r)
+    for (int64_t i = 0; i < b; ++i)
+      copy_range(slices, (r * b + i) * run, seq, (i * ranks + r) * run, run);
+}
+
+Tensor communication_buffer(int64_t numel, const Device& device) {
+  MemTagScope tag(MemTag::communication);
+  return Tensor::empty({numel}, device);
+}
+
+// All-gathers the slices x (B, S, W) into (B, ranks S, W).
+Tensor gathered(const Tensor& x, StatsReducer& group, int ranks) {
+  Tensor slices = communication_buffer(x.numel() * ranks, x.device());
+  group.all_gather(x, slices);
+  Tensor out = Tensor::empty({x.size(0), x.size(1) * ranks, x.size(2)}, x.device());
+  slices_to_sequence(slices, out, ranks);
+  return out;
+}
+
+// Sums x (B, T, W) over the group and keeps this process's slice (B, T / ranks, W).
+Tensor scattered(const Tensor& x, StatsReducer& group, int ranks) {
+  Tensor slices = communication_buffer(x.numel(), x.device());
+  sequence_to_slices(x, slices, ranks);
+  Tensor out = Tensor::empty({x.size(0), x.size(1) / ranks, x.size(2)}, x.device());
+  group.reduce_scatter_sum(slices, out);
+  return out;
+}
+
+void check_sequence(const Tensor& x, int ranks, int64_t per_rank_multiple, const char* op) {
+  if (!x.defined() || x.dim() != 3) detail::fail(op, "input must be (B, T, W), got " + (x.defined() ? shape_str(x.shape()) : std::string("undefined")));
+  if (ranks < 1 || x.size(1) % per_rank_multiple != 0)
+    detail::fail(op, std::to_string(ranks) + " ranks do not split the sequence of " + shape_str(x.shape()));
+}
+
+}  // namespace
+
+Tensor gather_sequence(const Tensor& x, StatsReducer& group, int ranks) {
+  check_sequence(x, ranks, 1, "gather_sequence");
+  Tensor out = gathered(x, group, ranks);
+  record(out, "gather_sequence", {x}, [&group, ranks](const Tensor& g) { return TensorList{scattered(g, group, ranks)}; });
+  return out;
+}
+
+Tensor scatter_sequence(const Tensor& x, StatsReducer& group, int ranks) {
+  check_sequence(x, ranks, ranks, "scatter_sequence");
+  Tensor out = scattered(x, group, ranks);
+  record(out, "scatter_sequence", {x}, [&group, ranks](const Tensor& g) { return TensorList{gathered(g, group, ranks)}; });
+  return out;
+}
 
 Tensor all_reduce_backward(const Tensor& x, StatsReducer& group) {
   if (!x.defined()) detail::fail("all_reduce_backward", "input must be a defined tensor");

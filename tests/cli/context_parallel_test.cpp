@@ -1,7 +1,8 @@
 // context_parallel end to end through the `quartet` binary: rank processes rendezvous
 // through the run's coordinator and pass key/value blocks over shared memory; each
 // process's activations (the engine's memory figures are per process) and ring bytes
-// against their formulas (docs/context_parallel.md), and the weights against single's.
+// against their formulas (docs/context_parallel.md), and the weights against single's;
+// tensor_parallel's sequence parallelism's activations too (docs/tensor_parallel.md).
 // Real processes, so labelled multirank and run serially.
 
 #include <gtest/gtest.h>
@@ -66,7 +67,9 @@ TEST_F(ContextParallelCli, RanksHoldOneNthOfTheActivationsAndSendTheRingsBlocks)
        {{"epochs", 1}, {"batch", batch}, {"max_steps", 2}, {"eval_batch", 4}, {"optimizer", {{"lr", 0.05}, {"momentum", 0.9}}}}},
       {"arms", json::array({{{"name", "single"}, {"regime", "single"}},
                             {{"name", "cp-2"}, {"regime", "context_parallel"}, {"ranks", 2}},
-                            {{"name", "cp-4"}, {"regime", "context_parallel"}, {"ranks", 4}}})}};
+                            {{"name", "cp-4"}, {"regime", "context_parallel"}, {"ranks", 4}},
+                            {{"name", "tp-2-sp"}, {"regime", "tensor_parallel"}, {"ranks", 2},
+                             {"sequence_parallel", true}}})}};
   std::ofstream(dir_ / "spec.json") << spec.dump(2);
   const Result r = quartet({"run", (dir_ / "spec.json").string(), "--out", (dir_ / "r").string(), "--progress=none"},
                            dir_);
@@ -92,6 +95,14 @@ TEST_F(ContextParallelCli, RanksHoldOneNthOfTheActivationsAndSendTheRingsBlocks)
     EXPECT_GE(worst, 0.0) << arm << ": the weights differ in count";
     EXPECT_LT(worst, 2e-6) << arm;
   }
+  // Sequence-parallel tensor parallelism (docs/tensor_parallel.md): per token of the batch,
+  // each block's two gathered inputs whole and the rest 1/N; embeddings and head 1/N.
+  const int64_t n = 2;
+  const int64_t sp_floats = batch * kT * kL * 2 * kW + batch * kT / n * (kL * (14 * kW + kH + 4) + 2 * kW + 2 * kV + 4);
+  for (const char* role : {"rank0", "rank1"})
+    EXPECT_EQ(last_step("tp-2-sp", role)["memory"]["activations"]["peak"], activation_bytes(0, 0) + 4 * sp_floats +
+                                                                                   4 * batch * kT)
+        << role;
 }
 
 }  // namespace

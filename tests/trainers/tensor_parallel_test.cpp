@@ -14,6 +14,7 @@
 #include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
 #include "trainers/regime.h"
+#include "workloads/models.h"
 #include "workloads/workload.h"
 
 namespace quartet::trainers {
@@ -139,6 +140,49 @@ TEST_F(TensorParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
       EXPECT_EQ(r["step"], ++step) << role;
     }
     EXPECT_EQ(step, 6) << role;
+  }
+}
+
+// Sequence parallelism changes where the sums happen, not what they sum.
+TEST_F(TensorParallel, SequenceParallelTwoAndFourRanksEqualSingle) {
+  run_single();
+  for (int64_t ranks : {2, 4}) {
+    const std::string arm = "sp" + std::to_string(ranks);
+    testing::run_roles_as_threads("tensor_parallel", context(arm, ranks, json{{"sequence_parallel", true}}));
+    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
+    std::cout << "[ measured ] tensor_parallel + sequence_parallel " << ranks
+              << " ranks vs single: max |param diff| = " << diff << "\n";
+    EXPECT_LT(diff, kSameUpdate) << ranks << " ranks";
+  }
+}
+
+// Per block, forward and backward, two all-gathers and two reduce-scatters of the
+// (4, 128, 128) activations replace the two all-reduces: (N-1)/N of S each, the same bytes
+// in twice the messages; then the whole parameters' gradients are summed once.
+TEST_F(TensorParallel, SequenceParallelGatherAndScatterMoveTheAllReducesBytes) {
+  run_single();
+  testing::run_roles_as_threads("tensor_parallel",
+                                context("sp2", 2, json{{"backend", "gloo"}, {"sequence_parallel", true}}));
+  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("sp2")), kSameUpdate);
+  int64_t whole_floats = 0, whole_tensors = 0;
+  const engine::NamedTensors init = engine::load_safetensors(init_.string());
+  for (const auto& [name, split] : workloads::tensor_parallel_plan("gpt-mini")) {
+    if (split != workloads::TensorSplit::whole) continue;
+    for (const auto& [n, t] : init)
+      if (n == name) whole_floats += t.numel();
+    ++whole_tensors;
+  }
+  EXPECT_EQ(whole_tensors, 22);
+  for (const char* role : {"rank0", "rank1"}) {
+    int steps = 0;
+    for (const json& r : records("sp2", role)) {
+      if (r.value("type", "") != "step") continue;
+      ++steps;
+      EXPECT_EQ(r["comm"]["bytes"], 32 * 4 * 128 * 128 * 4 / 2 + whole_floats * 4) << role;
+      EXPECT_EQ(r["comm"]["messages"], 32 + 2 * whole_tensors) << role;
+      EXPECT_EQ(r["comm"]["sequence_parallel"], true);
+    }
+    EXPECT_EQ(steps, 3) << role;
   }
 }
 

@@ -57,23 +57,6 @@ class CollectivesRing final : public engine::AttentionRing {
   std::vector<std::vector<int64_t>> positions_;
 };
 
-// This rank's positions of every sequence of `b`: x (N, T) -> (N, L), y likewise.
-workloads::Batch take_positions(const workloads::Batch& b, const std::vector<int64_t>& positions) {
-  const int64_t n = b.x.size(0), t = b.x.size(1), l = static_cast<int64_t>(positions.size());
-  const std::vector<float> x = b.x.to_vector();
-  std::vector<float> xs;
-  workloads::Batch out;
-  xs.reserve(static_cast<size_t>(n * l));
-  out.y.reserve(static_cast<size_t>(n * l));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t p : positions) {
-      xs.push_back(x[static_cast<size_t>(i * t + p)]);
-      out.y.push_back(b.y[static_cast<size_t>(i * t + p)]);
-    }
-  out.x = Tensor::from_vector({n, l}, xs);
-  return out;
-}
-
 // context_parallel's hook into the training loop: the ring attention's shifts run inside
 // forward and backward (their waits are inline communication); the gradients are
 // averaged over the ranks by data_parallel's bucketed all-reduce, launched as backward
@@ -177,7 +160,7 @@ void train_context_parallel(const RoleContext& ctx, const Settings& s) {
   o.on_start = [&](const Position& pos) { hook.start(pos); };
   o.record_step = [&](StepRecord& r, const Position&) { return hook.record(r); };
   o.whole_model = [&]() -> engine::Model& { return hook.whole(); };
-  o.local_batch = [&](const workloads::Batch& b) { return take_positions(b, hook.positions()); };
+  o.local_batch = [&](const workloads::Batch& b) { return sequence_positions(b, hook.positions()); };
   train_loop(ctx, *model, *optimizer, hook, o);
 }
 

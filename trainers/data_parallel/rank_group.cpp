@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/device.h"
+#include "engine/memory.h"
 #include "transport/coordinator.h"
 #include "transport/gloo_collectives.h"
 #include "transport/hierarchical_collectives.h"
@@ -180,6 +181,29 @@ void CountedSum::all_reduce_sum(engine::Tensor& t) {
   const double s = clock.seconds();
   counters_.add(transport::CollectiveKind::all_reduce, t.numel() * 4, comm_, s);
   seconds += s;
+}
+
+void CountedSum::all_gather(const engine::Tensor& part, engine::Tensor& whole) {
+  Stopwatch clock;
+  comm_.all_gather({part.device_data(), static_cast<size_t>(part.numel())},
+                   {whole.device_data(), static_cast<size_t>(whole.numel())});
+  const double s = clock.seconds();
+  counters_.add(transport::CollectiveKind::all_gather, whole.numel() * 4, comm_, s);
+  seconds += s;
+}
+
+void CountedSum::reduce_scatter_sum(const engine::Tensor& whole, engine::Tensor& part) {
+  engine::Tensor buffer;
+  {
+    engine::MemTagScope tag(engine::MemTag::communication);
+    buffer = whole.clone();  // reduce_scatter works in place
+  }
+  Stopwatch clock;
+  comm_.reduce_scatter({buffer.device_data(), static_cast<size_t>(buffer.numel())});
+  const double s = clock.seconds();
+  counters_.add(transport::CollectiveKind::reduce_scatter, whole.numel() * 4, comm_, s);
+  seconds += s;
+  engine::copy_range(part, 0, buffer, comm_.rank() * part.numel(), part.numel());
 }
 
 }  // namespace quartet::trainers::data_parallel

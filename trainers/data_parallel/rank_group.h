@@ -46,7 +46,9 @@ class CountedSum final : public engine::StatsReducer {
  public:
   CountedSum(transport::Collectives& comm, CommCounters& counters) : comm_(comm), counters_(counters) {}
   void all_reduce_sum(engine::Tensor& t) override;
-  double seconds = 0.0;  // spent in all_reduce_sum since the caller last reset it
+  void all_gather(const engine::Tensor& part, engine::Tensor& whole) override;
+  void reduce_scatter_sum(const engine::Tensor& whole, engine::Tensor& part) override;
+  double seconds = 0.0;  // spent in its collectives since the caller last reset it
 
  private:
   transport::Collectives& comm_;

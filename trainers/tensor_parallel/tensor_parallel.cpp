@@ -65,7 +65,33 @@ class SliceHook final : public Reducer {
         sum_(*comm_, counters_),
         gather_sum_(*comm_, gather_counters_) {}
 
-  workloads::TensorParallelGroup group() { return {ctx_.rank, static_cast<int>(s_.ranks), &sum_}; }
+  workloads::TensorParallelGroup group() {
+    return {ctx_.rank, static_cast<int>(s_.ranks), &sum_, s_.sequence_parallel};
+  }
+
+  // Sequence parallel: this rank's contiguous slice of every sequence.
+  std::vector<int64_t> positions() const {
+    const int64_t t = workloads::context_parallel_context(ctx_.model_name), slice = t / s_.ranks;
+    std::vector<int64_t> out;
+    for (int64_t p = ctx_.rank * slice; p < (ctx_.rank + 1) * slice; ++p) out.push_back(p);
+    return out;
+  }
+
+  // Sequence parallel: each rank's backward seeded its own tokens' mean loss, and the
+  // reduce-scatters and all-gathers summed those over the ranks into every split
+  // parameter's gradient: N times the mean loss's. A whole parameter got only its own
+  // tokens' part, the ranks' parts summed here. Both are scaled by 1/N.
+  double finish() override {
+    if (!s_.sequence_parallel) return 0.0;
+    const float mean = 1.0f / static_cast<float>(s_.ranks);
+    for (Part& p : parts_) {
+      if (!p.slice.defined() || !p.slice.grad().defined()) continue;
+      Tensor g = p.slice.grad();
+      if (p.split == TensorSplit::whole) sum_.all_reduce_sum(g);
+      engine::scale_(g, mean);
+    }
+    return 0.0;  // its sums' time is in inline_seconds()
+  }
 
   // Loads this rank's slices of the whole model's initial weights into `shard`.
   void load(engine::Model& shard) {
@@ -169,6 +195,7 @@ class SliceHook final : public Reducer {
     return {{"comm",
              {{"backend", s_.backend},
               {"algorithmic", true},
+              {"sequence_parallel", s_.sequence_parallel},
               {"messages", counters_.messages - before_.messages},
               {"bytes", step_bytes},
               {"seconds", step_seconds},
@@ -201,6 +228,10 @@ void train_tensor_parallel(const RoleContext& arm_ctx, const Settings& s) {
   o.on_start = [&](const Position& pos) { hook.start(pos); };
   o.record_step = [&](StepRecord& r, const Position&) { return hook.record(r); };
   o.whole_model = [&]() -> engine::Model& { return hook.whole(); };
+  if (s.sequence_parallel) {
+    const std::vector<int64_t> mine = hook.positions();
+    o.local_batch = [mine](const workloads::Batch& b) { return sequence_positions(b, mine); };
+  }
   train_loop(ctx, *shard, *optimizer, hook, o);
 }
 
@@ -231,6 +262,11 @@ class TensorParallel final : public RegimeOf<Settings> {
     if (most % s.ranks != 0)
       throw SettingsError(f.path + ".ranks: " + std::to_string(s.ranks) + " ranks do not divide " + f.model + "'s " +
                           std::to_string(most) + " heads; use a divisor of " + std::to_string(most));
+    const int64_t context = workloads::context_parallel_context(f.model);
+    if (s.sequence_parallel && context % s.ranks != 0)
+      throw SettingsError(f.path + ".sequence_parallel: " + std::to_string(s.ranks) + " ranks do not divide " +
+                          f.model + "'s context of " + std::to_string(context) +
+                          "; sequence parallelism gives each rank 1/ranks of it");
     data_parallel::check_backend(s.backend, s.ranks, f);
     if (f.limits)
       check_limit(f.path + ".ranks", s.ranks - static_cast<int64_t>(f.remote.size()), f.limits->processes,
@@ -254,6 +290,10 @@ const SettingsTable<Settings>& Settings::table() {
           "collectives: \"shm\" (CPU, shared memory, every rank on one host: the NVLink of a CPU), \"gloo\" (CPU, "
           "TCP, any hosts) or \"nccl\" (GPU)")
         .allowed({"shm", "gloo", "nccl"});
+    t.add(&Settings::sequence_parallel, "sequence_parallel",
+          "sequence parallelism: between the split regions each rank holds 1/ranks of every sequence (its layer "
+          "norms and residual adds on those positions); an all-gather and a reduce-scatter replace each "
+          "all-reduce; ranks must divide the context");
     return t;
   }();
   return t;
