@@ -151,6 +151,13 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, floa
 // The blocks' products and merges add in another order than one (T, T) softmax does.
 constexpr float kTol = 2e-5f;
 
+void expect_same(const Result& got, const Result& want) {
+  expect_close(got.out, want.out, kTol, "out");
+  expect_close(got.dq, want.dq, kTol, "dq");
+  expect_close(got.dk, want.dk, kTol, "dk");
+  expect_close(got.dv, want.dv, kTol, "dv");
+}
+
 TEST(RingAttention, EqualsCausalAttentionOverTheWholeSequence) {
   // T = 96: row blocks of 32 cut through the chunks of every split below.
   const int64_t B = 2, T = 96, H = 2, D = 8;
@@ -161,11 +168,7 @@ TEST(RingAttention, EqualsCausalAttentionOverTheWholeSequence) {
   for (int n : {1, 2, 3, 4})
     for (bool balanced : {false, true}) {
       SCOPED_TRACE(std::to_string(n) + (balanced ? " ranks, balanced" : " ranks, contiguous"));
-      const Result got = ring_of_threads(q, k, v, g, H, n, balanced);
-      expect_close(got.out, want.out, kTol, "out");
-      expect_close(got.dq, want.dq, kTol, "dq");
-      expect_close(got.dk, want.dk, kTol, "dk");
-      expect_close(got.dv, want.dv, kTol, "dv");
+      expect_same(ring_of_threads(q, k, v, g, H, n, balanced), want);
     }
 }
 
@@ -175,11 +178,7 @@ TEST(RingAttention, LongerChunksThanABlockEqualCausalAttention) {
   const Tensor q = random_tensor(s, 5, -3.0f, 3.0f), k = random_tensor(s, 6, -3.0f, 3.0f), v = random_tensor(s, 7),
                g = random_tensor(s, 8);
   const Result want = whole_attention(q, k, v, g, H);
-  const Result got = ring_of_threads(q, k, v, g, H, 2, true);  // chunks of 40
-  expect_close(got.out, want.out, kTol, "out");
-  expect_close(got.dq, want.dq, kTol, "dq");
-  expect_close(got.dk, want.dk, kTol, "dk");
-  expect_close(got.dv, want.dv, kTol, "dv");
+  expect_same(ring_of_threads(q, k, v, g, H, 2, true), want);  // chunks of 40
 }
 
 // A ring of one sends its block to itself: its gradients against finite differences.

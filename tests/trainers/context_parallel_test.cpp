@@ -35,13 +35,7 @@ constexpr double kSameUpdate = 2e-6;
 
 TEST_F(ContextParallel, TwoAndFourRanksEqualSingle) {
   run_single();
-  for (int64_t ranks : {2, 4}) {
-    const std::string arm = "cp" + std::to_string(ranks);
-    testing::run_roles_as_threads("context_parallel", context(arm, ranks));
-    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
-    std::cout << "[ measured ] context_parallel " << ranks << " ranks vs single: max |param diff| = " << diff << "\n";
-    EXPECT_LT(diff, kSameUpdate) << ranks << " ranks";
-  }
+  for (int64_t ranks : {2, 4}) EXPECT_LT(diff_from_single("cp" + std::to_string(ranks), ranks), kSameUpdate);
   EXPECT_GT(max_abs_diff(final_weights("single"), engine::load_safetensors(init_.string())), 1e-3);
 }
 
@@ -51,8 +45,7 @@ TEST_F(ContextParallel, TwoAndFourRanksEqualSingle) {
 TEST_F(ContextParallel, GlooEqualsSingleAndCountsTheRingsBlocksByTheFormula) {
   run_single();
   const int64_t n = 2, layers = 4, batch = 4, seq = 128, width = 128;
-  testing::run_roles_as_threads("context_parallel", context("cp2", n, json{{"backend", "gloo"}}));
-  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("cp2")), kSameUpdate);
+  EXPECT_LT(diff_from_single("cp2", n, json{{"backend", "gloo"}}), kSameUpdate);
   const int64_t block_bytes = 2 * batch * (seq / n) * width * 4;
   const int64_t params = workloads::parameter_count(*workload_->make_model("gpt-mini", 1));
   for (const char* role : {"rank0", "rank1"}) {

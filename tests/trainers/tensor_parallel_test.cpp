@@ -34,20 +34,13 @@ constexpr double kSameUpdate = 2e-6;
 
 TEST_F(TensorParallel, TwoAndFourRanksEqualSingle) {
   run_single();
-  for (int64_t ranks : {2, 4}) {
-    const std::string arm = "tp" + std::to_string(ranks);
-    testing::run_roles_as_threads("tensor_parallel", context(arm, ranks));
-    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
-    std::cout << "[ measured ] tensor_parallel " << ranks << " ranks vs single: max |param diff| = " << diff << "\n";
-    EXPECT_LT(diff, kSameUpdate) << ranks << " ranks";
-  }
+  for (int64_t ranks : {2, 4}) EXPECT_LT(diff_from_single("tp" + std::to_string(ranks), ranks), kSameUpdate);
   EXPECT_GT(max_abs_diff(final_weights("single"), engine::load_safetensors(init_.string())), 1e-3);
 }
 
 TEST_F(TensorParallel, GlooEqualsSingleAndEveryBlockAllReducesTwiceEachWay) {
   run_single();
-  testing::run_roles_as_threads("tensor_parallel", context("tp2", 2, json{{"backend", "gloo"}}));
-  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("tp2")), kSameUpdate);
+  EXPECT_LT(diff_from_single("tp2", 2, json{{"backend", "gloo"}}), kSameUpdate);
   for (const char* role : {"rank0", "rank1"}) {
     int steps = 0;
     for (const json& r : records("tp2", role)) {
@@ -146,14 +139,8 @@ TEST_F(TensorParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
 // Sequence parallelism changes where the sums happen, not what they sum.
 TEST_F(TensorParallel, SequenceParallelTwoAndFourRanksEqualSingle) {
   run_single();
-  for (int64_t ranks : {2, 4}) {
-    const std::string arm = "sp" + std::to_string(ranks);
-    testing::run_roles_as_threads("tensor_parallel", context(arm, ranks, json{{"sequence_parallel", true}}));
-    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
-    std::cout << "[ measured ] tensor_parallel + sequence_parallel " << ranks
-              << " ranks vs single: max |param diff| = " << diff << "\n";
-    EXPECT_LT(diff, kSameUpdate) << ranks << " ranks";
-  }
+  for (int64_t ranks : {2, 4})
+    EXPECT_LT(diff_from_single("sp" + std::to_string(ranks), ranks, json{{"sequence_parallel", true}}), kSameUpdate);
 }
 
 // Per block, forward and backward, two all-gathers and two reduce-scatters of the
@@ -161,9 +148,7 @@ TEST_F(TensorParallel, SequenceParallelTwoAndFourRanksEqualSingle) {
 // in twice the messages; then the whole parameters' gradients are summed once.
 TEST_F(TensorParallel, SequenceParallelGatherAndScatterMoveTheAllReducesBytes) {
   run_single();
-  testing::run_roles_as_threads("tensor_parallel",
-                                context("sp2", 2, json{{"backend", "gloo"}, {"sequence_parallel", true}}));
-  EXPECT_LT(max_abs_diff(final_weights("single"), final_weights("sp2")), kSameUpdate);
+  EXPECT_LT(diff_from_single("sp2", 2, json{{"backend", "gloo"}, {"sequence_parallel", true}}), kSameUpdate);
   int64_t whole_floats = 0, whole_tensors = 0;
   const engine::NamedTensors init = engine::load_safetensors(init_.string());
   for (const auto& [name, split] : workloads::tensor_parallel_plan("gpt-mini")) {

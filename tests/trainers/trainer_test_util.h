@@ -13,6 +13,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -195,6 +196,15 @@ class GptRegimeTest : public RegimeTest {
     return c;
   }
   void run_single() { run_role("single", context("single", 0)); }
+  // Trains `arm` of regime_ over `ranks` with `settings`, the ranks as threads; returns
+  // its final weights' largest difference from single's (run_single() first), printed.
+  double diff_from_single(const std::string& arm, int64_t ranks, nlohmann::json settings = nlohmann::json::object()) {
+    run_roles_as_threads(regime_, context(arm, ranks, std::move(settings)));
+    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
+    std::cout << "[ measured ] " << regime_ << " " << arm << " (" << ranks
+              << " ranks) vs single: max |param diff| = " << diff << "\n";
+    return diff;
+  }
 
   std::string regime_;
   uint64_t corpus_seed_;
