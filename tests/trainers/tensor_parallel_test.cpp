@@ -110,30 +110,7 @@ TEST_F(TensorParallel, AdamEqualsSingleWithinAdamsTolerance) {
 // Each rank checkpoints its own slices and optimizer state at every epoch's end; an arm
 // that stops after one epoch and resumes ends where one that never stopped does.
 TEST_F(TensorParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
-  use_corpus(8);  // two steps of 4 an epoch
-  auto ctx = [&](const std::string& arm, int64_t epochs) {
-    RoleContext c = context(arm, 0);
-    c.config.max_steps = 0;
-    c.config.epochs = epochs;
-    c.config.optimizer = {.name = "adam", .lr = 1e-3f};
-    c.settings = testing::regime_settings("tensor_parallel", c, {{"ranks", 2}});
-    return c;
-  };
-  testing::run_roles_as_threads("tensor_parallel", ctx("whole", 3));
-  testing::run_roles_as_threads("tensor_parallel", ctx("parts", 1));  // one epoch, then "crash"
-  std::filesystem::remove(final_weights_path(dir_ / "parts"));
-  RoleContext rest = ctx("parts", 3);
-  rest.resume = true;
-  testing::run_roles_as_threads("tensor_parallel", rest);
-  EXPECT_EQ(max_abs_diff(final_weights("whole"), final_weights("parts")), 0.0);
-  for (const char* role : {"rank0", "rank1"}) {
-    int64_t step = 0;
-    for (const json& r : records("parts", role)) {
-      if (r.value("type", "") != "step") continue;
-      EXPECT_EQ(r["step"], ++step) << role;
-    }
-    EXPECT_EQ(step, 6) << role;
-  }
+  expect_resume_bit_for_bit();
 }
 
 // Sequence parallelism changes where the sums happen, not what they sum.

@@ -206,6 +206,36 @@ class GptRegimeTest : public RegimeTest {
     return diff;
   }
 
+  // Trains an arm of regime_ over 2 ranks for 3 epochs of 2 Adam steps, and another that
+  // stops after one epoch and resumes from its checkpoints: the same final weights, bit
+  // for bit, and every rank's records one per step.
+  void expect_resume_bit_for_bit() {
+    use_corpus(8);  // two steps of 4 an epoch
+    auto ctx = [&](const std::string& arm, int64_t epochs) {
+      RoleContext c = context(arm, 0);
+      c.config.max_steps = 0;
+      c.config.epochs = epochs;
+      c.config.optimizer = {.name = "adam", .lr = 1e-3f};
+      c.settings = regime_settings(regime_, c, {{"ranks", 2}});
+      return c;
+    };
+    run_roles_as_threads(regime_, ctx("whole", 3));
+    run_roles_as_threads(regime_, ctx("parts", 1));  // one epoch, then "crash"
+    std::filesystem::remove(final_weights_path(dir_ / "parts"));
+    RoleContext rest = ctx("parts", 3);
+    rest.resume = true;
+    run_roles_as_threads(regime_, rest);
+    EXPECT_EQ(max_abs_diff(final_weights("whole"), final_weights("parts")), 0.0);
+    for (const char* role : {"rank0", "rank1"}) {
+      int64_t step = 0;
+      for (const nlohmann::json& r : records("parts", role)) {
+        if (r.value("type", "") != "step") continue;
+        EXPECT_EQ(r["step"], ++step) << role;
+      }
+      EXPECT_EQ(step, 6) << role;
+    }
+  }
+
   std::string regime_;
   uint64_t corpus_seed_;
 };
