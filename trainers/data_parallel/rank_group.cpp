@@ -58,6 +58,11 @@ class AfterCompute final : public transport::Collectives {
     inner_->broadcast(data, root);
   }
   void run_barrier() override { inner_->barrier(); }
+  void run_all_to_all(std::span<const float> input, const std::vector<int64_t>& send, std::span<float> output,
+                      const std::vector<int64_t>& recv) override {
+    engine::device_synchronize(device_);
+    inner_->all_to_all(input, send, output, recv);
+  }
 
  private:
   std::unique_ptr<transport::Collectives> inner_;
