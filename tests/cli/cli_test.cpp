@@ -241,7 +241,9 @@ TEST_F(Cli, TuneFillsTheKernelTableThatARunThenReads) {
   setenv("QUARTET_KERNEL_CACHE", (dir_ / "kernels.json").c_str(), 1);
   const Result tune = quartet({"tune", spec.string()}, dir_);
   const Result run = quartet({"run", spec.string(), "--out", (dir_ / "t").string(), "--progress=none"}, dir_);
+  const json table = json::parse(file_bytes(dir_ / "kernels.json"));  // what the run read
   const Result again = quartet({"tune", spec.string()}, dir_);
+  const Result remeasured = quartet({"tune", spec.string(), "--again"}, dir_);
   unsetenv("QUARTET_KERNEL_CACHE");
   setenv("QUARTET_CONV_KERNEL", "rule", 1);
   ASSERT_EQ(tune.code, 0) << tune.out;
@@ -249,7 +251,7 @@ TEST_F(Cli, TuneFillsTheKernelTableThatARunThenReads) {
   EXPECT_NE(tune.out.find("kernel table: " + (dir_ / "kernels.json").string()), std::string::npos) << tune.out;
   EXPECT_NE(tune.out.find("conv shapes measured, 0 already in the table"), std::string::npos) << tune.out;
   EXPECT_NE(again.out.find(": 0 conv shapes measured"), std::string::npos) << again.out;
-  const json table = json::parse(file_bytes(dir_ / "kernels.json"));
+  EXPECT_NE(remeasured.out.find("conv shapes measured, 0 already in the table"), std::string::npos) << remeasured.out;
   EXPECT_EQ(json::parse(file_bytes(dir_ / "t" / "spec.json"))["environment"]["conv_kernel"], "auto");
   json chosen;
   std::istringstream records(file_bytes(dir_ / "t" / "single" / "roles" / "trainer.jsonl"));
