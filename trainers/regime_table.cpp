@@ -3,6 +3,7 @@
 
 #include "trainers/accumulate/accumulate.h"
 #include "trainers/data_parallel/data_parallel.h"
+#include "trainers/expert_parallel/expert_parallel.h"
 #include "trainers/federated/federated.h"
 #include "trainers/pipeline/pipeline.h"
 #include "trainers/regime.h"
@@ -21,6 +22,7 @@ const std::vector<const Regime*>& regime_table() {
       &split::regime(),
       &pipeline::regime(),
       &tensor_parallel::regime(),
+      &expert_parallel::regime(),
   };
   return table;
 }
