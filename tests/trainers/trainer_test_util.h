@@ -112,6 +112,24 @@ inline void run_roles_as_threads(const std::string& regime_name, const RoleConte
 // Gloo; rethrows the first rank's error.
 inline void run_data_parallel_ranks(const RoleContext& c) { run_roles_as_threads("data_parallel", c); }
 
+// A text-lm corpus under `folder`: a file per source of `fortunes` fortunes, each 24
+// words drawn from `words` by a seeded generator, 8 to a line, ending with "%".
+inline void write_word_corpus(const std::filesystem::path& folder, const std::vector<std::string>& sources,
+                              int fortunes, uint64_t seed, const std::vector<std::string>& words) {
+  std::filesystem::create_directories(folder);
+  uint64_t state = seed;
+  for (const std::string& source : sources) {
+    std::ofstream out(folder / source);
+    for (int fortune = 0; fortune < fortunes; ++fortune) {
+      for (int w = 0; w < 24; ++w) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        out << words[(state >> 33) % words.size()] << (w % 8 == 7 ? "\n" : " ");
+      }
+      out << "%\n";
+    }
+  }
+}
+
 // A test folder holding a workload and the initial weights every arm of the test starts
 // from (the model's seed-3 initialisation); context() is an arm's role context with the
 // tests' usual training settings (SGD 0.05 with momentum 0.9, seed 5), which a test then

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <span>
 #include <stdexcept>
@@ -181,6 +182,25 @@ void CountedSum::all_reduce_sum(engine::Tensor& t) {
   const double s = clock.seconds();
   counters_.add(transport::CollectiveKind::all_reduce, t.numel() * 4, comm_, s);
   seconds += s;
+}
+
+double clip_by_group_norm(const std::vector<engine::Tensor>& split, const std::vector<engine::Tensor>& copies,
+                          CountedSum& sum, double clip_grad_norm, const engine::Device& device) {
+  double mine = 0.0, shared = 0.0;
+  for (const engine::Tensor& g : split)
+    if (g.defined()) mine += engine::sum_squares(g);
+  for (const engine::Tensor& g : copies)
+    if (g.defined()) shared += engine::sum_squares(g);
+  engine::Tensor total = engine::Tensor::full({1}, static_cast<float>(mine), device);
+  Stopwatch clock;
+  sum.all_reduce_sum(total);
+  const double seconds = clock.seconds();
+  const double coef = clip_grad_norm / (std::sqrt(static_cast<double>(total.item()) + shared) + 1e-6);
+  if (coef < 1.0)
+    for (const auto* list : {&split, &copies})
+      for (engine::Tensor g : *list)
+        if (g.defined()) engine::scale_(g, static_cast<float>(coef));
+  return seconds;
 }
 
 }  // namespace quartet::trainers::data_parallel

@@ -130,20 +130,10 @@ class ExpertHook final : public Reducer {
   double step(engine::Optimizer& optimizer, double clip_grad_norm) override {
     double comm = 0.0;
     if (clip_grad_norm > 0.0) {
-      double experts = 0.0, shared = 0.0;
+      std::vector<Tensor> experts, shared;
       for (const Part& p : parts_)
-        if (p.mine.defined()) (is_expert(p.name) ? experts : shared) += engine::sum_squares(p.mine.grad());
-      Tensor total = Tensor::full({1}, static_cast<float>(experts), ctx_.device);
-      Stopwatch clock;
-      sum_.all_reduce_sum(total);
-      comm = clock.seconds();
-      const double coef = clip_grad_norm / (std::sqrt(static_cast<double>(total.item()) + shared) + 1e-6);
-      if (coef < 1.0)
-        for (const Part& p : parts_)
-          if (p.mine.defined()) {
-            Tensor g = p.mine.grad();
-            engine::scale_(g, static_cast<float>(coef));
-          }
+        if (p.mine.defined()) (is_expert(p.name) ? experts : shared).push_back(p.mine.grad());
+      comm = data_parallel::clip_by_group_norm(experts, shared, sum_, clip_grad_norm, ctx_.device);
     }
     optimizer.step();
     return comm;

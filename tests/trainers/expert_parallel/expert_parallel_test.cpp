@@ -29,20 +29,8 @@ class ExpertParallel : public testing::RegimeTest {
 
   void SetUp() override {
     RegimeTest::SetUp();
-    const std::filesystem::path corpus = dir_ / "corpus";
-    std::filesystem::create_directories(corpus);
-    const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"};
-    uint64_t state = 11;
-    for (const char* source : {"alpha", "beta"}) {
-      std::ofstream out(corpus / source);
-      for (int fortune = 0; fortune < 60; ++fortune) {
-        for (int w = 0; w < 24; ++w) {
-          state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-          out << words[(state >> 33) % 11] << (w % 8 == 7 ? "\n" : " ");
-        }
-        out << "%\n";
-      }
-    }
+    testing::write_word_corpus(dir_ / "corpus", {"alpha", "beta"}, 60, 11,
+                               {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"});
     use_corpus("gpt-moe-dropless", 0);
   }
 

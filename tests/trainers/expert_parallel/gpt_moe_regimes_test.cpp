@@ -32,18 +32,8 @@ class GptMoeRegimes : public testing::RegimeTest {
 
   void use_model(const std::string& model) {
     const std::filesystem::path corpus = dir_ / "corpus";
-    std::filesystem::create_directories(corpus);
-    const char* words[] = {"to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"};
-    uint64_t state = 3;
-    std::ofstream out(corpus / "hamlet");
-    for (int fortune = 0; fortune < 80; ++fortune) {
-      for (int w = 0; w < 24; ++w) {
-        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        out << words[(state >> 33) % 11] << (w % 8 == 7 ? "\n" : " ");
-      }
-      out << "%\n";
-    }
-    out.close();
+    testing::write_word_corpus(corpus, {"hamlet"}, 80, 3,
+                               {"to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"});
     workloads::WorkloadConfig wc;
     wc.name = "text-lm";
     wc.model = model;
