@@ -90,5 +90,17 @@ TEST_F(GptMoeRegimes, GptMoeTrainsUnderEachRegimeAndAlikeWhereTheHalvesAreAlike)
     }
 }
 
+TEST_F(GptMoeRegimes, TensorParallelRefusesItNamingTheModelsItSplits) {
+  use_model("gpt-moe");
+  try {
+    context("tp2", "tensor_parallel", {{"ranks", 2}});
+    FAIL() << "tensor_parallel took gpt-moe";
+  } catch (const SettingsError& e) {
+    EXPECT_NE(std::string(e.what()).find("model gpt-moe has no tensor-parallel split; models that have one: gpt-mini"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace quartet::trainers
