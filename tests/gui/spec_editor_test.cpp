@@ -268,9 +268,10 @@ class SpecEditorTest : public QObject {
   // An arm's regime fields come from the schema's branches, which the regime table makes.
   void RegimeFieldsAreReadFromTheSchemasBranches() {
     const auto members = regime_members(quartet::runner::spec_json_schema()["properties"]["arms"]["items"]);
-    QCOMPARE(members.at("ranks").size(), size_t{2});
+    QCOMPARE(members.at("ranks").size(), size_t{3});
     QVERIFY(members.at("ranks").count("data_parallel"));
     QVERIFY(members.at("ranks").count("tensor_parallel"));
+    QVERIFY(members.at("ranks").count("expert_parallel"));
     QCOMPARE(members.at("backend").at("data_parallel")["default"], json("gloo"));
     QCOMPARE(members.at("backend").at("tensor_parallel")["default"], json("shm"));
     QCOMPARE(members.at("clients").size(), size_t{2});
