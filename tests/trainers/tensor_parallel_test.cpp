@@ -22,41 +22,10 @@ namespace {
 using testing::max_abs_diff;
 using nlohmann::json;
 
-class TensorParallel : public testing::RegimeTest {
+class TensorParallel : public testing::RanksOnTextTest {
  protected:
-  TensorParallel() : RegimeTest("tensor_parallel") {}
+  TensorParallel() : RanksOnTextTest("tensor_parallel", "gpt-mini", 7) {}
   static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
-
-  // Two "sources" of fortunes: lines of words drawn from a fixed list, enough for a few
-  // batches of 129-byte windows.
-  void SetUp() override {
-    RegimeTest::SetUp();
-    testing::write_word_corpus(dir_ / "corpus", {"alpha", "beta"}, 60, 7,
-                               {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"});
-    use_corpus(0);
-  }
-
-  // The corpus above as a text-lm workload, its first `train` windows (0: all).
-  void use_corpus(int64_t train) {
-    workloads::WorkloadConfig wc;
-    wc.name = "text-lm";
-    wc.model = "gpt-mini";
-    wc.data_dir = (dir_ / "corpus").string();
-    wc.train_limit = train;
-    wc.test_limit = 4;
-    use_workload(wc);
-  }
-
-  RoleContext context(const std::string& arm, int64_t ranks, json settings = json::object()) {
-    RoleContext c = RegimeTest::context(arm, 4, 3);
-    c.config.eval_batch = 4;
-    if (ranks > 0) {
-      settings["ranks"] = ranks;
-      c.settings = testing::regime_settings("tensor_parallel", c, settings);
-    }
-    return c;
-  }
-  void run_single() { testing::run_role("single", context("single", 0)); }
 };
 
 // Tolerance for "the same update": the ranks' partial sums added in another order than

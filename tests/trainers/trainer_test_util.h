@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/nn.h"
@@ -173,6 +174,49 @@ class RegimeTest : public test_util::TempFolderTest {
   std::filesystem::path init_;
   std::string model_;
   std::unique_ptr<workloads::Workload> workload_;
+};
+
+// A regime of ranks (`regime`'s "ranks" field) on a two-source word corpus as a text-lm
+// workload of `model`, against single: 4 samples a step, 3 steps, 4 held-out windows.
+class RanksOnTextTest : public RegimeTest {
+ protected:
+  RanksOnTextTest(std::string regime, std::string model, uint64_t corpus_seed)
+      : RegimeTest(regime), regime_(std::move(regime)), default_model_(std::move(model)), seed_(corpus_seed) {}
+
+  void SetUp() override {
+    RegimeTest::SetUp();
+    write_word_corpus(dir_ / "corpus", {"alpha", "beta"}, 60, seed_,
+                      {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"});
+    use_corpus(0);
+  }
+
+  // The corpus as a text-lm workload of `model` (default: the fixture's), its first
+  // `train` windows (0: all).
+  void use_corpus(int64_t train, const std::string& model = "") {
+    workloads::WorkloadConfig wc;
+    wc.name = "text-lm";
+    wc.model = model.empty() ? default_model_ : model;
+    wc.data_dir = (dir_ / "corpus").string();
+    wc.train_limit = train;
+    wc.test_limit = 4;
+    use_workload(wc);
+  }
+
+  // An arm of the regime with `ranks` and `settings`; ranks 0: settings left to the caller.
+  RoleContext context(const std::string& arm, int64_t ranks, nlohmann::json settings = nlohmann::json::object()) {
+    RoleContext c = RegimeTest::context(arm, 4, 3);
+    c.config.eval_batch = 4;
+    if (ranks > 0) {
+      settings["ranks"] = ranks;
+      c.settings = regime_settings(regime_, c, settings);
+    }
+    return c;
+  }
+  void run_single() { run_role("single", context("single", 0)); }
+
+ private:
+  std::string regime_, default_model_;
+  uint64_t seed_;
 };
 
 }  // namespace quartet::trainers::testing

@@ -22,38 +22,10 @@ namespace {
 using nlohmann::json;
 using testing::max_abs_diff;
 
-class ExpertParallel : public testing::RegimeTest {
+class ExpertParallel : public testing::RanksOnTextTest {
  protected:
-  ExpertParallel() : RegimeTest("expert_parallel") {}
+  ExpertParallel() : RanksOnTextTest("expert_parallel", "gpt-moe-dropless", 11) {}
   static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
-
-  void SetUp() override {
-    RegimeTest::SetUp();
-    testing::write_word_corpus(dir_ / "corpus", {"alpha", "beta"}, 60, 11,
-                               {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs"});
-    use_corpus("gpt-moe-dropless", 0);
-  }
-
-  void use_corpus(const std::string& model, int64_t train) {
-    workloads::WorkloadConfig wc;
-    wc.name = "text-lm";
-    wc.model = model;
-    wc.data_dir = (dir_ / "corpus").string();
-    wc.train_limit = train;
-    wc.test_limit = 4;
-    use_workload(wc);
-  }
-
-  RoleContext context(const std::string& arm, int64_t ranks, json settings = json::object()) {
-    RoleContext c = RegimeTest::context(arm, 4, 3);
-    c.config.eval_batch = 4;
-    if (ranks > 0) {
-      settings["ranks"] = ranks;
-      c.settings = testing::regime_settings("expert_parallel", c, settings);
-    }
-    return c;
-  }
-  void run_single() { testing::run_role("single", context("single", 0)); }
 };
 
 // data_parallel's tolerance: the same gradients added in another order, 3 SGD steps.
@@ -118,7 +90,7 @@ TEST_F(ExpertParallel, ClippingByTheWholeModelsNormEqualsSingle) {
 // Each rank checkpoints its own experts and optimizer state at every epoch's end; an arm
 // that stops after one epoch and resumes ends where one that never stopped does.
 TEST_F(ExpertParallel, ResumeFromCheckpointsGivesTheSameFinalWeights) {
-  use_corpus("gpt-moe-dropless", 8);  // two steps of 4 an epoch
+  use_corpus(8);  // two steps of 4 an epoch
   auto ctx = [&](const std::string& arm, int64_t epochs) {
     RoleContext c = context(arm, 0);
     c.config.max_steps = 0;
@@ -152,7 +124,7 @@ TEST_F(ExpertParallel, RanksThatDoNotDivideTheExpertsModelsWithoutExpertsAndUnev
               std::string::npos)
         << e.what();
   }
-  use_corpus("gpt-mini", 0);
+  use_corpus(0, "gpt-mini");
   try {
     context("mini", 2);
     FAIL() << "gpt-mini was accepted";
