@@ -18,6 +18,7 @@
 
 #include "engine/autograd.h"
 #include "engine/cpu/conv_kernel.h"
+#include "engine/cpu/simd.h"
 #include "engine/device.h"
 #include "engine/device_memory.h"
 #include "engine/model.h"
@@ -211,13 +212,13 @@ void run(const Options& o) {
       "\"seconds\": %.6f, \"samples_per_s\": %.3f, \"samples_per_cpu_s\": %.3f, \"rss_peak_mb\": %.3f, \"tracked_peak_mb\": %.3f, "
       "%s, %s, \"peak_by_tag_mb\": {\"parameters\": %.3f, "
       "\"gradients\": %.3f, \"optimizer_state\": %.3f, \"activations\": %.3f, \"workspace\": %.3f}, "
-      "\"loss\": %.6f, \"conv_kernels\": [%s]}\n",
+      "\"loss\": %.6f, \"isa\": \"%s\", \"conv_kernels\": [%s]}\n",
       engine::cpu::conv_kernel_policy().c_str(), o.model.c_str(), static_cast<long long>(o.batch), o.threads,
       o.steps, seconds,
       o.steps * o.batch / seconds, o.steps * o.batch / cpu_seconds, (peak_kb - base_kb) / 1024.0, (stats.total_peak - base_tracked) / mb,
       analytic_json, gpu_json, tag_peak(engine::MemTag::parameters), tag_peak(engine::MemTag::gradients),
       tag_peak(engine::MemTag::optimizer_state), tag_peak(engine::MemTag::activations),
-      tag_peak(engine::MemTag::workspace), last_loss, measured_kernels.c_str());
+      tag_peak(engine::MemTag::workspace), last_loss, engine::cpu::simd::kBuildIsa, measured_kernels.c_str());
 }
 
 }  // namespace

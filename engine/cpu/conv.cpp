@@ -3,15 +3,13 @@
 #include <omp.h>
 
 #include <Eigen/Core>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <algorithm>
 #include <array>
 #include <chrono>
 
 #include "engine/cpu/conv_kernel.h"
 #include "engine/cpu/dnnl_conv.h"
+#include "engine/cpu/simd.h"
 #include "engine/cpu/winograd.h"
 #include "engine/memory.h"
 #include "engine/threads.h"
@@ -487,19 +485,20 @@ template <int KD, int KH, int KW, int CB>
 void direct_row(const float* x, const PaddedInput& p, const float* w, const float* bias, int64_t width, float* y,
                 int64_t y_channel) {
   constexpr int K = KD * KH * KW;
-#if defined(__AVX512F__)
-  for (int64_t w0 = 0; w0 < width; w0 += 16) {
-    const __mmask16 m = width - w0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (width - w0)) - 1);
-    __m512 acc[CB];
-    for (int j = 0; j < CB; ++j) acc[j] = _mm512_set1_ps(bias ? bias[j] : 0.0f);
+#if defined(QUARTET_SIMD)
+  using namespace simd;
+  for (int64_t w0 = 0; w0 < width; w0 += kSimdLanes) {
+    const Mask m = first_lanes(width - w0);
+    Vec acc[CB];
+    for (int j = 0; j < CB; ++j) acc[j] = splat(bias ? bias[j] : 0.0f);
     for (int kd = 0; kd < KD; ++kd)
       for (int kh = 0; kh < KH; ++kh)
         for (int kw = 0; kw < KW; ++kw) {
-          const __m512 v = _mm512_maskz_loadu_ps(m, x + kd * p.plane + kh * p.row + w0 + kw);
+          const Vec v = load(x + kd * p.plane + kh * p.row + w0 + kw, m);
           const int t = (kd * KH + kh) * KW + kw;
-          for (int j = 0; j < CB; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(w[j * K + t]), v, acc[j]);
+          for (int j = 0; j < CB; ++j) acc[j] = fmadd(splat(w[j * K + t]), v, acc[j]);
         }
-    for (int j = 0; j < CB; ++j) _mm512_mask_storeu_ps(y + j * y_channel + w0, m, acc[j]);
+    for (int j = 0; j < CB; ++j) store(y + j * y_channel + w0, m, acc[j]);
   }
 #else
   for (int j = 0; j < CB; ++j)
@@ -556,11 +555,12 @@ void direct_weight_grad(const Geometry& g, const float* px, const float* pdy, fl
   const bool parallel = threads > 1 && g.n * cout * out_size * K >= kMinParallelWork;
 #pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
   for (int64_t co = 0; co < cout; ++co) {
-#if defined(__AVX512F__)
-    __m512 acc[K];
-    for (int t = 0; t < K; ++t) acc[t] = _mm512_setzero_ps();
-    const int64_t full = width / 16 * 16;
-    const __mmask16 tail = static_cast<__mmask16>((1u << (width - full)) - 1);
+#if defined(QUARTET_SIMD)
+    using namespace simd;
+    Vec acc[K];
+    for (int t = 0; t < K; ++t) acc[t] = zero();
+    const int64_t full = width / kSimdLanes * kSimdLanes;
+    const Mask tail = first_lanes(width - full);
 #else
     float acc[K] = {};
 #endif
@@ -572,23 +572,21 @@ void direct_weight_grad(const Geometry& g, const float* px, const float* pdy, fl
           const float* rows[R];
           for (int kd = 0; kd < KD; ++kd)
             for (int kh = 0; kh < KH; ++kh) rows[kd * KH + kh] = x0 + kd * pplane + kh * prow;
-#if defined(__AVX512F__)
-          for (int64_t w0 = 0; w0 < full; w0 += 16) {
-            const __m512 d = _mm512_loadu_ps(dy + w0);
+#if defined(QUARTET_SIMD)
+          for (int64_t w0 = 0; w0 < full; w0 += kSimdLanes) {
+            const Vec d = load(dy + w0);
 #pragma GCC unroll 16
             for (int j = 0; j < R; ++j)
 #pragma GCC unroll 8
-              for (int kw = 0; kw < KW; ++kw)
-                acc[j * KW + kw] = _mm512_fmadd_ps(d, _mm512_loadu_ps(rows[j] + w0 + kw), acc[j * KW + kw]);
+              for (int kw = 0; kw < KW; ++kw) acc[j * KW + kw] = fmadd(d, load(rows[j] + w0 + kw), acc[j * KW + kw]);
           }
-          if (tail) {
-            const __m512 d = _mm512_maskz_loadu_ps(tail, dy + full);
+          if (full < width) {
+            const Vec d = load(dy + full, tail);
 #pragma GCC unroll 16
             for (int j = 0; j < R; ++j)
 #pragma GCC unroll 8
               for (int kw = 0; kw < KW; ++kw)
-                acc[j * KW + kw] =
-                    _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(tail, rows[j] + full + kw), acc[j * KW + kw]);
+                acc[j * KW + kw] = fmadd(d, load(rows[j] + full + kw, tail), acc[j * KW + kw]);
           }
 #else
           for (int j = 0; j < R; ++j)
@@ -600,8 +598,8 @@ void direct_weight_grad(const Geometry& g, const float* px, const float* pdy, fl
 #endif
         }
     for (int t = 0; t < K; ++t) {
-#if defined(__AVX512F__)
-      pdw[co * K + t] = _mm512_reduce_add_ps(acc[t]);
+#if defined(QUARTET_SIMD)
+      pdw[co * K + t] = simd::sum(acc[t]);
 #else
       pdw[co * K + t] = acc[t];
 #endif

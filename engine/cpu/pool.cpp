@@ -6,11 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "engine/cpu/simd.h"
 #include "engine/threads.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace quartet::engine::cpu {
 namespace {
@@ -89,27 +86,25 @@ bool is_2x2_stride_2(const Geometry& g) {
 // One output row of n cells: r0 and r1 are the two input rows under it. A cell takes
 // over unless the best so far is NaN or the cell is <= it, which is "greater, or NaN
 // over a number", in window order. a may be null.
-#if defined(__AVX512F__)
+#if defined(QUARTET_SIMD)
 void max_pool_2x2_row(const float* r0, const float* r1, float* y, float* a, int64_t n) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int64_t i = 0; i < n; i += 16) {
-    const int64_t m = std::min<int64_t>(16, n - i);  // outputs here, 2m inputs per row
-    const __mmask16 lo_mask = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, 2 * m)) - 1);
-    const __mmask16 hi_mask = static_cast<__mmask16>((uint32_t{1} << std::max<int64_t>(0, 2 * m - 16)) - 1);
-    const __mmask16 out_mask = static_cast<__mmask16>((uint32_t{1} << m) - 1);
-    const __m512 a_lo = _mm512_maskz_loadu_ps(lo_mask, r0 + 2 * i), a_hi = _mm512_maskz_loadu_ps(hi_mask, r0 + 2 * i + 16);
-    const __m512 b_lo = _mm512_maskz_loadu_ps(lo_mask, r1 + 2 * i), b_hi = _mm512_maskz_loadu_ps(hi_mask, r1 + 2 * i + 16);
-    const __m512 cells[4] = {_mm512_permutex2var_ps(a_lo, even, a_hi), _mm512_permutex2var_ps(a_lo, odd, a_hi),
-                             _mm512_permutex2var_ps(b_lo, even, b_hi), _mm512_permutex2var_ps(b_lo, odd, b_hi)};
-    __m512 best = cells[0], arg = _mm512_setzero_ps();
+  using namespace simd;
+  constexpr int L = kSimdLanes;
+  for (int64_t i = 0; i < n; i += L) {
+    const int64_t m = std::min<int64_t>(L, n - i);  // outputs here, 2m inputs per row
+    const Mask lo_mask = first_lanes(std::min<int64_t>(L, 2 * m)), hi_mask = first_lanes(std::max<int64_t>(0, 2 * m - L));
+    const Mask out_mask = first_lanes(m);
+    Vec cells[4];
+    deinterleave(load(r0 + 2 * i, lo_mask), load(r0 + 2 * i + L, hi_mask), cells[0], cells[1]);
+    deinterleave(load(r1 + 2 * i, lo_mask), load(r1 + 2 * i + L, hi_mask), cells[2], cells[3]);
+    Vec best = cells[0], arg = zero();
     for (int c = 1; c < 4; ++c) {
-      const __mmask16 take = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q) & _mm512_cmp_ps_mask(cells[c], best, _CMP_NLE_UQ);
-      best = _mm512_mask_blend_ps(take, best, cells[c]);
-      arg = _mm512_mask_blend_ps(take, arg, _mm512_set1_ps(static_cast<float>(c)));
+      const Pred take = takes_over(cells[c], best);
+      best = select(take, best, cells[c]);
+      arg = select(take, arg, splat(static_cast<float>(c)));
     }
-    _mm512_mask_storeu_ps(y + i, out_mask, best);
-    if (a) _mm512_mask_storeu_ps(a + i, out_mask, arg);
+    store(y + i, out_mask, best);
+    if (a) store(a + i, out_mask, arg);
   }
 }
 #else
@@ -131,23 +126,22 @@ void max_pool_2x2_row(const float* r0, const float* r1, float* y, float* a, int6
 // The adjoint of one output row when the 2x2 windows tile the input exactly: each
 // window's four cells are written (the winner gets the gradient, the others zero), so
 // the input gradient needs no zeroing pass and no scatter.
-#if defined(__AVX512F__)
+#if defined(QUARTET_SIMD)
 void max_pool_2x2_backward_row(const float* gy, const float* a, float* d0, float* d1, int64_t n) {
-  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  for (int64_t i = 0; i < n; i += 16) {
-    const int64_t m = std::min<int64_t>(16, n - i);
-    const __mmask16 in_mask = static_cast<__mmask16>((uint32_t{1} << m) - 1);
-    const __mmask16 lo_mask = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, 2 * m)) - 1);
-    const __mmask16 hi_mask = static_cast<__mmask16>((uint32_t{1} << std::max<int64_t>(0, 2 * m - 16)) - 1);
-    const __m512 g = _mm512_maskz_loadu_ps(in_mask, gy + i), w = _mm512_maskz_loadu_ps(in_mask, a + i);
-    __m512 c[4];
-    for (int k = 0; k < 4; ++k)
-      c[k] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(w, _mm512_set1_ps(static_cast<float>(k)), _CMP_EQ_OQ), g);
-    _mm512_mask_storeu_ps(d0 + 2 * i, lo_mask, _mm512_permutex2var_ps(c[0], lo, c[1]));
-    _mm512_mask_storeu_ps(d0 + 2 * i + 16, hi_mask, _mm512_permutex2var_ps(c[0], hi, c[1]));
-    _mm512_mask_storeu_ps(d1 + 2 * i, lo_mask, _mm512_permutex2var_ps(c[2], lo, c[3]));
-    _mm512_mask_storeu_ps(d1 + 2 * i + 16, hi_mask, _mm512_permutex2var_ps(c[2], hi, c[3]));
+  using namespace simd;
+  constexpr int L = kSimdLanes;
+  for (int64_t i = 0; i < n; i += L) {
+    const int64_t m = std::min<int64_t>(L, n - i);
+    const Mask in_mask = first_lanes(m);
+    const Mask lo_mask = first_lanes(std::min<int64_t>(L, 2 * m)), hi_mask = first_lanes(std::max<int64_t>(0, 2 * m - L));
+    const Vec g = load(gy + i, in_mask), w = load(a + i, in_mask);
+    Vec lo, hi;
+    interleave(where_equal(w, 0.0f, g), where_equal(w, 1.0f, g), lo, hi);
+    store(d0 + 2 * i, lo_mask, lo);
+    store(d0 + 2 * i + L, hi_mask, hi);
+    interleave(where_equal(w, 2.0f, g), where_equal(w, 3.0f, g), lo, hi);
+    store(d1 + 2 * i, lo_mask, lo);
+    store(d1 + 2 * i + L, hi_mask, hi);
   }
 }
 #else
