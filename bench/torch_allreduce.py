@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """PyTorch's side of `quartet bench-collectives`: all-reduce over torch.distributed
-(gloo, CPU, 127.0.0.1), the same sizes, the same checks, the same columns.
+(gloo, CPU, 127.0.0.1), the same sizes, the same checks, the same columns; with
+--op all_to_all, all_to_all_single of a rank's buffer in N equal chunks (the columns of
+`quartet bench-collectives --op all_to_all`).
 
     /usr/bin/python3 bench/torch_allreduce.py --ranks 2 --sizes 1M,16M,64M --iters 20
+    /usr/bin/python3 bench/torch_allreduce.py --op all_to_all --ranks 4 --sizes 1M,16M
     /usr/bin/python3 bench/torch_allreduce.py --tcp-baseline --sizes 1M,16M,64M
 
 --tcp-baseline measures the ceiling instead: one TCP stream on 127.0.0.1 moving each size
@@ -53,6 +56,58 @@ def plan_blocks(iters, ranks):
     return blocks
 
 
+def a2a_values(torch, q, p, n, chunk):
+    """Rank q's chunk for rank p, as quartet's all_to_all table fills it (exact floats)."""
+    return (float((q * n + p) % 8192 * 1024) + torch.arange(chunk, dtype=torch.int64) % 1024).to(torch.float32)
+
+
+def all_to_all_worker(rank, args, torch, dist):
+    """all_to_all_single of N equal chunks per size: warm-up, timed iterations, a check of
+    every received element; rank 0 prints quartet's all_to_all columns."""
+    n = args.ranks
+    if rank == 0:
+        print(f"# torch {torch.__version__} torch.distributed all_to_all_single (float32, equal chunks), "
+              f"backend gloo, {n} rank{'' if n == 1 else 's'}, 127.0.0.1")
+        print(f"# {args.iters} timed iterations per size after {args.warmup} warm-up; size: one rank's buffer, N "
+              "chunks of size/N; time: the slowest rank's mean; busbw = algbw * (N-1)/N; every element received "
+              "checked\n#")
+        print("# %12s %12s %6s %6s %12s %12s %12s %6s" % ("size(B)", "count", "type", "redop", "time(us)",
+                                                        "algbw(GB/s)", "busbw(GB/s)", "check"))
+        sys.stdout.flush()
+    busbw_sum, all_ok = 0.0, True
+    for size in args.sizes:
+        count = size // 4
+        chunk = count // n
+        send = torch.cat([a2a_values(torch, rank, p, n, chunk) for p in range(n)])
+        recv = torch.empty(count, dtype=torch.float32)
+        for _ in range(args.warmup):
+            dist.all_to_all_single(recv, send)
+        recv.fill_(-1.0)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            dist.all_to_all_single(recv, send)
+        seconds = (time.perf_counter() - t0) / args.iters
+        expect = torch.cat([a2a_values(torch, q, rank, n, chunk) for q in range(n)])
+        wrong = int((recv != expect).sum())
+        stats = torch.tensor([seconds, float(wrong)], dtype=torch.float64)
+        gathered = [torch.zeros(2, dtype=torch.float64) for _ in range(n)]
+        dist.all_gather(gathered, stats)
+        if rank == 0:
+            slowest = max(float(g[0]) for g in gathered)
+            total_wrong = int(sum(float(g[1]) for g in gathered))
+            algbw = size / slowest / 1e9
+            busbw = algbw * ((n - 1) / n if n > 1 else 0.0)
+            busbw_sum += busbw
+            all_ok = all_ok and total_wrong == 0
+            print("  %12d %12d %6s %6s %12.1f %12.3f %12.3f %6s" % (size, count, "float", "none", slowest * 1e6,
+                                                                   algbw, busbw, "ok" if total_wrong == 0 else "FAIL"))
+            sys.stdout.flush()
+    if rank == 0:
+        print(f"# Avg bus bandwidth: {busbw_sum / len(args.sizes):.3f} GB/s over {len(args.sizes)} sizes")
+    return all_ok
+
+
 def worker(rank, args, port):
     import torch
     import torch.distributed as dist
@@ -61,6 +116,13 @@ def worker(rank, args, port):
     os.environ["MASTER_PORT"] = str(port)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback, as quartet's default
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    if args.op == "all_to_all":
+        ok = all_to_all_worker(rank, args, torch, dist)
+        dist.barrier()
+        dist.destroy_process_group()
+        if not ok:
+            sys.exit(1)
+        return
     n = args.ranks
     blocks = plan_blocks(args.iters, n)
     if rank == 0:
@@ -209,11 +271,14 @@ def main():
     p.add_argument("--sizes", default="1M,16M,64M", help="bytes, comma-separated; K, M, G = 1024^n")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--op", choices=["all_reduce", "all_to_all"], default="all_reduce")
     p.add_argument("--tcp-baseline", action="store_true", help="measure one TCP stream instead of all-reduce")
     args = p.parse_args()
     args.sizes = parse_sizes(args.sizes)
     if args.ranks < 1 or args.iters < 1 or args.warmup < 0:
         raise SystemExit("--ranks and --iters must be at least 1, --warmup at least 0")
+    if args.op == "all_to_all" and any(size % (4 * args.ranks) for size in args.sizes):
+        raise SystemExit(f"--sizes: each size must split into {args.ranks} equal chunks of floats")
     if args.tcp_baseline:
         tcp_baseline(args)
         return

@@ -2,6 +2,8 @@
 Quartet's model zoo (docs/models.md): the peers of bench/torch_train.py and
 bench/torch_ddp.py, checked against Quartet by bench/torch_parity.py. Import after any environment that must precede `import torch`."""
 
+import math
+
 import torch
 import torch.nn as nn
 
@@ -242,6 +244,79 @@ class Gpt(nn.Module):
         return x
 
 
+class MoeExpert(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.down(nn.functional.gelu(self.up(x)))
+
+
+class MoeMlp(nn.Module):
+    """E experts, top-k routing, capacity ceil(cf * R * k / E) per expert (first choices
+    before second ones, each in token order), the Switch load-balancing loss
+    alpha * E * sum_i f_i * P_i kept in self.aux after each forward."""
+
+    def __init__(self, width, experts=4, top_k=2, capacity_factor=1.25, aux_loss=0.01):
+        super().__init__()
+        self.router = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(MoeExpert(width) for _ in range(experts))
+        self.top_k, self.capacity_factor, self.aux_loss = top_k, capacity_factor, aux_loss
+        self.aux = None
+
+    def forward(self, x):
+        n, t, c = x.shape
+        rows, e, k = n * t, len(self.experts), self.top_k
+        x = x.reshape(rows, c)
+        probs = self.router(x).softmax(-1)
+        gates, chosen = probs.topk(k, dim=-1)  # falling order
+        if k > 1:
+            gates = gates / gates.sum(-1, keepdim=True)
+        cap = math.ceil(self.capacity_factor * rows * k / e) if self.capacity_factor > 0 else rows
+        keep = torch.zeros(rows, k, dtype=torch.bool, device=x.device)
+        taken = [0] * e
+        for j in range(k):  # first choices first, each in token order
+            for r, ex in enumerate(chosen[:, j].tolist()):
+                if taken[ex] < cap:
+                    taken[ex] += 1
+                    keep[r, j] = True
+        out = torch.zeros_like(x)
+        for ex, expert in enumerate(self.experts):
+            r, j = ((chosen == ex) & keep).nonzero(as_tuple=True)
+            if len(r):
+                out = out.index_add(0, r, gates[r, j, None] * expert(x[r]))
+        f = torch.bincount(chosen[:, 0], minlength=e).to(probs.dtype) / rows
+        self.aux = self.aux_loss * e * (f * probs.mean(0)).sum()
+        return out.reshape(n, t, c)
+
+
+class GptMoeBlock(GptBlock):
+    def __init__(self, width, heads, **moe):
+        super().__init__(width, heads)
+        del self.mlp
+        self.moe = MoeMlp(width, **moe)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.moe(self.ln2(x))
+
+
+class GptMoe(Gpt):
+    """gpt-moe: gpt-mini with the MLP of blocks every-1, 2 every-1, ... a mixture of
+    experts; loss = cross-entropy + aux_losses()."""
+
+    def __init__(self, layers=4, heads=4, width=128, context=128, vocab=256, every=2, **moe):
+        super().__init__(layers, heads, width, context, vocab)
+        for i in range(layers):
+            if i % every == every - 1:
+                setattr(self, f"block{i}", GptMoeBlock(width, heads, **moe))
+
+    def aux_losses(self):
+        return sum(m.aux for m in self.modules() if isinstance(m, MoeMlp) and m.aux is not None)
+
+
 def build(name):
     """(model, sample shape, classes, labels per sample): one label per voxel for unet3d, per
     position for gpt-mini."""
@@ -257,6 +332,8 @@ def build(name):
         return ResNetMini(), (1, 28, 28), 10, ()
     if name == "gpt-mini":
         return Gpt(), (128,), 256, (128,)
+    if name == "gpt-moe":
+        return GptMoe(), (128,), 256, (128,)
     kind, side = name.split("-")
     side = int(side)
     if kind == "unet3d":

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""One SGD step of gpt-mini in Quartet against a float64 PyTorch reference, from one
+"""One SGD step of gpt-mini (or gpt-moe) in Quartet against a float64 PyTorch reference, from one
 safetensors file: PyTorch's initialisation of bench/torch_models.py's Gpt and a batch of
 random bytes, written once; quartet-bench-step takes the step in float32 and PyTorch in
 float64 from the same file. Prints each tensor's relative error, ||quartet - reference|| /
@@ -8,6 +8,10 @@ Quartet's where the reference gradient is zero); exits 1 when a parameter's pass
 --tolerance.
 
     /usr/bin/python3 bench/torch_step_parity.py --step build/bench/quartet-bench-step
+    /usr/bin/python3 bench/torch_step_parity.py --step build/bench/quartet-bench-step --model gpt-moe
+
+gpt-moe's reference minimises the cross-entropy plus its load-balancing losses, as
+Quartet's backward does (the printed losses are the cross-entropy alone).
 
 Run it with Debian's /usr/bin/python3 (python3-torch) or a newer torch.
 """
@@ -48,6 +52,7 @@ def rel(a, b):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--step", required=True, help="the quartet-bench-step binary")
+    p.add_argument("--model", default="gpt-mini", choices=["gpt-mini", "gpt-moe"])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=1)
@@ -55,13 +60,13 @@ def main():
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
-    model, sample, vocab, _ = build("gpt-mini")
+    model, sample, vocab, _ = build(args.model)
     x = torch.randint(0, vocab, (args.batch, *sample)).float()
     y = torch.randint(0, vocab, (args.batch * sample[0],))
     with tempfile.TemporaryDirectory() as work:
         case, after = os.path.join(work, "case.safetensors"), os.path.join(work, "after.safetensors")
         write_safetensors(case, {**model.state_dict(), "batch.x": x, "batch.y": y.float()})
-        out = subprocess.run([args.step, case, "--model", "gpt-mini", "--lr", str(args.lr), "--out", after],
+        out = subprocess.run([args.step, case, "--model", args.model, "--lr", str(args.lr), "--out", after],
                              capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"quartet-bench-step failed: {out.stderr.strip()}")
@@ -69,7 +74,7 @@ def main():
 
     ref = model.double()
     loss = torch.nn.functional.cross_entropy(ref(x.double()), y)
-    loss.backward()
+    (loss + ref.aux_losses() if hasattr(ref, "aux_losses") else loss).backward()
     worst, rows = 0.0, []
     with torch.no_grad():
         for name, param in ref.named_parameters():
@@ -82,7 +87,7 @@ def main():
             e_grad = float(ours["grad." + name].double().norm()) if zero else rel(ours["grad." + name], grad)
             worst = max(worst, e_param)
             rows.append((name, e_param, e_grad, zero))
-    print(f"gpt-mini, batch {args.batch} x {sample[0]} bytes, SGD lr {args.lr}, torch {torch.__version__}")
+    print(f"{args.model}, batch {args.batch} x {sample[0]} bytes, SGD lr {args.lr}, torch {torch.__version__}")
     print(f"loss: quartet {float(ours['loss']):.9f}, float64 reference {float(loss.detach()):.9f}")
     print(f"{'tensor':32} {'params after':>14} {'gradient':>10}")
     for name, e_param, e_grad, zero in rows:

@@ -11,6 +11,7 @@ namespace quartet::engine {
 namespace {
 
 thread_local bool t_grad_enabled = true;
+thread_local float t_side_loss_weight = 1.0f;
 
 // acc += g, allocating acc (tagged `tag`) on first use. A first gradient that nothing
 // else references becomes acc itself, saving a parameter-sized copy.
@@ -34,6 +35,10 @@ void accumulate(std::shared_ptr<TensorImpl>& acc, const Tensor& g, MemTag tag) {
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
+
+float side_loss_weight() { return t_side_loss_weight; }
+SideLossWeightScope::SideLossWeightScope(float weight) : saved_(t_side_loss_weight) { t_side_loss_weight = weight; }
+SideLossWeightScope::~SideLossWeightScope() { t_side_loss_weight = saved_; }
 
 NoGradScope::NoGradScope() : saved_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradScope::~NoGradScope() { t_grad_enabled = saved_; }

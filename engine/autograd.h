@@ -57,6 +57,21 @@ class EnableGradScope {
   bool saved_;
 };
 
+// The weight a backward on this thread gives the main loss (1 unless a scope sets it):
+// a trainer that scales each micro-batch's loss by 1/k sets 1/k around its backward, and
+// add_side_loss (engine/ops.h) gives the side losses of that forward the same weight.
+float side_loss_weight();
+class SideLossWeightScope {
+ public:
+  explicit SideLossWeightScope(float weight);
+  ~SideLossWeightScope();
+  SideLossWeightScope(const SideLossWeightScope&) = delete;
+  SideLossWeightScope& operator=(const SideLossWeightScope&) = delete;
+
+ private:
+  float saved_;
+};
+
 // True when grad mode is on and some input requires grad.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 

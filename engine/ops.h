@@ -146,6 +146,32 @@ Tensor gelu(const Tensor& x);
 // (B, H, T, Dh) views.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads);
 
+// ---- mixture of experts ----
+// Softmax over the last dim, x (..., F): a router's probabilities over its experts.
+Tensor softmax(const Tensor& x);
+// Each row's k largest probabilities: experts (R * K, row-major) the chosen columns in
+// falling order (the lower index first on a tie), gates (R, K) their probabilities,
+// divided by the row's sum of the k when normalize (GShard's top-2). The gradient flows
+// to the chosen entries of probs; none to the choice. probs (R, E), 1 <= k <= E.
+struct TopKGates {
+  Tensor gates;
+  std::vector<int32_t> experts;
+};
+TopKGates top_k_gates(const Tensor& probs, int64_t k, bool normalize);
+// x (R, F) -> (S, F): row i is x's row rows[i] (in [0, R)); a row may be picked again.
+// Gradient: each picked row's gradient summed into its row of x (embedding's kernels).
+Tensor gather_rows(const Tensor& x, const std::vector<int32_t>& rows);
+// y (S, F), gates (R, K), slots (R * K, row-major) -> (R, F): row r = sum over k of
+// gates[r, k] * y[slots[r * K + k]], a slot of -1 (a dropped choice) adding nothing.
+// Slots other than -1 are distinct rows of y. Gradients to y and gates.
+Tensor combine_rows(const Tensor& y, const Tensor& gates, const std::vector<int32_t>& slots);
+// x unchanged, with `loss` (one element) added to what backward minimises: backward
+// passes x's gradient on and gives loss the gradient side_loss_weight() (autograd.h),
+// the weight the trainer gave this backward's main loss. A layer's auxiliary loss (the
+// load-balancing loss of a mixture of experts) so enters every regime's gradient as the
+// main loss does, wherever the layer runs.
+Tensor add_side_loss(const Tensor& x, const Tensor& loss);
+
 // ---- tensor parallelism: Megatron-LM's f and g ----
 // Each process of a tensor-parallel group holds a slice of a layer's matrices; these two
 // ops join the slices, with every process of the group calling them in the same order.
@@ -199,6 +225,25 @@ class AttentionRing {
 // Every process of the ring calls it in the same order; `ring` must outlive the backward.
 // cpu tensors (no CUDA kernels for its blocks yet).
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, AttentionRing& ring);
+
+// ---- expert parallelism: tokens to the process that holds their expert ----
+// Moves float buffers between the processes of a group by all-to-all (variable counts
+// per peer, transport/collectives.h); the regimes implement it over their collectives.
+class RowExchanger {
+ public:
+  virtual ~RowExchanger() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // `in` holds send[p] floats for rank p in rank order; `out` (allocated by the caller,
+  // on the host) receives recv[p] floats from rank p in rank order. Every process of the
+  // group calls it in the same order, recv[p] equal to rank p's send[rank()].
+  virtual void all_to_all(const std::vector<float>& in, const std::vector<int64_t>& send, std::vector<float>& out,
+                          const std::vector<int64_t>& recv) = 0;
+};
+// x (S, F) -> (sum recv_rows, F): send_rows[p] rows of x (in order) to rank p, recv_rows[p]
+// rows from rank p. Backward: the gradient rows travel back, counts swapped.
+Tensor all_to_all_rows(const Tensor& x, const std::vector<int64_t>& send_rows, const std::vector<int64_t>& recv_rows,
+                       RowExchanger& group);
 
 // ---- losses ----
 // logits: (N, classes); targets: N class indices in [0, classes). Mean over the batch

@@ -250,14 +250,44 @@ std::vector<int64_t> parse_byte_sizes(const std::string& list) {
   return out;
 }
 
+std::vector<int> parse_rank_counts(const std::string& list) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, comma - start);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || end == item.c_str() || *end != '\0' || v < 1 || v > 1024)
+      throw InputError("--ranks: \"" + item + "\" is not a number of ranks from 1 to 1024 (examples: 2, 2,4)");
+    out.push_back(static_cast<int>(v));
+    start = comma + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// One table: `ranks` rank processes through a coordinator of their own. Returns the exit
+// code, as bench_collectives_main.
+int bench_with_ranks(const BenchCollectivesOptions& options, int ranks_count);
+
+}  // namespace
+
 int bench_collectives_main(const BenchCollectivesOptions& options) {
   if (options.backend != "gloo" && options.backend != "shm" && options.backend != "nccl")
     throw InputError("--backend: expected gloo, shm or nccl, got " + options.backend);
+  if (options.op != "all_reduce" && options.op != "all_to_all")
+    throw InputError("--op: expected all_reduce or all_to_all, got " + options.op);
+  if (options.op == "all_to_all" && options.hierarchical)
+    throw InputError("--op all_to_all: the hierarchical backend has no all-to-all; drop --hierarchical");
+  if (options.op == "all_to_all" && options.dtype != "fp32")
+    throw InputError("--op all_to_all moves floats as they are; --dtype fp16 is for all_reduce");
 #if !QUARTET_WITH_NCCL
   if (options.backend == "nccl")
     throw InputError("--backend nccl: this quartet was built without NCCL (no CUDA toolkit found at build time)");
 #endif
-  if (options.ranks < 1) throw InputError("--ranks: expected at least 1, got " + std::to_string(options.ranks));
+  const std::vector<int> counts = parse_rank_counts(options.ranks);
   if (options.iters < 1) throw InputError("--iters: expected at least 1, got " + std::to_string(options.iters));
   if (options.warmup < 0) throw InputError("--warmup: expected 0 or more");
   if (options.dtype != "fp32" && options.dtype != "fp16")
@@ -269,10 +299,27 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
                      options.backend);
   if (options.hosts != 0 && !options.hierarchical)
     throw InputError("--hosts: simulated hosts are for --hierarchical; add it, or drop --hosts");
-  if (options.hosts < 0 || options.hosts > options.ranks)
-    throw InputError("--hosts: expected 1 to --ranks (" + std::to_string(options.ranks) + "), got " +
+  const int fewest = *std::min_element(counts.begin(), counts.end());
+  if (options.hosts < 0 || options.hosts > fewest)
+    throw InputError("--hosts: expected 1 to the fewest --ranks (" + std::to_string(fewest) + "), got " +
                      std::to_string(options.hosts));
-  parse_byte_sizes(options.sizes);  // refuse bad input before any process starts
+  for (const int64_t bytes : parse_byte_sizes(options.sizes))  // refuse bad input before any process starts
+    for (const int n : counts)
+      if (options.op == "all_to_all" && bytes % (4 * int64_t{n}) != 0)
+        throw InputError("--sizes: " + std::to_string(bytes) + " bytes do not split into " + std::to_string(n) +
+                         " equal chunks of floats, one for each rank of an all-to-all; use a multiple of " +
+                         std::to_string(4 * n));
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (i > 0) std::printf("\n");
+    std::fflush(stdout);
+    if (const int code = bench_with_ranks(options, counts[i]); code != 0) return code;
+  }
+  return 0;
+}
+
+namespace {
+
+int bench_with_ranks(const BenchCollectivesOptions& options, const int ranks_count) {
   const std::string backend = options.hierarchical ? "hierarchical" : options.backend;
 
   std::string vanished_why;
@@ -285,17 +332,18 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
     if (vanished_why.empty()) vanished_why = "rank " + who.name() + " vanished: " + why;
   };
   transport::Coordinator coordinator(co);
-  coordinator.declare_arm(kArm, options.ranks);
+  coordinator.declare_arm(kArm, ranks_count);
 
   const std::filesystem::path exe = self_executable();
   g_interrupted = 0;
   InterruptGuard guard;
-  std::vector<RankProcess> ranks(static_cast<size_t>(options.ranks));
+  std::vector<RankProcess> ranks(static_cast<size_t>(ranks_count));
   try {
-    for (int r = 0; r < options.ranks; ++r) {
+    for (int r = 0; r < ranks_count; ++r) {
       SpawnOptions so;
       so.args = {kBenchCollectivesRankCommand, "--coordinator", coordinator.address(), "--backend", backend,
-                 "--rank", std::to_string(r), "--ranks", std::to_string(options.ranks), "--sizes", options.sizes,
+                 "--op", options.op,
+                 "--rank", std::to_string(r), "--ranks", std::to_string(ranks_count), "--sizes", options.sizes,
                  "--dtype", options.dtype,
                  "--iters", std::to_string(options.iters), "--warmup", std::to_string(options.warmup),
                  "--gloo-host", options.host};
@@ -323,8 +371,6 @@ int bench_collectives_main(const BenchCollectivesOptions& options) {
   }
   return 0;
 }
-
-namespace {
 
 // One size's timed all-reduces on one rank: the mean seconds per all-reduce, the wrong
 // elements, and per level (a hierarchical backend) the bytes and seconds they took.
@@ -397,6 +443,65 @@ void print_header(const Collectives& c, const BenchRankOptions& o, transport::Wi
   std::fflush(stdout);
 }
 
+// All-to-all's values: rank q's element i for rank p, exact in float.
+float a2a_value(int q, int p, int n, size_t i) {
+  return static_cast<float>((q * n + p) % 8192 * 1024 + static_cast<int>(i % 1024));
+}
+
+// --op all_to_all: per size, a rank's buffer of N equal chunks (one for each rank) sent
+// `iters` times after the warm-up, the output checked after the timed ones; rank 0
+// prints the table. Returns whether every element on every rank was right.
+bool all_to_all_table(Collectives& c, const BenchRankOptions& o, const std::vector<int64_t>& sizes) {
+  const int n = c.size(), me = c.rank();
+  const auto kind = transport::CollectiveKind::all_to_all;
+  if (me == 0) {
+    std::printf("# quartet bench-collectives: all_to_all (float32, equal chunks), backend %s, %d rank%s, %s\n",
+                c.backend(), n, n == 1 ? "" : "s", o.gloo_host.c_str());
+    std::printf("# %d timed iterations per size after %d warm-up; size: one rank's buffer, N chunks of size/N; "
+                "time: the slowest rank's mean; busbw = algbw * (N-1)/N; every element received checked\n#\n",
+                o.iters, o.warmup);
+    std::printf("# %12s %12s %6s %6s %12s %12s %12s %6s\n", "size(B)", "count", "type", "redop", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "check");
+    std::fflush(stdout);
+  }
+  bool all_ok = true;
+  double busbw_sum = 0.0;
+  for (const int64_t bytes : sizes) {
+    const size_t count = static_cast<size_t>(bytes / 4), chunk = count / static_cast<size_t>(n);
+    const std::vector<int64_t> counts(static_cast<size_t>(n), static_cast<int64_t>(chunk));
+    BenchBuffer in(o.backend, count), out(o.backend, count);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < chunk; ++i) in.host()[static_cast<size_t>(p) * chunk + i] = a2a_value(me, p, n, i);
+    in.upload();
+    for (int i = 0; i < o.warmup; ++i) c.all_to_all(in.data(), counts, out.data(), counts);
+    std::fill(out.host().begin(), out.host().end(), -1.0f);
+    out.upload();
+    c.barrier();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < o.iters; ++i) c.all_to_all(in.data(), counts, out.data(), counts);
+    Timed mine;
+    mine.seconds = std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
+    out.download();
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < chunk; ++i) mine.wrong += out.host()[static_cast<size_t>(q) * chunk + i] != a2a_value(q, me, n, i);
+    const auto [t, wrong] = gather_timing(c, mine);
+    if (me != 0) continue;
+    const double algbw = gbps(bytes, t), busbw = algbw * transport::bus_bandwidth_factor(kind, n);
+    busbw_sum += busbw;
+    all_ok = all_ok && wrong == 0;
+    std::printf("  %12lld %12zu %6s %6s %12.1f %12.3f %12.3f %6s\n", static_cast<long long>(bytes), count, "float",
+                "none", t * 1e6, algbw, busbw, wrong == 0 ? "ok" : "FAIL");
+    if (wrong != 0) std::printf("#   %lld wrong elements over all ranks\n", static_cast<long long>(wrong));
+    std::fflush(stdout);
+  }
+  if (me == 0) {
+    std::printf("# Avg bus bandwidth: %.3f GB/s over %zu size%s\n", busbw_sum / static_cast<double>(sizes.size()),
+                sizes.size(), sizes.size() == 1 ? "" : "s");
+    std::fflush(stdout);
+  }
+  return all_ok;
+}
+
 }  // namespace
 
 int bench_collectives_rank_main(const BenchRankOptions& o) {
@@ -418,6 +523,13 @@ int bench_collectives_rank_main(const BenchRankOptions& o) {
     BenchRankOptions fo = o;
     fo.backend = "gloo";
     flat = make_collectives(fo, flat_store);
+  }
+  if (o.op == "all_to_all") {
+    const bool ok = all_to_all_table(*c, o, sizes);
+    c->barrier();
+    c.reset();
+    client.leave();
+    return ok ? 0 : 1;
   }
   const int n = c->size();
   const transport::Wire wire = o.dtype == "fp16" ? transport::Wire::f16 : transport::Wire::f32;
@@ -474,7 +586,7 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
                                                         BenchRankOptions& rank) {
   BenchCollectivesCommands out;
   out.bench = app.add_subcommand("bench-collectives",
-                                 "All-reduce bandwidth of the collectives over N local rank processes "
+                                 "All-reduce or all-to-all bandwidth of the collectives over N local rank processes "
                                  "(nccl-tests' columns, every result checked)");
   out.bench->add_option("--backend", bench.backend, "gloo (CPU, TCP), shm (CPU, shared memory) or nccl (GPU)")
       ->check(CLI::IsMember({"gloo", "shm", "nccl"}));
@@ -483,7 +595,10 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
                       "flat gloo's");
   out.bench->add_option("--hosts", bench.hosts, "with --hierarchical: spread the ranks over this many simulated hosts")
       ->check(CLI::PositiveNumber);
-  out.bench->add_option("--ranks", bench.ranks, "rank processes")->check(CLI::PositiveNumber);
+  out.bench->add_option("--op", bench.op,
+                        "all_reduce (in place), or all_to_all (a rank's buffer: equal chunks, one for each rank)")
+      ->check(CLI::IsMember({"all_reduce", "all_to_all"}));
+  out.bench->add_option("--ranks", bench.ranks, "rank processes; a list (2,4) prints a table for each");
   out.bench->add_option("--sizes", bench.sizes, "buffer sizes in bytes, comma-separated (K, M, G = 1024^n)");
   out.bench->add_option("--dtype", bench.dtype, "what travels: fp32, or fp16 (float buffers sent as halves; gloo, shm)")
       ->check(CLI::IsMember({"fp32", "fp16"}));
@@ -497,6 +612,7 @@ BenchCollectivesCommands add_bench_collectives_commands(CLI::App& app, BenchColl
   out.rank->group("");  // hidden from --help
   out.rank->add_option("--coordinator", rank.coordinator, "HOST:PORT")->required();
   out.rank->add_option("--backend", rank.backend);
+  out.rank->add_option("--op", rank.op);
   out.rank->add_option("--rank", rank.rank)->required();
   out.rank->add_option("--ranks", rank.ranks)->required();
   out.rank->add_option("--sizes", rank.sizes);

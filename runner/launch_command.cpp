@@ -39,11 +39,12 @@ bool is_ip_address(const std::string& host) {
 
 CLI::App* add_launch_command(CLI::App& app, LaunchOptions& o) {
   CLI::App* cmd = app.add_subcommand(
-      "launch", "Run one rank of a data_parallel, tensor_parallel or context_parallel arm, started once per rank by srun, "
-                "mpirun or torchrun "
+      "launch", "Run one rank of a data_parallel, tensor_parallel, context_parallel or expert_parallel arm, started "
+                "once per rank by srun, mpirun or torchrun "
                 "(rank and coordinator from their variables; see docs/cluster.md)");
   cmd->add_option("spec", o.spec_path, "experiment file")->required();
-  cmd->add_option("--arm", o.arm, "the data_parallel, tensor_parallel or context_parallel arm to run")->required();
+  cmd->add_option("--arm", o.arm, "the data_parallel, tensor_parallel, context_parallel or expert_parallel arm to run")
+      ->required();
   cmd->add_option("--out", o.out, "rank 0: run folder to create (must not exist); default results/<name>-<time>");
   cmd->add_option("--coordinator", o.coordinator,
                   "HOST or HOST:PORT of rank 0's coordinator; default: the first host of SLURM_NODELIST, else "
@@ -64,10 +65,11 @@ int launch_main(const LaunchOptions& o) {
   const ClusterRank cr = cluster_rank([](const std::string& n) { return std::getenv(n.c_str()); }, o.coordinator);
   const ExperimentSpec spec = load_spec_file(o.spec_path);
   const ArmSpec& arm = spec.arm(o.arm);
-  if (arm.regime != "data_parallel" && arm.regime != "tensor_parallel" && arm.regime != "context_parallel")
+  if (arm.regime != "data_parallel" && arm.regime != "tensor_parallel" && arm.regime != "context_parallel" &&
+      arm.regime != "expert_parallel")
     throw InputError("--arm " + arm.name + ": its regime is " + arm.regime +
-                     "; quartet launch runs data_parallel, tensor_parallel and context_parallel arms only (one "
-                     "process per rank)");
+                     "; quartet launch runs data_parallel, tensor_parallel, context_parallel and expert_parallel "
+                     "arms only (one process per rank)");
   const std::vector<std::string> roles = arm.regime_entry().roles(*arm.settings);
   if (static_cast<int>(roles.size()) != cr.world_size)
     throw InputError(cr.world_size_variable + ": " + std::to_string(cr.world_size) + " processes, but arm " +

@@ -4,6 +4,7 @@
 #include "trainers/accumulate/accumulate.h"
 #include "trainers/context_parallel/context_parallel.h"
 #include "trainers/data_parallel/data_parallel.h"
+#include "trainers/expert_parallel/expert_parallel.h"
 #include "trainers/federated/federated.h"
 #include "trainers/pipeline/pipeline.h"
 #include "trainers/regime.h"
@@ -23,6 +24,7 @@ const std::vector<const Regime*>& regime_table() {
       &pipeline::regime(),
       &tensor_parallel::regime(),
       &context_parallel::regime(),
+      &expert_parallel::regime(),
   };
   return table;
 }

@@ -47,7 +47,11 @@ double WholeModelStep::run(const workloads::Batch& whole, float scale, StepTimes
   inline0 = reducer_.inline_seconds();
   clock.restart();
   const double value = loss.item();
-  engine::scale(loss, scale).backward();
+  {
+    // A layer's side loss (gpt-moe's balance loss) weighs what this loss weighs.
+    engine::SideLossWeightScope side(scale);
+    engine::scale(loss, scale).backward();
+  }
   engine::device_synchronize(device_);
   t.backward += clock.seconds() - (reducer_.inline_seconds() - inline0);
   return value;

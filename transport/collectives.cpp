@@ -17,6 +17,7 @@ const char* collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::send_recv: return "send_recv";
+    case CollectiveKind::all_to_all: return "all_to_all";
   }
   return "unknown";
 }
@@ -27,7 +28,8 @@ double bus_bandwidth_factor(CollectiveKind kind, int ranks) {
   switch (kind) {
     case CollectiveKind::all_reduce: return 2.0 * (n - 1.0) / n;
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_gather: return (n - 1.0) / n;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::all_to_all: return (n - 1.0) / n;
     case CollectiveKind::broadcast:
     case CollectiveKind::send_recv: return 1.0;
     case CollectiveKind::barrier: return 0.0;
@@ -45,8 +47,16 @@ int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks) {
     case CollectiveKind::broadcast:
     case CollectiveKind::send_recv: return bytes;
     case CollectiveKind::barrier: return 0;
+    case CollectiveKind::all_to_all: return bytes;
   }
   return 0;
+}
+
+int64_t all_to_all_sent_bytes(std::span<const int64_t> send_counts, int rank) {
+  int64_t floats = 0;
+  for (size_t p = 0; p < send_counts.size(); ++p)
+    if (static_cast<int>(p) != rank) floats += send_counts[p];
+  return floats * 4;
 }
 
 int64_t algorithmic_messages(CollectiveKind kind, int ranks) {
@@ -54,7 +64,8 @@ int64_t algorithmic_messages(CollectiveKind kind, int ranks) {
   switch (kind) {
     case CollectiveKind::all_reduce: return 2 * (ranks - 1);
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_gather: return ranks - 1;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::all_to_all: return ranks - 1;
     case CollectiveKind::broadcast:
     case CollectiveKind::send_recv: return 1;
     case CollectiveKind::barrier: return 0;
@@ -346,6 +357,12 @@ void Collectives::run_send_recv(std::span<const float>, int, std::span<float>, i
   throw std::logic_error(std::string("collectives: backend ") + backend() + " has no send_recv");
 }
 
+void Collectives::run_all_to_all(std::span<const float>, const std::vector<int64_t>&, std::span<float>,
+                                 const std::vector<int64_t>&) {
+  throw std::logic_error(std::string("collectives: backend ") + backend() +
+                         " has no all_to_all (gloo, shm and nccl have)");
+}
+
 namespace {
 
 void check_send_recv(size_t in, size_t out, int to, int from, int rank, int ranks) {
@@ -363,6 +380,25 @@ void check_send_recv(size_t in, size_t out, int to, int from, int rank, int rank
                                 "; a rank exchanges with itself in both directions or in neither");
 }
 
+// Counts of size() entries, none negative, adding up to the buffer's floats.
+std::vector<int64_t> checked_counts(std::span<const int64_t> counts, size_t floats, int ranks, const char* which) {
+  if (counts.size() != static_cast<size_t>(ranks))
+    throw std::invalid_argument(std::string("collectives: all_to_all needs one ") + which + " count per rank (" +
+                                std::to_string(ranks) + "), got " + std::to_string(counts.size()));
+  int64_t total = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] < 0)
+      throw std::invalid_argument(std::string("collectives: all_to_all ") + which + " count " +
+                                  std::to_string(counts[p]) + " for rank " + std::to_string(p) + " is negative");
+    total += counts[p];
+  }
+  if (total != static_cast<int64_t>(floats))
+    throw std::invalid_argument(std::string("collectives: all_to_all ") + which + " counts add up to " +
+                                std::to_string(total) + " floats, the " + (which[0] == 's' ? "input" : "output") +
+                                " holds " + std::to_string(floats));
+  return {counts.begin(), counts.end()};
+}
+
 }  // namespace
 
 Work Collectives::send_recv_async(std::span<const float> input, int to, std::span<float> output, int from) {
@@ -375,6 +411,26 @@ void Collectives::send_recv(std::span<const float> input, int to, std::span<floa
   check_send_recv(input.size(), output.size(), to, from, rank(), size());
   submit(CollectiveKind::send_recv, to == rank() ? 0 : static_cast<int64_t>(input.size_bytes()),
          [this, input, to, output, from] { run_send_recv(input, to, output, from); }, false);
+}
+
+Work Collectives::all_to_all_async(std::span<const float> input, std::span<const int64_t> send_counts,
+                                   std::span<float> output, std::span<const int64_t> recv_counts) {
+  std::vector<int64_t> send = checked_counts(send_counts, input.size(), size(), "send");
+  std::vector<int64_t> recv = checked_counts(recv_counts, output.size(), size(), "receive");
+  const int64_t sent = all_to_all_sent_bytes(send, rank());
+  return submit(CollectiveKind::all_to_all, sent,
+                [this, input, output, send = std::move(send), recv = std::move(recv)] {
+                  run_all_to_all(input, send, output, recv);
+                },
+                true);
+}
+
+void Collectives::all_to_all(std::span<const float> input, std::span<const int64_t> send_counts,
+                             std::span<float> output, std::span<const int64_t> recv_counts) {
+  std::vector<int64_t> send = checked_counts(send_counts, input.size(), size(), "send");
+  std::vector<int64_t> recv = checked_counts(recv_counts, output.size(), size(), "receive");
+  const int64_t sent = all_to_all_sent_bytes(send, rank());
+  submit(CollectiveKind::all_to_all, sent, [&] { run_all_to_all(input, send, output, recv); }, false);
 }
 
 CollectiveStats Collectives::stats() const {

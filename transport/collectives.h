@@ -1,7 +1,8 @@
 #pragma once
 
 // Collectives over the ranks of one group: all-reduce, reduce-scatter, all-gather,
-// broadcast, barrier and a point-to-point exchange (send_recv) on float buffers (host memory for Gloo, device memory
+// broadcast, barrier, a point-to-point exchange (send_recv) and all-to-all (variable counts
+// per peer) on float buffers (host memory for Gloo, device memory
 // for NCCL). Every operation exists synchronously and asynchronously; asynchronous ones
 // run on one background worker per group in the order they were issued (FIFO), so a
 // trainer can launch bucket all-reduces from grad-ready hooks while backward runs.
@@ -49,21 +50,27 @@ void from_halves(const _Float16* in, std::span<float> out);               // out
 void add_halves(const _Float16* in, std::span<float> out);                // out += float(in)
 void sum_halves(const _Float16* a, const _Float16* b, _Float16* out, size_t n);  // out = half(a + b)
 
-enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier, send_recv };
-inline constexpr int kCollectiveKinds = 6;
+enum class CollectiveKind : int { all_reduce = 0, reduce_scatter, all_gather, broadcast, barrier, send_recv, all_to_all };
+inline constexpr int kCollectiveKinds = 7;
 const char* collective_kind_name(CollectiveKind kind);
 
 // Bytes one rank sends for an operation whose full buffer is `bytes` (S) over `ranks` (N):
 // ring all-reduce 2(N-1)/N * S; reduce-scatter and all-gather (N-1)/N * S, S being the
 // whole (unscattered, gathered) buffer; broadcast S; barrier 0; send_recv S, S being what
 // one rank sends. One rank moves nothing.
+// All-to-all: S is what the rank sends to the other ranks (its own chunk stays), counted
+// as it is (all_to_all_sent_bytes); with equal chunks that is (N-1)/N of its buffer.
 int64_t algorithmic_bytes(CollectiveKind kind, int64_t bytes, int ranks);
 // Messages one rank sends for one operation over `ranks` (N), as the ring algorithms do:
 // all-reduce 2(N-1), reduce-scatter and all-gather N-1, broadcast 1, barrier 0,
-// send_recv 1.
+// send_recv 1; all-to-all N-1, one to each peer (pairwise exchange), empty chunks included.
 int64_t algorithmic_messages(CollectiveKind kind, int ranks);
-// busbw = algbw * this factor (nccl-tests): 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 0, 1.
+// busbw = algbw * this factor (nccl-tests): 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 0, 1, and
+// all-to-all's (N-1)/N (algbw taken over a rank's whole send buffer).
 double bus_bandwidth_factor(CollectiveKind kind, int ranks);
+// The bytes rank `rank` sends to the other ranks in an all-to-all of send_counts[p]
+// floats to rank p: 4 * sum over p != rank of send_counts[p].
+int64_t all_to_all_sent_bytes(std::span<const int64_t> send_counts, int rank);
 
 struct CollectiveTotals {
   int64_t ops = 0;
@@ -166,6 +173,21 @@ class Collectives {
   void send_recv(std::span<const float> input, int to, std::span<float> output, int from);
   Work send_recv_async(std::span<const float> input, int to, std::span<float> output, int from);
 
+  // Every rank sends a chunk to every rank (itself included) and receives one from each
+  // (MPI_Alltoallv with packed displacements, NCCL's grouped send/recv). input: this
+  // rank's chunks for ranks 0..N-1 in rank order, send_counts[p] floats for rank p;
+  // output: the chunks from ranks 0..N-1 in rank order, recv_counts[p] floats from rank
+  // p. Counts may be 0, and whole buffers empty: every rank still takes part.
+  // requires: size() counts each, >= 0, summing to input.size() and output.size(); on
+  //   every rank recv_counts[p] equals rank p's send_counts[rank()]. shm checks this and
+  //   throws std::runtime_error on every rank naming the pair; over Gloo and NCCL a
+  //   mismatch fails or stalls until the timeout.
+  // The counts are copied: only the buffers must outlive an asynchronous one.
+  void all_to_all(std::span<const float> input, std::span<const int64_t> send_counts, std::span<float> output,
+                  std::span<const int64_t> recv_counts);
+  Work all_to_all_async(std::span<const float> input, std::span<const int64_t> send_counts, std::span<float> output,
+                        std::span<const int64_t> recv_counts);
+
   CollectiveStats stats() const;
   void reset_stats();
 
@@ -179,6 +201,10 @@ class Collectives {
   virtual void run_all_gather(std::span<const float> input, std::span<float> output) = 0;
   virtual void run_broadcast(std::span<float> data, int root) = 0;
   virtual void run_barrier() = 0;
+  // Counts are checked against the buffers and the group size. The default throws
+  // std::logic_error: a backend without an all-to-all (hierarchical).
+  virtual void run_all_to_all(std::span<const float> input, const std::vector<int64_t>& send_counts,
+                              std::span<float> output, const std::vector<int64_t>& recv_counts);
   // Wire::f16 (see Wire); only called where half_wire() is true.
   virtual void run_all_reduce_half(std::span<float> data, ReduceOp op);
   virtual void run_reduce_scatter_half(std::span<float> data, ReduceOp op);

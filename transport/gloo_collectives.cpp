@@ -4,6 +4,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
@@ -236,6 +237,26 @@ class GlooCollectives final : public Collectives {
       if (!in->waitRecv(options_.timeout))
         throw std::runtime_error("receive from rank " + std::to_string(from) + " aborted");
       if (!out->waitSend(options_.timeout)) throw std::runtime_error("send to rank " + std::to_string(to) + " aborted");
+    });
+  }
+
+  // Gloo's pairwise exchange: every rank posts its sends and receives to each peer at
+  // once (empty chunks included) on unbound buffers, then waits for them all.
+  void run_all_to_all(std::span<const float> input, const std::vector<int64_t>& send, std::span<float> output,
+                      const std::vector<int64_t>& recv) override {
+    if (size() == 1) {
+      if (!input.empty()) std::memmove(output.data(), input.data(), input.size_bytes());
+      return;
+    }
+    // Gloo wants a buffer to register even for nothing.
+    float none = 0.0f;
+    guarded("all_to_all", [&](uint32_t tag) {
+      gloo::AlltoallvOptions opts(context_);
+      opts.setInput(input.empty() ? &none : const_cast<float*>(input.data()), send);
+      opts.setOutput(output.empty() ? &none : output.data(), recv);
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::alltoallv(opts);
     });
   }
 

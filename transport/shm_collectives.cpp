@@ -223,6 +223,69 @@ class ShmCollectives final : public Collectives {
     exchange("barrier", [] {}, [] {});
   }
 
+  // Two phases. Counts: every rank publishes its send and receive counts, so every rank
+  // sees the whole table and refuses a pair that disagrees (every rank alike, before any
+  // data moves). Data: each rank writes its whole send buffer into its slot, piece by
+  // piece, and reads from every slot the part of the piece that is its chunk.
+  void run_all_to_all(std::span<const float> input, const std::vector<int64_t>& send, std::span<float> output,
+                      const std::vector<int64_t>& recv) override {
+    if (size_ == 1) {
+      if (!input.empty()) std::memmove(output.data(), input.data(), input.size_bytes());
+      return;
+    }
+    const size_t n = static_cast<size_t>(size_);
+    // table[q * 2n + p]: rank q's send count to p; table[q * 2n + n + p]: q's receive count from p.
+    std::vector<int64_t> table(2 * n * n);
+    {
+      std::vector<int64_t> mine(send);
+      mine.insert(mine.end(), recv.begin(), recv.end());
+      const size_t bytes = mine.size() * sizeof(int64_t);
+      const size_t per_slot = options_.slot_bytes;
+      for (size_t at = 0; at < bytes; at += per_slot) {
+        const size_t len = std::min(per_slot, bytes - at);
+        exchange(
+            "all_to_all", [&] { std::memcpy(own_slot(), reinterpret_cast<const char*>(mine.data()) + at, len); },
+            [&] {
+              for (size_t q = 0; q < n; ++q)
+                std::memcpy(reinterpret_cast<char*>(table.data() + q * 2 * n) + at, slot(static_cast<int>(q)), len);
+            });
+      }
+    }
+    for (size_t q = 0; q < n; ++q)
+      for (size_t p = 0; p < n; ++p)
+        if (table[q * 2 * n + p] != table[p * 2 * n + n + q])
+          throw std::runtime_error("shm all_to_all on " + who() + ": rank " + std::to_string(q) + " sends " +
+                                   std::to_string(table[q * 2 * n + p]) + " floats to rank " + std::to_string(p) +
+                                   ", which expects " + std::to_string(table[p * 2 * n + n + q]));
+    // Where this rank's chunk starts in rank q's buffer, the longest buffer, and where
+    // each incoming chunk goes in the output.
+    const size_t me = static_cast<size_t>(rank_);
+    std::vector<size_t> from(n, 0), to(n, 0);
+    size_t longest = 0;
+    for (size_t q = 0; q < n; ++q) {
+      size_t total = 0;
+      for (size_t p = 0; p < n; ++p) {
+        if (p == me) from[q] = total;
+        total += static_cast<size_t>(table[q * 2 * n + p]);
+      }
+      longest = std::max(longest, total);
+      if (q > 0) to[q] = to[q - 1] + static_cast<size_t>(recv[q - 1]);
+    }
+    for_each_piece(
+        longest, "all_to_all",
+        [&](size_t at, size_t len) {
+          if (at < input.size()) std::memcpy(own_slot(), input.data() + at, std::min(len, input.size() - at) * sizeof(float));
+        },
+        [&](size_t at, size_t len) {
+          for (size_t q = 0; q < n; ++q) {
+            const size_t lo = std::max(at, from[q]), hi = std::min(at + len, from[q] + static_cast<size_t>(recv[q]));
+            if (lo < hi)
+              std::memcpy(output.data() + to[q] + (lo - from[q]), slot(static_cast<int>(q)) + (lo - at),
+                          (hi - lo) * sizeof(float));
+          }
+        });
+  }
+
  private:
   // Moves `floats` in consecutive pieces of at most a slot (of element_bytes each on the
   // wire): write(at, n) fills this

@@ -125,10 +125,16 @@ class Block final : public Module {
         attn_(std::make_shared<Attention>(c, gen, g, ring)),
         ln2_(std::make_shared<engine::LayerNorm>(c.width)),
         mlp_(std::make_shared<Mlp>(c, gen, g)) {
-    register_module("ln1", ln1_);
-    register_module("attn", attn_);
-    register_module("ln2", ln2_);
-    register_module("mlp", mlp_);
+    register_all("mlp");
+  }
+  // gpt-moe's block: the MLP a mixture of experts, named "moe".
+  Block(const GptConfig& c, const MoeConfig& m, Generator& gen, const ExpertGroup& ep,
+        std::shared_ptr<MoeStats> stats)
+      : ln1_(std::make_shared<engine::LayerNorm>(c.width)),
+        attn_(std::make_shared<Attention>(c, gen, TensorParallelGroup{}, nullptr)),
+        ln2_(std::make_shared<engine::LayerNorm>(c.width)),
+        mlp_(make_moe_mlp(c, m, gen, ep, std::move(stats))) {
+    register_all("moe");
   }
   Tensor forward(const Tensor& x) override {
     const Tensor h = engine::add(x, attn_->forward(ln1_->forward(x)));
@@ -139,7 +145,14 @@ class Block final : public Module {
   std::shared_ptr<engine::LayerNorm> ln1_;
   std::shared_ptr<Attention> attn_;
   std::shared_ptr<engine::LayerNorm> ln2_;
-  std::shared_ptr<Mlp> mlp_;
+  std::shared_ptr<Module> mlp_;
+
+  void register_all(const char* mlp) {
+    register_module("ln1", ln1_);
+    register_module("attn", attn_);
+    register_module("ln2", ln2_);
+    register_module(mlp, mlp_);
+  }
 };
 
 // Final layer norm and the logits: (N, T, width) -> (N * T, vocab).
@@ -198,6 +211,21 @@ std::vector<int64_t> context_parallel_positions(int64_t context, int rank, int r
   for (int64_t c : {static_cast<int64_t>(rank), chunks - 1 - rank})
     for (int64_t p = c * chunk; p < (c + 1) * chunk; ++p) out.push_back(p);
   return out;
+}
+
+std::shared_ptr<engine::Model> make_gpt_moe(const GptConfig& c, const MoeConfig& m, Generator& gen,
+                                            const ExpertGroup& ep, std::shared_ptr<MoeStats> stats) {
+  check_moe_config(m, ep.exchanger ? ep.exchanger->size() : 1);
+  if (c.width % c.heads != 0)
+    throw std::invalid_argument("gpt-moe: " + std::to_string(c.heads) + " heads do not divide the width " +
+                                std::to_string(c.width));
+  auto model = std::make_shared<engine::Model>();
+  model->add_stage("embed", std::make_shared<Embed>(c, gen, nullptr));
+  for (int64_t i = 0; i < c.layers; ++i)
+    model->add_stage(block_name(i), is_moe_block(m, i) ? std::make_shared<Block>(c, m, gen, ep, stats)
+                                                       : std::make_shared<Block>(c, gen, TensorParallelGroup{}, nullptr));
+  model->add_stage("head", std::make_shared<Head>(c, gen));
+  return model;
 }
 
 std::vector<std::pair<std::string, TensorSplit>> gpt_tensor_parallel_plan(const GptConfig& c) {

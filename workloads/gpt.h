@@ -29,6 +29,7 @@
 
 #include "engine/model.h"
 #include "engine/random.h"
+#include "workloads/moe.h"
 
 namespace quartet::engine {
 class AttentionRing;  // engine/ops.h
@@ -70,6 +71,14 @@ std::shared_ptr<engine::Model> make_gpt(const GptConfig& config, engine::Generat
 // an early chunk's queries see few keys, a late one's many), ascending. Throws
 // std::invalid_argument when 2 * ranks does not divide the context.
 std::vector<int64_t> context_parallel_positions(int64_t context, int rank, int ranks);
+
+// gpt-moe: make_gpt's model with the MLP of blocks every-1, 2 every-1, ... (moe.every)
+// a mixture of experts (workloads/moe.h), named "block{i}.moe.router.weight",
+// "block{i}.moe.experts.{e}.up.weight", ...; with an expert-parallel group each process
+// holds its experts only. stats (may be null) collects the routing counts. Throws
+// std::invalid_argument for settings check_moe_config refuses.
+std::shared_ptr<engine::Model> make_gpt_moe(const GptConfig& config, const MoeConfig& moe, engine::Generator& gen,
+                                            const ExpertGroup& ep = {}, std::shared_ptr<MoeStats> stats = nullptr);
 
 // How a group's processes hold a whole model's parameter.
 enum class TensorSplit {

@@ -193,7 +193,14 @@ struct Entry {
   engine::Shape input_shape{1, 28, 28};
   int num_classes = 10;
   std::optional<GptConfig> gpt{};  // the transformers: what tensor parallelism splits
+  std::optional<MoeConfig> moe{};  // the mixtures of experts (on gpt-mini): what expert parallelism spreads
 };
+
+// gpt-moe's registered settings (docs/models.md), and gpt-moe-dropless's: no capacity
+// limit and no balance loss, so what a token meets does not depend on the other tokens
+// of its forward pass (expert_parallel equals single on it).
+MoeConfig gpt_moe() { return MoeConfig{}; }
+MoeConfig gpt_moe_dropless() { return MoeConfig{.capacity_factor = 0.0, .aux_loss = 0.0}; }
 
 // gpt-mini's registered settings (docs/models.md).
 GptConfig gpt_mini() { return GptConfig{.layers = 4, .heads = 4, .width = 128, .context = 128, .vocab = 256}; }
@@ -228,6 +235,15 @@ const std::vector<Entry>& registry() {
        "of 512), width 128, context 128, a logit per byte value; each block is a stage",
        [](Generator& gen) { return make_gpt(gpt_mini(), gen); }, kLanguageModel, {gpt_mini().context},
        static_cast<int>(gpt_mini().vocab), gpt_mini()},
+      {"gpt-moe",
+       "gpt-mini with the MLP of blocks 1 and 3 a mixture of 4 experts (each gpt-mini's MLP), top-2 routing, "
+       "capacity factor 1.25, load-balancing loss 0.01; each block is a stage",
+       [](Generator& gen) { return make_gpt_moe(gpt_mini(), gpt_moe(), gen); }, kLanguageModel,
+       {gpt_mini().context}, static_cast<int>(gpt_mini().vocab), std::nullopt, gpt_moe()},
+      {"gpt-moe-dropless",
+       "gpt-moe without a capacity limit (no token dropped) and without the load-balancing loss",
+       [](Generator& gen) { return make_gpt_moe(gpt_mini(), gpt_moe_dropless(), gen); }, kLanguageModel,
+       {gpt_mini().context}, static_cast<int>(gpt_mini().vocab), std::nullopt, gpt_moe_dropless()},
   };
   return entries;
 }
@@ -295,6 +311,23 @@ std::shared_ptr<engine::Model> make_context_parallel_model(const std::string& na
                                                            engine::AttentionRing& ring) {
   Generator gen(seed);
   return make_gpt(*find_gpt(name, "context-parallel").gpt, gen, {}, &ring);
+}
+
+const Entry& find_experts(const std::string& name) {
+  const Entry& e = find(name);
+  if (e.moe) return e;
+  std::string known;
+  for (const auto& other : registry())
+    if (other.moe) known += (known.empty() ? "" : ", ") + std::string(other.name);
+  throw std::invalid_argument("model " + name + " has no experts; models that have them: " + known);
+}
+
+int64_t model_experts(const std::string& name) { return find_experts(name).moe->experts; }
+
+std::shared_ptr<engine::Model> make_model_experts(const std::string& name, const ExpertGroup& group,
+                                                  std::shared_ptr<MoeStats> stats) {
+  Generator gen(0);  // overwritten: loaded with the whole model's weights by name
+  return make_gpt_moe(gpt_mini(), *find_experts(name).moe, gen, group, std::move(stats));
 }
 
 std::vector<std::string> model_names() {

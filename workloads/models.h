@@ -67,6 +67,15 @@ int64_t context_parallel_context(const std::string& name);
 std::shared_ptr<engine::Model> make_context_parallel_model(const std::string& name, uint64_t seed,
                                                            engine::AttentionRing& ring);
 
+// Mixtures of experts (workloads/moe.h): a model's number of experts, and the model with
+// its experts spread over an expert-parallel group (each process holds its own; every
+// parameter uninitialised, to be loaded by name), its routing counts going to `stats`
+// (may be null). Each throws std::invalid_argument naming the models with experts, for
+// any other model.
+int64_t model_experts(const std::string& name);
+std::shared_ptr<engine::Model> make_model_experts(const std::string& name, const ExpertGroup& group,
+                                                  std::shared_ptr<MoeStats> stats);
+
 // Trainable scalars of a module.
 int64_t parameter_count(const engine::Module& m);
 

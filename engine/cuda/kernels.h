@@ -7,6 +7,7 @@
 #include "engine/cuda/dense.h"
 #include "engine/cuda/elementwise.h"
 #include "engine/cuda/loss.h"
+#include "engine/cuda/moe.h"
 #include "engine/cuda/norm.h"
 #include "engine/cuda/optim.h"
 #include "engine/cuda/pool.h"

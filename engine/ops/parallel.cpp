@@ -96,3 +96,41 @@ Tensor all_reduce_forward(const Tensor& x, StatsReducer& group) {
 }
 
 }  // namespace quartet::engine
+
+namespace quartet::engine {
+namespace {
+
+// x's rows exchanged through the host; rows of `features` floats.
+Tensor exchange_rows(const Tensor& x, int64_t features, const std::vector<int64_t>& send_rows,
+                     const std::vector<int64_t>& recv_rows, RowExchanger& group) {
+  std::vector<int64_t> send, recv;
+  int64_t rows_in = 0, rows_out = 0;
+  for (int64_t r : send_rows) send.push_back(r * features), rows_in += r;
+  for (int64_t r : recv_rows) recv.push_back(r * features), rows_out += r;
+  if (rows_in != x.size(0))
+    detail::fail("all_to_all_rows", "send_rows add up to " + std::to_string(rows_in) + " rows, x " +
+                                        shape_str(x.shape()) + " has " + std::to_string(x.size(0)));
+  std::vector<float> out(static_cast<size_t>(rows_out * features));
+  group.all_to_all(x.numel() > 0 ? x.to_vector() : std::vector<float>{}, send, out, recv);
+  Tensor t = rows_out > 0 ? Tensor::from_vector({rows_out, features}, out) : Tensor::empty({0, features});
+  return t.to(x.device());
+}
+
+}  // namespace
+
+Tensor all_to_all_rows(const Tensor& x, const std::vector<int64_t>& send_rows, const std::vector<int64_t>& recv_rows,
+                       RowExchanger& group) {
+  const char* op = "all_to_all_rows";
+  if (!x.defined() || x.dim() != 2) detail::fail(op, "x (S, F) expected");
+  const size_t n = static_cast<size_t>(group.size());
+  if (send_rows.size() != n || recv_rows.size() != n)
+    detail::fail(op, "one send and one receive count per rank (" + std::to_string(n) + ") expected");
+  const int64_t f = x.size(1);
+  Tensor out = exchange_rows(x, f, send_rows, recv_rows, group);
+  record(out, op, {x}, [f, send_rows, recv_rows, &group](const Tensor& g) {
+    return TensorList{exchange_rows(g, f, recv_rows, send_rows, group)};
+  });
+  return out;
+}
+
+}  // namespace quartet::engine

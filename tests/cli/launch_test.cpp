@@ -309,8 +309,8 @@ TEST_F(Launch, ArmOfAnotherRegimeIsRefusedNamingWhatIsSupported) {
                                 only({"RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1"}));
   const int code = wait_exit_within(p, std::chrono::seconds(120));
   expect_exit2_with({code, file_bytes(log(0))},
-                    "--arm single: its regime is single; quartet launch runs data_parallel, tensor_parallel and "
-                    "context_parallel arms only");
+                    "--arm single: its regime is single; quartet launch runs data_parallel, tensor_parallel, "
+                    "context_parallel and expert_parallel arms only");
 }
 
 TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {

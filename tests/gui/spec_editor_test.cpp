@@ -272,6 +272,7 @@ class SpecEditorTest : public QObject {
     QVERIFY(members.at("ranks").count("data_parallel"));
     QVERIFY(members.at("ranks").count("tensor_parallel"));
     QVERIFY(members.at("ranks").count("context_parallel"));
+    QVERIFY(members.at("ranks").count("expert_parallel"));
     QCOMPARE(members.at("backend").at("data_parallel")["default"], json("gloo"));
     QCOMPARE(members.at("backend").at("tensor_parallel")["default"], json("shm"));
     QCOMPARE(members.at("backend").at("context_parallel")["enum"], json::array({"shm", "gloo"}));

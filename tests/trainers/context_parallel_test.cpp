@@ -23,9 +23,10 @@ namespace {
 using testing::max_abs_diff;
 using nlohmann::json;
 
-class ContextParallel : public testing::GptRegimeTest {
+class ContextParallel : public testing::RanksOnTextTest {
  protected:
-  ContextParallel() : GptRegimeTest("context_parallel", 11) {}
+  ContextParallel() : RanksOnTextTest("context_parallel", "gpt-mini", 11) {}
+  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
 };
 
 // Tolerance for "the same update": the ranks' gradients of their tokens averaged, and the

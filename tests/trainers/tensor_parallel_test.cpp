@@ -23,9 +23,10 @@ namespace {
 using testing::max_abs_diff;
 using nlohmann::json;
 
-class TensorParallel : public testing::GptRegimeTest {
+class TensorParallel : public testing::RanksOnTextTest {
  protected:
-  TensorParallel() : GptRegimeTest("tensor_parallel", 7) {}
+  TensorParallel() : RanksOnTextTest("tensor_parallel", "gpt-mini", 7) {}
+  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
 };
 
 // Tolerance for "the same update": the ranks' partial sums added in another order than

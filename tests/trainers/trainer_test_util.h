@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/nn.h"
@@ -160,32 +161,32 @@ class RegimeTest : public test_util::TempFolderTest {
   std::unique_ptr<workloads::Workload> workload_;
 };
 
-// gpt-mini on a small byte corpus (tests/text_corpus.h, seeded by `corpus_seed`) under
-// the regime `regime_` whose ranks split it, with arms of batch 4 and 3 steps.
-class GptRegimeTest : public RegimeTest {
+// A regime of ranks (`regime`'s "ranks" field) on a two-source word corpus as a text-lm
+// workload of `model`, against single: 4 samples a step, 3 steps, 4 held-out windows.
+class RanksOnTextTest : public RegimeTest {
  protected:
-  GptRegimeTest(const std::string& regime, uint64_t corpus_seed)
-      : RegimeTest(regime), regime_(regime), corpus_seed_(corpus_seed) {}
-  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
+  RanksOnTextTest(std::string regime, std::string model, uint64_t corpus_seed)
+      : RegimeTest(regime), regime_(std::move(regime)), default_model_(std::move(model)), seed_(corpus_seed) {}
 
   void SetUp() override {
     RegimeTest::SetUp();
-    test_util::write_word_corpus(dir_ / "corpus", corpus_seed_);
+    test_util::write_word_corpus(dir_ / "corpus", seed_);
     use_corpus(0);
   }
 
-  // The corpus as a text-lm workload, its first `train` windows (0: all).
-  void use_corpus(int64_t train) {
+  // The corpus as a text-lm workload of `model` (default: the fixture's), its first
+  // `train` windows (0: all).
+  void use_corpus(int64_t train, const std::string& model = "") {
     workloads::WorkloadConfig wc;
     wc.name = "text-lm";
-    wc.model = "gpt-mini";
+    wc.model = model.empty() ? default_model_ : model;
     wc.data_dir = (dir_ / "corpus").string();
     wc.train_limit = train;
     wc.test_limit = 4;
     use_workload(wc);
   }
 
-  // With ranks > 0, an arm of regime_ with `settings` and those ranks; else settings unset.
+  // An arm of the regime with `ranks` and `settings`; ranks 0: settings left to the caller.
   RoleContext context(const std::string& arm, int64_t ranks, nlohmann::json settings = nlohmann::json::object()) {
     RoleContext c = RegimeTest::context(arm, 4, 3);
     c.config.eval_batch = 4;
@@ -236,8 +237,9 @@ class GptRegimeTest : public RegimeTest {
     }
   }
 
-  std::string regime_;
-  uint64_t corpus_seed_;
+ private:
+  std::string regime_, default_model_;
+  uint64_t seed_;
 };
 
 }  // namespace quartet::trainers::testing

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <set>
 #include <thread>
@@ -490,6 +491,91 @@ TEST_P(CpuCollectives, HalfWireCountsHalfTheBytes) {
   });
 }
 
+// All-to-all with counts that differ per pair: rank q sends (q + 2p) % 5 * k floats to rank
+// p (some pairs send nothing), each float naming its sender, receiver and place.
+int64_t a2a_count(int from, int to, int64_t k) { return (from + 2 * to) % 5 * k; }
+float a2a_value(int from, int to, int64_t i) { return static_cast<float>(from * 1000000 + to * 100000 + i); }
+
+void expect_all_to_all(const std::string& backend, int ranks, int64_t k, size_t piece_bytes = 0, bool async = false) {
+  run_ranks(
+      backend, ranks,
+      [&](Collectives& c) {
+        const int me = c.rank();
+        std::vector<int64_t> send, recv;
+        std::vector<float> input;
+        for (int p = 0; p < ranks; ++p) {
+          send.push_back(a2a_count(me, p, k));
+          recv.push_back(a2a_count(p, me, k));
+          for (int64_t i = 0; i < send.back(); ++i) input.push_back(a2a_value(me, p, i));
+        }
+        std::vector<float> output(static_cast<size_t>(std::accumulate(recv.begin(), recv.end(), int64_t{0})), -1.0f);
+        if (async)
+          c.all_to_all_async(input, send, output, recv).wait();
+        else
+          c.all_to_all(input, send, output, recv);
+        size_t at = 0, wrong = 0;
+        for (int q = 0; q < ranks; ++q)
+          for (int64_t i = 0; i < recv[static_cast<size_t>(q)]; ++i) wrong += output[at++] != a2a_value(q, me, i);
+        EXPECT_EQ(wrong, 0u) << "rank " << me << " of " << ranks << ", k " << k;
+        const CollectiveStats s = c.stats();
+        EXPECT_EQ(s[CollectiveKind::all_to_all].ops, 1);
+        EXPECT_EQ(s[CollectiveKind::all_to_all].bytes, all_to_all_sent_bytes(send, me));
+      },
+      piece_bytes);
+}
+
+TEST_P(CpuCollectives, AllToAllDeliversEveryChunkAtTwoThreeAndFourRanks) {
+  for (int ranks : {2, 3, 4})
+    for (int64_t k : {int64_t{1}, int64_t{1000}}) expect_all_to_all(backend(), ranks, k);
+}
+
+TEST_P(CpuCollectives, AllToAllInManyPiecesAndAsynchronously) {
+  expect_all_to_all(backend(), 3, 3001, 4096);  // 1,024 floats a Gloo segment or shm slot
+  expect_all_to_all(backend(), 4, 17, 0, true);
+}
+
+TEST_P(CpuCollectives, AllToAllWithNothingToSendOrReceive) {
+  run_ranks(backend(), 3, [](Collectives& c) {
+    // Only rank 0 sends, 5 floats to rank 2; ranks 1 and 2 send nothing at all.
+    const std::vector<int64_t> send = c.rank() == 0 ? std::vector<int64_t>{0, 0, 5} : std::vector<int64_t>{0, 0, 0};
+    const std::vector<int64_t> recv = c.rank() == 2 ? std::vector<int64_t>{5, 0, 0} : std::vector<int64_t>{0, 0, 0};
+    std::vector<float> input(c.rank() == 0 ? 5 : 0, 7.0f), output(c.rank() == 2 ? 5 : 0);
+    c.all_to_all(input, send, output, recv);
+    c.all_to_all(input, send, output, recv);
+    for (float v : output) EXPECT_EQ(v, 7.0f);
+  });
+}
+
+TEST_P(CpuCollectives, SingleRankAllToAllCopiesItsChunk) {
+  run_ranks(backend(), 1, [](Collectives& c) {
+    const std::vector<float> input{1, 2, 3};
+    std::vector<float> output(3);
+    const std::vector<int64_t> counts{3};
+    c.all_to_all(input, counts, output, counts);
+    EXPECT_EQ(output, input);
+    EXPECT_EQ(c.stats()[CollectiveKind::all_to_all].bytes, 0);
+  });
+}
+
+TEST_P(CpuCollectives, AllToAllRefusesCountsThatDoNotFitTheBuffers) {
+  run_ranks(backend(), 2, [](Collectives& c) {
+    std::vector<float> input(4), output(4);
+    const std::vector<int64_t> two{2, 2}, three{1, 1, 2}, wrong{3, 2}, negative{-1, 5};
+    EXPECT_THROW(c.all_to_all(input, three, output, two), std::invalid_argument);
+    EXPECT_THROW(c.all_to_all(input, wrong, output, two), std::invalid_argument);
+    EXPECT_THROW(c.all_to_all(input, two, output, negative), std::invalid_argument);
+    c.all_to_all(input, two, output, two);  // the group still works
+  });
+}
+
+TEST(CollectiveFormulas, AllToAllCountsWhatGoesToOtherRanks) {
+  const std::vector<int64_t> counts{10, 20, 30, 40};
+  EXPECT_EQ(all_to_all_sent_bytes(counts, 1), 4 * (10 + 30 + 40));
+  EXPECT_EQ(algorithmic_bytes(CollectiveKind::all_to_all, 320, 4), 320);
+  EXPECT_EQ(algorithmic_messages(CollectiveKind::all_to_all, 4), 3);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(CollectiveKind::all_to_all, 4), 0.75);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CpuCollectives, ::testing::Values("gloo", "shm"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
@@ -513,6 +599,24 @@ std::string rendezvous_error(const std::string& published) {
     return e.what();
   }
   return "";
+}
+
+TEST(ShmCollectives, AllToAllWithCountsThePairsDisagreeOnFailsOnEveryRank) {
+  std::atomic<int> refused{0};
+  run_ranks("shm", 2, [&](Collectives& c) {
+    // Rank 0 sends 3 floats to rank 1, which expects 2.
+    const std::vector<int64_t> send = c.rank() == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{1, 1};
+    const std::vector<int64_t> recv = c.rank() == 0 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{2, 1};
+    std::vector<float> input(static_cast<size_t>(send[0] + send[1])), output(static_cast<size_t>(recv[0] + recv[1]));
+    try {
+      c.all_to_all(input, send, output, recv);
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 sends 3 floats to rank 1, which expects 2"), std::string::npos)
+          << e.what();
+      ++refused;
+    }
+  });
+  EXPECT_EQ(refused.load(), 2);
 }
 
 TEST(ShmCollectives, RefusesARankZeroOnAnotherHost) {

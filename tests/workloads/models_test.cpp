@@ -207,7 +207,8 @@ INSTANTIATE_TEST_SUITE_P(Models, EveryModel, ::testing::ValuesIn(image_model_nam
 
 TEST(Models, ModelNamesAreTheDocumentedOnes) {
   EXPECT_EQ(model_names(),
-            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d", "gpt-mini"}));
+            (std::vector<std::string>{"mlp", "lenet5", "cnn", "resnet-mini", "cnn-wide", "unet3d", "gpt-mini", "gpt-moe",
+                                      "gpt-moe-dropless"}));
 }
 
 TEST(Models, StageNamesAreTheDocumentedOnes) {
@@ -373,7 +374,7 @@ TEST(Models, UnknownModelListsTheKnownOnes) {
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "unknown model \"resnet-huge\"; known models: mlp, lenet5, cnn, resnet-mini, cnn-wide, unet3d, "
-                 "gpt-mini");
+                 "gpt-mini, gpt-moe, gpt-moe-dropless");
   }
 }
 

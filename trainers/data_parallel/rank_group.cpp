@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <span>
 #include <stdexcept>
@@ -62,6 +63,12 @@ class AfterCompute final : public transport::Collectives {
   void run_send_recv(std::span<const float> input, int to, std::span<float> output, int from) override {
     engine::device_synchronize(device_);
     inner_->send_recv(input, to, output, from);
+  }
+
+  void run_all_to_all(std::span<const float> input, const std::vector<int64_t>& send, std::span<float> output,
+                      const std::vector<int64_t>& recv) override {
+    engine::device_synchronize(device_);
+    inner_->all_to_all(input, send, output, recv);
   }
 
  private:
@@ -204,6 +211,25 @@ void CountedSum::reduce_scatter_sum(const engine::Tensor& whole, engine::Tensor&
   counters_.add(transport::CollectiveKind::reduce_scatter, whole.numel() * 4, comm_, s);
   seconds += s;
   engine::copy_range(part, 0, buffer, comm_.rank() * part.numel(), part.numel());
+}
+
+double clip_by_group_norm(const std::vector<engine::Tensor>& split, const std::vector<engine::Tensor>& copies,
+                          CountedSum& sum, double clip_grad_norm, const engine::Device& device) {
+  double mine = 0.0, shared = 0.0;
+  for (const engine::Tensor& g : split)
+    if (g.defined()) mine += engine::sum_squares(g);
+  for (const engine::Tensor& g : copies)
+    if (g.defined()) shared += engine::sum_squares(g);
+  engine::Tensor total = engine::Tensor::full({1}, static_cast<float>(mine), device);
+  Stopwatch clock;
+  sum.all_reduce_sum(total);
+  const double seconds = clock.seconds();
+  const double coef = clip_grad_norm / (std::sqrt(static_cast<double>(total.item()) + shared) + 1e-6);
+  if (coef < 1.0)
+    for (const auto* list : {&split, &copies})
+      for (engine::Tensor g : *list)
+        if (g.defined()) engine::scale_(g, static_cast<float>(coef));
+  return seconds;
 }
 
 }  // namespace quartet::trainers::data_parallel

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/ops.h"
 #include "trainers/data_parallel/reducer.h"
@@ -54,5 +55,12 @@ class CountedSum final : public engine::StatsReducer {
   transport::Collectives& comm_;
   CommCounters& counters_;
 };
+
+// Clips to `clip_grad_norm` (engine::clip_grad_norm's rule) the gradients of a model the
+// group holds in parts: `split` ones differ per rank (a slice, an expert: their squares
+// are summed over the ranks by `sum`), `copies` are the same on every rank (counted once).
+// Every rank calls it; undefined gradients are skipped. Returns the seconds of the sum.
+double clip_by_group_norm(const std::vector<engine::Tensor>& split, const std::vector<engine::Tensor>& copies,
+                          CountedSum& sum, double clip_grad_norm, const engine::Device& device);
 
 }  // namespace quartet::trainers::data_parallel

@@ -259,6 +259,8 @@ void Stage::train_step(const std::vector<int64_t>& order, int64_t b, int64_t epo
       }
       const double start = wall.seconds();
       Stopwatch c;
+      // Each micro-batch's loss weighs 1/m, and so do the side losses of its stages.
+      engine::SideLossWeightScope side(1.0f / static_cast<float>(m));
       if (last_) {
         engine::scale(f.loss, 1.0f / static_cast<float>(m)).backward();
       } else {

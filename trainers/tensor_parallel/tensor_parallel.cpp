@@ -132,23 +132,10 @@ class SliceHook final : public Reducer {
   double step(engine::Optimizer& optimizer, double clip_grad_norm) override {
     double comm = 0.0;
     if (clip_grad_norm > 0.0) {
-      double split = 0.0, copies = 0.0;
-      for (const Part& p : parts_) {
-        if (!p.slice.defined() || !p.slice.grad().defined()) continue;
-        const double sq = engine::sum_squares(p.slice.grad());
-        (p.split == TensorSplit::whole ? copies : split) += sq;
-      }
-      Tensor total = Tensor::full({1}, static_cast<float>(split), ctx_.device);
-      Stopwatch clock;
-      sum_.all_reduce_sum(total);
-      comm = clock.seconds();
-      const double coef = clip_grad_norm / (std::sqrt(static_cast<double>(total.item()) + copies) + 1e-6);
-      if (coef < 1.0)
-        for (const Part& p : parts_)
-          if (p.slice.defined() && p.slice.grad().defined()) {
-            Tensor g = p.slice.grad();
-            engine::scale_(g, static_cast<float>(coef));
-          }
+      std::vector<Tensor> split, copies;
+      for (const Part& p : parts_)
+        if (p.slice.defined()) (p.split == TensorSplit::whole ? copies : split).push_back(p.slice.grad());
+      comm = data_parallel::clip_by_group_norm(split, copies, sum_, clip_grad_norm, ctx_.device);
     }
     optimizer.step();
     return comm;

@@ -3,7 +3,7 @@
 //
 //   helper rank --coordinator HOST:PORT --rank R --ranks N [--gloo-host ADDR] [--arm A]
 //       joins arm A as rank R, rendezvous through the coordinator, checks every
-//       collective against exact values, sends one step record, leaves. Exit 0: all right.
+//       collective (all-to-all included) against exact values, sends one step record, leaves. Exit 0: all right.
 //   helper clients --coordinator HOST:PORT --first I --count C --records K --go KEY [--arm A]
 //       C connections at once (roles client<I>..), each waits for KEY, sends K records,
 //       then waits for the key "release" and leaves.
@@ -92,6 +92,22 @@ void run_checks(Collectives& c) {
     Work w = c.all_reduce_async(d, ReduceOp::average);
     w.wait();
     for (float v : d) check(v == static_cast<float>(n + 1) / 2.0f, "async average");
+  }
+  {
+    // Rank q sends (q + p + 1) * 100 floats of value q * n + p to rank p.
+    std::vector<int64_t> send, recv;
+    std::vector<float> in;
+    for (int p = 0; p < n; ++p) {
+      send.push_back((r + p + 1) * 100);
+      recv.push_back((p + r + 1) * 100);
+      in.insert(in.end(), static_cast<size_t>(send.back()), static_cast<float>(r * n + p));
+    }
+    std::vector<float> out(in.size());
+    c.all_to_all(in, send, out, recv);
+    size_t at = 0;
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = 0; i < recv[static_cast<size_t>(q)]; ++i)
+        check(out[at++] == static_cast<float>(q * n + r), "all_to_all");
   }
   c.barrier();
 }

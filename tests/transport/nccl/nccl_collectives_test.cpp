@@ -63,5 +63,20 @@ TEST(NcclCollectives, OneRankCommunicatorRunsEveryOperation) {
   EXPECT_EQ(s.total().bytes, 0);  // nothing crosses a network with one rank
 }
 
+TEST(NcclCollectives, OneRankAllToAllCopiesItsChunkOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  MemoryStore store;
+  auto c = make_nccl_collectives(store, 0, 1);
+  const std::vector<float> host{1, 2, 3, 4, 5};
+  DeviceBuffer in(0, host.size()), out(0, host.size());
+  in.upload(host);
+  const std::vector<int64_t> counts{5};
+  c->all_to_all(in.span(), counts, out.span(), counts);
+  std::vector<float> back(host.size());
+  out.download(back);
+  EXPECT_EQ(back, host);
+  EXPECT_EQ(c->stats()[CollectiveKind::all_to_all].ops, 1);
+}
+
 }  // namespace
 }  // namespace quartet::transport
