@@ -220,7 +220,7 @@ std::shared_ptr<engine::Model> make_gpt_moe(const GptConfig& c, const MoeConfig&
     throw std::invalid_argument("gpt-moe: " + std::to_string(c.heads) + " heads do not divide the width " +
                                 std::to_string(c.width));
   auto model = std::make_shared<engine::Model>();
-  model->add_stage("embed", std::make_shared<Embed>(c, gen, nullptr));
+  model->add_stage("embed", std::make_shared<Embed>(c, gen, TensorParallelGroup{}, nullptr));
   for (int64_t i = 0; i < c.layers; ++i)
     model->add_stage(block_name(i), is_moe_block(m, i) ? std::make_shared<Block>(c, m, gen, ep, stats)
                                                        : std::make_shared<Block>(c, gen, TensorParallelGroup{}, nullptr));
