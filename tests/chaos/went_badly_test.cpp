@@ -97,24 +97,26 @@ TEST_F(WentBadly, ASplitArmThatLostAPoolEndsDegraded) {
   EXPECT_NE(file_bytes(run / "sl" / "roles" / "server.log").find("loses its turn"), std::string::npos);
 }
 
-// One NaN in the initial weights: every loss is NaN in every arm, which ends diverged.
-TEST_F(WentBadly, NanInitialWeightsLeaveEveryArmDiverged) {
+// Initial weights that are all 3e38 (finite, so they load): the first layer's sums
+// overflow to infinity, every loss is NaN in every arm, which ends diverged.
+TEST_F(WentBadly, WeightsThatOverflowLeaveEveryArmDiverged) {
   const json train = {{"epochs", 1}, {"batch", 32}, {"max_steps", 3}};
   json j = spec({{"name", "single"}, {"regime", "single"}}, train);
   j["arms"].push_back({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 2}});
   j["arms"].push_back({{"name", "fed"}, {"regime", "federated"}, {"clients", 2}, {"rounds", 2}});
   const fs::path spec_file = write_spec(j);
-  // The run's own initial weights, with their first value made NaN.
   ASSERT_EQ(quartet({"run", spec_file.string(), "--out", (dir_ / "clean").string(), "--progress=none"}, dir_).code, 0);
   std::string bytes = file_bytes(dir_ / "clean" / "init.safetensors");
   uint64_t header = 0;
   std::memcpy(&header, bytes.data(), sizeof header);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
-  std::ofstream(dir_ / "nan.safetensors", std::ios::binary) << bytes;
+  const float huge = 3e38f;
+  ASSERT_GT(bytes.size(), 8 + header);
+  for (uint64_t at = 8 + header; at + sizeof huge <= bytes.size(); at += sizeof huge)
+    std::memcpy(bytes.data() + at, &huge, sizeof huge);
+  std::ofstream(dir_ / "huge.safetensors", std::ios::binary) << bytes;
 
   const cli_util::Result r = quartet({"run", spec_file.string(), "--out", (dir_ / "run").string(), "--init",
-                                      (dir_ / "nan.safetensors").string(), "--progress=none"},
+                                      (dir_ / "huge.safetensors").string(), "--progress=none"},
                                      dir_);
   EXPECT_EQ(r.code, 3) << r.out;
   for (const char* arm : {"single", "ddp", "fed"}) {
@@ -124,6 +126,30 @@ TEST_F(WentBadly, NanInitialWeightsLeaveEveryArmDiverged) {
   }
   EXPECT_EQ(json::parse(file_bytes(dir_ / "run" / "run.json"))["status"], "diverged");
   EXPECT_NE(r.out.find("diverged"), std::string::npos) << r.out;
+}
+
+// One NaN in the initial weights: refused as --init is read, naming the tensor, before
+// any folder is made (a NaN weight gave exit 0 and garbage out).
+TEST_F(WentBadly, NanInitialWeightsAreRefusedNamingTheTensor) {
+  const json j = spec({{"name", "single"}, {"regime", "single"}}, {{"epochs", 1}, {"batch", 32}, {"max_steps", 1}});
+  const fs::path spec_file = write_spec(j);
+  ASSERT_EQ(quartet({"run", spec_file.string(), "--out", (dir_ / "clean").string(), "--progress=none"}, dir_).code, 0);
+  std::string bytes = file_bytes(dir_ / "clean" / "init.safetensors");
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
+  std::ofstream(dir_ / "nan.safetensors", std::ios::binary) << bytes;
+  const cli_util::Result r = quartet({"run", spec_file.string(), "--out", (dir_ / "run").string(), "--init",
+                                      (dir_ / "nan.safetensors").string()},
+                                     dir_);
+  cli_util::expect_exit2_with(r, "that are not finite (NaN or infinite; the first at index 0 is nan)");
+  EXPECT_NE(r.out.find("--init " + (dir_ / "nan.safetensors").string() + ": "), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+  // eval reads weights the same way.
+  cli_util::expect_exit2_with(
+      quartet({"eval", (dir_ / "nan.safetensors").string(), "--workload", "synthetic", "--model", "mlp"}, dir_),
+      "that are not finite");
 }
 
 }  // namespace
