@@ -253,6 +253,10 @@ std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
   for (int64_t i = 0; i < used; ++i) {
     const medical3d::MsdCase& mc = ds.training[static_cast<size_t>(i)];
     medical3d::Sample s{medical3d::read_nifti(mc.image), medical3d::read_nifti_labels(mc.label)};
+    if (const int64_t bad = medical3d::non_finite_voxels(s.image); bad > 0)
+      throw std::runtime_error(mc.image + ": " + std::to_string(bad) + " of " +
+                               std::to_string(s.image.grid.voxel_count()) +
+                               " voxels are not finite (NaN or infinite); allowed: finite voxels");
     if (s.image.grid.dims != s.labels.grid.dims)
       throw std::runtime_error(mc.label + ": " + std::to_string(s.labels.nx()) + "x" + std::to_string(s.labels.ny()) +
                                "x" + std::to_string(s.labels.nz()) + " voxels, its image " + mc.image + " has " +

@@ -123,7 +123,8 @@ TEST_F(PredictCli, BadInputExitsWith2AndOneMessage) {
   expect_one_line({"predict", w, img, "--out", (dir_ / "mask.png").string()}, "--out: expected a name ending in .nii");
   expect_one_line({"predict", w, (dir_ / "none.nii.gz").string(), "--out", out}, "none.nii.gz");
   expect_one_line({"predict", w, junk.string(), "--out", out}, "junk.nii");
-  expect_one_line({"predict", w, img, "--out", (dir_ / "no" / "such" / "mask.nii.gz").string()}, "--out: ");
+  expect_one_line({"predict", w, img, "--out", (dir_ / "no" / "such" / "mask.nii.gz").string()},
+                  "--out: the folder " + (dir_ / "no" / "such").string() + " of ");
 }
 
 // A Decathlon folder as `quartet phantom` writes it trains under the runner, and the
@@ -192,6 +193,47 @@ TEST_F(VolumeCliHostile, PredictRefusesAForgedImageAndWritesNoMask) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     EXPECT_FALSE(fs::exists(mask)) << "no mask of a refused image";
   }
+}
+
+// A NaN voxel or a NaN weight gave an all-background mask and exit 0: both are refused,
+// the voxels counted, the tensor named; --nan-as reads such voxels as a value.
+TEST_F(VolumeCliHostile, NonFiniteVoxelsAndWeightsAreRefused) {
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "ct.nii", mask = dir_ / "mask.nii";
+  const std::shared_ptr<engine::Model> model = workloads::make_model("unet3d", 3);
+  engine::save_safetensors(weights.string(), model->state_dict());
+  medical3d::Volume v = oblique_ct();
+  v.voxels[5] = std::numeric_limits<float>::quiet_NaN();
+  v.voxels[77] = std::numeric_limits<float>::infinity();
+  medical3d::write_nifti(image.string(), v);
+  const std::vector<std::string> args = {"predict", weights.string(), image.string(), "--out", mask.string(),
+                                         "--patch", "16"};
+  cli_util::expect_exit2_with(quartet(args, dir_),
+                              "ct.nii: 2 of 40320 voxels are not finite (NaN or infinite); allowed: finite voxels, or "
+                              "--nan-as VALUE to read them as VALUE");
+  EXPECT_FALSE(fs::exists(mask));
+  std::vector<std::string> with_value = args;
+  with_value.insert(with_value.end(), {"--nan-as", "-1024"});
+  const Result ok = quartet(with_value, dir_);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  medical3d::Volume mended = medical3d::read_nifti(image.string());
+  medical3d::replace_non_finite(mended, -1024.0f);
+  EXPECT_EQ(medical3d::read_nifti_labels(mask.string()).voxels,
+            workloads::segment_volume(*model, workloads::normalise_image(medical3d::PhantomKind::ct, mended), 16, 0.5,
+                                      4)
+                .voxels);
+
+  // One NaN weight: refused naming the tensor.
+  engine::NamedTensors state = model->state_dict();
+  std::vector<float> values = state.front().second.to_vector();
+  values[0] = std::numeric_limits<float>::quiet_NaN();
+  state.front().second = engine::Tensor::from_vector(state.front().second.shape(), values);
+  engine::save_safetensors((dir_ / "nan.safetensors").string(), state);
+  fs::remove(mask);
+  cli_util::expect_exit2_with(
+      quartet({"predict", (dir_ / "nan.safetensors").string(), image.string(), "--out", mask.string(), "--nan-as", "0"},
+              dir_),
+      "tensor '" + state.front().first + "' holds 1 of ");
+  EXPECT_FALSE(fs::exists(mask));
 }
 
 TEST_F(VolumeCliHostile, RunAndEvalRefuseADecathlonFolderWithAForgedImage) {
