@@ -583,7 +583,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
       }
       if (combined) {
         dp.release(*combined, round, average.added());
-        global = strategy->aggregate(global, std::move(*combined));
+        global = strategy->aggregate(global, std::move(*combined), round);
       }
     }
 #ifdef __GLIBC__
