@@ -643,6 +643,8 @@ void add_repeat_statistics(const fs::path& run_dir, const ExperimentSpec& spec, 
 
 }  // namespace
 
+void check_experiment(const ExperimentSpec& spec) { check_batches_fit(spec, workload_train_size(spec)); }
+
 int run_experiment(const RunOptions& opt) {
   const std::shared_ptr<const transport::Tls> tls = load_tls(opt.tls);  // bad settings fail before the run folder
   std::unique_ptr<Progress> progress = make_progress(opt.progress);

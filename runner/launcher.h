@@ -33,6 +33,12 @@ struct RunOptions {
 // kept, the run marked interrupted).
 int run_experiment(const RunOptions& options);
 
+// What `quartet run` checks of a spec before it makes a run folder, so that `quartet
+// validate` agrees with it: the workload's data (its folder's contents; phantoms and
+// synthetic samples are counted, not made) and every arm's batch against the training
+// set. Throws InputError naming what is wrong.
+void check_experiment(const ExperimentSpec& spec);
+
 struct RoleOptions {
   std::filesystem::path run_dir;  // a local role: the run folder made by run_experiment
   std::string coordinator;        // a remote role: HOST:PORT of the run's coordinator

@@ -104,6 +104,9 @@ medical3d::LabelVolume segment_volume(engine::Model& model, const medical3d::Vol
 // a phantom size, 1 <= patch <= volume_size, 1 <= scanners <= kPhantomScanners, and the
 // model fits.
 std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& config);
+// The training volumes make_phantom_workload(config) would make, after its checks,
+// without making any. Throws as it does.
+int64_t phantom_train_volumes(const WorkloadConfig& config);
 
 // "msd-folder": the Medical Segmentation Decathlon folder config.data_dir
 // (medical3d/msd.h), trained and scored as the phantoms are. Its training cases in
