@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 
 #include "analysis/repeats.h"
+#include "analysis/summary.h"
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 
@@ -113,7 +114,10 @@ void CompareView::add_run(RunResults run) {
   auto* top = new QTreeWidgetItem(tree_, {QString(), QString(), QString::fromStdString(run.status)});
   for (const ArmResults& a : run.arms) {
     auto* item = new QTreeWidgetItem(top, {QString::fromStdString(a.name), QString::fromStdString(a.regime),
-                                           QString::fromStdString(a.status), repeats_count(a)});
+                                           QString::fromStdString(a.status == "degraded"
+                                                                      ? analysis::status_text(a.summary)
+                                                                      : a.status),
+                                           repeats_count(a)});
     if (const QString tip = repeats_tooltip(a); !tip.isEmpty())
       for (int c = 0; c < 4; ++c) item->setToolTip(c, tip);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "analysis/summary.h"
 #include "analysis/tables.h"
 
 namespace quartet::runner {
@@ -78,7 +79,7 @@ class Console : public Progress {
     // The arm's work is done: it moves from the arm's share to the run's, counted once.
     done_ += std::max(total_, samples_);
     total_ = samples_ = 0;
-    std::fprintf(stderr, "%s %s: %s, %.0f samples/s", tag().c_str(), arm.c_str(), status.c_str(),
+    std::fprintf(stderr, "%s %s: %s, %.0f samples/s", tag().c_str(), arm.c_str(), analysis::status_text(s).c_str(),
                  s.value("samples_per_second", 0.0));
     if (s.contains("final_quality") && !s["final_quality"].is_null())
       std::fprintf(stderr, ", %s %.4f", metric_.c_str(), s["final_quality"].get<double>());

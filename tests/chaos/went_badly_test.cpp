@@ -1,9 +1,11 @@
 // Runs that went badly never say "finished": a client pool killed mid-run leaves the
-// federated and split arms degraded (rounds and turns short of their clients), weights
-// that are not numbers leave every arm diverged; both exit with code 3 and say why.
+// federated and split arms degraded (rounds and turns short of their clients), or failed
+// when what they trained is less than half the plan; weights whose sums overflow leave
+// every arm diverged (3); weights that are not numbers are refused as they are read (2).
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -69,6 +71,95 @@ TEST_F(WentBadly, AFederatedArmThatLostAPoolEndsDegraded) {
   EXPECT_EQ(last["round"]["pools"][0]["clients"].size(), 4u) << last.dump();
   EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "degraded");
   EXPECT_NE(file_bytes(dir_ / "launcher.log").find("pool1"), std::string::npos);
+  // The share of the plan it trained is said wherever the status is.
+  EXPECT_GE(summary["trained_share"].get<double>(), 0.5) << summary.dump();
+  EXPECT_NE(summary["problem"].get<std::string>().find(" planned samples ("), std::string::npos) << summary.dump();
+  EXPECT_NE(file_bytes(dir_ / "launcher.log").find("fed: degraded: trained "), std::string::npos)
+      << file_bytes(dir_ / "launcher.log");
+  EXPECT_NE(file_bytes(run / "summary.md").find("degraded ("), std::string::npos);
+}
+
+// The arm's only pool is killed after round 1: every later round finds no client. The
+// arm trained a tenth of the samples it planned: failed, saying so, not "degraded".
+TEST_F(WentBadly, AFederatedArmThatTrainedLessThanHalfItsPlanFails) {
+  const json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 2}, {"processes", 1},
+                       {"fraction", 1.0}, {"deadline_s", 2.0}, {"rounds", 10}},
+                      {{"batch", 16}, {"optimizer", {{"lr", 0.05}}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = cli_util::run_and_kill_role(write_spec(j), run, "fed", "pool0", dir_ / "launcher.log");
+  ASSERT_GT(launcher, 0) << file_bytes(dir_ / "launcher.log");
+  ASSERT_EQ(cli_util::wait_exit_within(launcher, std::chrono::seconds(300)), 1) << file_bytes(dir_ / "launcher.log");
+  const json summary = json::parse(file_bytes(run / "fed" / "summary.json"));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_EQ(summary["planned_samples"], 10 * 256);  // two clients of 128 samples, all of them each round
+  EXPECT_LT(summary["trained_share"].get<double>(), 0.5);
+  EXPECT_NE(summary["error"].get<std::string>().find("trained " + summary["samples"].dump() + " of 2560 planned "
+                                                     "samples ("),
+            std::string::npos)
+      << summary.dump();
+  EXPECT_NE(summary["error"].get<std::string>().find("less than 50 % of the plan"), std::string::npos)
+      << summary.dump();
+  EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "failed");
+}
+
+// The server dies while a pool is stopped (SIGSTOP: it cannot act on SIGTERM): the arm
+// fails and the pool is killed once it has had its grace; the run ends, it does not wait.
+TEST_F(WentBadly, ARoleThatDoesNotStopWhenAskedIsKilled) {
+  const json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 4}, {"processes", 2},
+                       {"fraction", 1.0}, {"rounds", 100000}},
+                      {{"batch", 16}, {"optimizer", {{"lr", 0.05}}}});
+  const fs::path run = dir_ / "run";
+  const fs::path log = dir_ / "launcher.log";
+  const pid_t launcher = cli_util::start_quartet({"run", write_spec(j).string(), "--out", run.string(),
+                                                  "--progress=none"},
+                                                 log);
+  ASSERT_FALSE(
+      cli_util::wait_for_line(run / "fed" / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120))
+          .empty())
+      << file_bytes(log);
+  const pid_t pool = cli_util::find_role_process(run, "pool1"), server = cli_util::find_role_process(run, "server");
+  ASSERT_GT(pool, 0);
+  ASSERT_GT(server, 0);
+  kill(pool, SIGSTOP);
+  kill(server, SIGKILL);
+  EXPECT_EQ(cli_util::wait_exit_within(launcher, std::chrono::seconds(120)), 1) << file_bytes(log);
+  EXPECT_NE(kill(pool, 0), 0) << "the stopped pool outlived its run";
+  EXPECT_EQ(json::parse(file_bytes(run / "fed" / "summary.json"))["status"], "failed");
+  EXPECT_NE(file_bytes(log).find("role server failed"), std::string::npos) << file_bytes(log);
+}
+
+// Out of tasks: the run's user may start only n processes and threads (RLIMIT_NPROC), so
+// a fork or a thread somewhere fails with EAGAIN: the launcher's own spawn of a role, or
+// the federated server's thread for a pool's connection, which left the server waiting
+// for that pool (run.json "running" until killed). Whichever fails, the arm ends at once,
+// failed, naming it. The limit binds only a user other than root: the run is that of
+// nobody (setpriv), which needs root.
+TEST_F(WentBadly, OutOfTasksEveryArmEndsPromptlyNamingTheCause) {
+  if (::geteuid() != 0) GTEST_SKIP() << "running the run as a user of its own (setpriv) needs root";
+  json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 4}, {"processes", 2}, {"rounds", 3}},
+                {{"batch", 32}});
+  j["override_limits"] = true;  // the spec's own check would refuse these limits first
+  const fs::path spec_file = write_spec(j);
+  fs::permissions(dir_, fs::perms::all);
+  int failed = 0;
+  for (int n = 8; n <= 18; n += 2) {
+    const fs::path run = dir_ / ("run" + std::to_string(n)), log = dir_ / ("run" + std::to_string(n) + ".log");
+    const pid_t pid = cli_util::start_quartet(
+        {"run", spec_file.string(), "--out", run.string(), "--progress=none"}, log, {},
+        {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "prlimit",
+         "--nproc=" + std::to_string(n) + ":" + std::to_string(n)});
+    const int code = cli_util::wait_exit_within(pid, std::chrono::seconds(90));
+    const std::string out = file_bytes(log);
+    ASSERT_NE(code, -1) << "ulimit -u " << n << ": the run hung\n" << out;
+    if (code == 0) continue;
+    ++failed;
+    EXPECT_EQ(code, 1) << n << ": " << out;
+    EXPECT_NE(out.find("Resource temporarily unavailable"), std::string::npos) << n << ": " << out;
+    if (fs::exists(run / "run.json")) {
+      EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "failed") << n << ": " << out;
+    }
+  }
+  EXPECT_GT(failed, 0) << "no limit was tight enough to fail a spawn";
 }
 
 // Clients take turns; pool1's lose theirs after the kill, the others go on.

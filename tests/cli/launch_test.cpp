@@ -318,6 +318,39 @@ TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {
 }
 
 // No coordinator comes: the rank says it keeps trying, then gives up at its deadline.
+// A rank started twice: the second is refused as a twin of the connected one, which no
+// retry mends; it exits 2 saying so after its grace (30 s), not after its join timeout.
+TEST_F(Launch, ARankStartedTwiceExitsWith2) {
+  const std::string port = std::to_string(unused_port());
+  auto vars = [&](int r) {
+    return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=4", "LOCAL_RANK=" + std::to_string(r),
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
+  };
+  const pid_t rank0 = start_rank(0, vars(0));
+  const pid_t rank1 = start_rank(1, vars(1));
+  // The twin starts once rank 1 has joined: rank 0's coordinator is up (its run folder
+  // is made after it listens), and rank 1 tries every half second.
+  ASSERT_FALSE(cli_util::wait_for_line(dir_ / "run" / "run.json", "running", std::chrono::seconds(120)).empty())
+      << file_bytes(log(0));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::vector<std::string> twin_vars = vars(1);
+  std::vector<std::string> all;
+  for (const std::string& a : only(twin_vars)) all.push_back(a);
+  const pid_t twin = start_quartet({"launch", spec().string(), "--arm", "ddp", "--token-file", token_file_.string(),
+                                    "--work-dir", (dir_ / "twin").string(), "--join-timeout", "300"},
+                                   dir_ / "logs" / "twin", {}, all);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_exit_within(twin, std::chrono::seconds(120)), 2) << file_bytes(dir_ / "logs" / "twin");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(100));
+  const std::string out = file_bytes(dir_ / "logs" / "twin");
+  EXPECT_NE(out.find("is already connected from"), std::string::npos) << out;
+  EXPECT_NE(out.find("another process runs this role"), std::string::npos) << out;
+  kill(rank0, SIGINT);
+  kill(rank1, SIGTERM);
+  wait_exit_within(rank0, std::chrono::seconds(120));
+  wait_exit_within(rank1, std::chrono::seconds(120));
+}
+
 TEST_F(Launch, RankThatCannotReachTheCoordinatorRetriesUntilItsDeadline) {
   const std::string port = std::to_string(unused_port());
   const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp", "--join-timeout", "3"}, log(1), {},
