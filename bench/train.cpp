@@ -201,11 +201,11 @@ void run(const Options& o) {
     std::snprintf(analytic_json, sizeof analytic_json, R"("analytic_mb": %.3f, "tracked_over_analytic": %.4f)",
                   analytic / mb, static_cast<double>(stats.total_peak - base_tracked) / analytic);
   auto tag_peak = [&](engine::MemTag t) { return stats.peak[static_cast<int>(t)] / mb; };
-  // Under QUARTET_CONV_KERNEL=measure: the kernel each conv shape kept.
+  // The kernel each conv shape kept, and whence (the machine's table, or measured).
   std::string measured_kernels;
-  for (const engine::cpu::MeasuredConv& m : engine::cpu::measured_conv_kernels())
+  for (const engine::cpu::KernelChoice& m : engine::cpu::conv_kernel_choices())
     measured_kernels += (measured_kernels.empty() ? "" : ", ") + std::string("{\"shape\": \"") + m.shape +
-                        "\", \"kernel\": \"" + m.kernel + "\"}";
+                        "\", \"kernel\": \"" + m.kernel + "\", \"source\": \"" + m.source + "\"}";
   std::printf(
       "{\"side\": \"ours\", \"conv_kernel\": \"%s\", \"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"steps\": %d, "
       "\"seconds\": %.6f, \"samples_per_s\": %.3f, \"samples_per_cpu_s\": %.3f, \"rss_peak_mb\": %.3f, \"tracked_peak_mb\": %.3f, "

@@ -298,6 +298,18 @@ void declare_arm(RunCoordinator& rc, const ExperimentSpec& spec, const ArmSpec& 
                                json{{"spec", spec.json}, {"arm", arm.name}}.dump());
 }
 
+}  // namespace
+
+int arm_threads(const ArmSpec& arm) {
+  if (arm.threads > 0) return arm.threads;
+  const int local_roles =
+      static_cast<int>(arm.regime_entry().roles(*arm.settings).size() - arm.remote.size());
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_roles));
+}
+
+namespace {
+
 // The training samples an arm plans: its epochs of whole batches, or max_steps of them.
 int64_t planned_samples(const ArmSpec& arm, int64_t train_size) {
   const trainers::TrainConfig& cfg = arm.train;
@@ -322,9 +334,8 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   const trainers::TrainConfig& cfg = arm.train;
   const trainers::Regime* regime = &arm.regime_entry();
   const std::vector<std::string> roles = regime->roles(*arm.settings);
-  const int local_roles = static_cast<int>(roles.size() - arm.remote.size());
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int threads = arm.threads > 0 ? arm.threads : std::max(1, cores / std::max(1, local_roles));
+  int threads = arm_threads(arm);
   if (arm.threads == 0 && threads > 1) {
     // Compute threads wait for each other at every op: one that the OS has to share
     // with other work stalls the rest (a 2-thread arm on a busy 2-core machine ran 150x

@@ -10,6 +10,7 @@
 namespace quartet::runner {
 
 struct ExperimentSpec;
+struct ArmSpec;
 
 struct RunOptions {
   std::string spec_path;              // the experiment file (not with resume)
@@ -38,6 +39,11 @@ int run_experiment(const RunOptions& options);
 // synthetic samples are counted, not made) and every arm's batch against the training
 // set. Throws InputError naming what is wrong.
 void check_experiment(const ExperimentSpec& spec);
+
+// The compute threads each of an arm's local processes gets: its `threads`, else this
+// machine's cores shared among them (run_experiment gives fewer where other work keeps
+// cores busy when the arm starts).
+int arm_threads(const ArmSpec& arm);
 
 struct RoleOptions {
   std::filesystem::path run_dir;  // a local role: the run folder made by run_experiment

@@ -17,6 +17,7 @@
 #include "runner/predict_command.h"
 #include "runner/report_command.h"
 #include "runner/sample_command.h"
+#include "runner/tune_command.h"
 #include "runner/spec.h"
 #include "runner/wiring.h"
 #include "trainers/regime.h"
@@ -154,6 +155,8 @@ int main(int argc, char** argv) {
   CLI::App* sample_cmd = add_sample_command(app, sample_opts);
   InspectOptions inspect_opts;
   CLI::App* inspect_cmd = add_inspect_command(app, inspect_opts);
+  TuneOptions tune_opts;
+  CLI::App* tune_cmd = add_tune_command(app, tune_opts);
 
   ReportOptions report_opts;
   CLI::App* report_cmd = add_report_command(app, report_opts);
@@ -213,6 +216,7 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return predict_main(predict_opts);
     if (*sample_cmd) return sample_main(sample_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
+    if (*tune_cmd) return tune_main(tune_opts);
     if (*certs_cmd) return certs_main(certs_opts);
     if (*launch_cmd) return launch_main(launch_opts);
     if (*report_cmd) return report_main(report_opts, argc, argv);

@@ -93,10 +93,12 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
   if (r.eval) {
     j["eval"] = {{"metric", r.eval->metric}, {"value", r.eval->value},
                  {"samples", r.eval->samples}, {"seconds", r.eval->seconds}};
-    // Under QUARTET_CONV_KERNEL=measure: what this process chose per conv shape so far.
+    // What this process chose per conv shape so far, and whence: the machine's table
+    // ("cache"), a measurement it made for the table ("measured"), or under
+    // QUARTET_CONV_KERNEL=measure for itself ("measured here").
     json chosen = json::array();
-    for (const engine::cpu::MeasuredConv& m : engine::cpu::measured_conv_kernels())
-      chosen.push_back({{"shape", m.shape}, {"kernel", m.kernel}, {"seconds", m.seconds}});
+    for (const engine::cpu::KernelChoice& m : engine::cpu::conv_kernel_choices())
+      chosen.push_back({{"shape", m.shape}, {"kernel", m.kernel}, {"source", m.source}, {"seconds", m.seconds}});
     if (!chosen.empty()) j["conv_kernels"] = chosen;
   }
   return j;

@@ -8,6 +8,7 @@
 #endif
 #include <algorithm>
 #include <array>
+#include <chrono>
 
 #include "engine/cpu/conv_kernel.h"
 #include "engine/cpu/dnnl_conv.h"
@@ -728,23 +729,40 @@ void forward_with(ConvKernel k, const Tensor& x, const Tensor& weight, const Ten
   forward_core(g, x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, out.data());
 }
 
+void backward_with(ConvKernel k, const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                   const ConvOptions& opt, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias);
+
 }  // namespace
 
 void conv_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& opt,
                   Tensor& out) {
-  const ConvKernel k =
-      conv_kernel_for(x, weight, opt, [&](ConvKernel candidate) { forward_with(candidate, x, weight, bias, opt, out); });
-  forward_with(k, x, weight, bias, opt, out);
+  // A shape not yet chosen: each candidate's forward into `out` (recomputed below) and
+  // backward into scratch, out standing in for the gradient.
+  const auto time = [&](ConvKernel candidate) {
+    Tensor dx = Tensor::empty(x.shape()), dw = Tensor::empty(weight.shape()), db;
+    if (bias.defined()) db = Tensor::empty(bias.shape());
+    const auto start = std::chrono::steady_clock::now();
+    forward_with(candidate, x, weight, bias, opt, out);
+    backward_with(candidate, x, weight, out, opt, dx, dw, db);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  forward_with(conv_kernel_for(x, weight, opt, time), x, weight, bias, opt, out);
 }
 
 void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out, const ConvOptions& opt,
                    Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
-  const ConvKernel k = conv_kernel_for(x, weight, opt);
+  backward_with(conv_kernel_for(x, weight, opt), x, weight, grad_out, opt, grad_x, grad_weight, grad_bias);
+}
+
+namespace {
+
+void backward_with(ConvKernel k, const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                   const ConvOptions& opt, Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias) {
   if (k == ConvKernel::onednn) return dnnl_conv_backward(x, weight, grad_out, opt, grad_x, grad_weight, grad_bias);
   if (grad_x.defined() && k == ConvKernel::winograd) {
     winograd_conv_backward_data(weight, grad_out, opt, grad_x);
     Tensor no_grad_x;
-    return conv_backward(x, weight, grad_out, opt, no_grad_x, grad_weight, grad_bias);
+    return backward_with(ConvKernel::im2col, x, weight, grad_out, opt, no_grad_x, grad_weight, grad_bias);
   }
   const Geometry g =
       make_geometry(x.shape(), grad_out.shape(), weight, opt.stride, opt.padding, opt.dilation);
@@ -757,6 +775,8 @@ void conv_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out
   backward_core(g, x.data(), weight.data(), grad_out.data(), dx, grad_weight.defined() ? grad_weight.data() : nullptr);
   if (grad_bias.defined()) channel_sums(grad_out.data(), g.n, g.cout, g.out_size, grad_bias.data());
 }
+
+}  // namespace
 
 // A transposed conv is the conv whose input is its output: weight (Cin, Cout, *k) is
 // that conv's (Cout', Cin', *k), x plays the conv's output and out its input.

@@ -1,6 +1,6 @@
 #include "engine/cpu/conv_kernel.h"
 
-#include <chrono>
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -13,10 +13,11 @@
 namespace quartet::engine::cpu {
 namespace {
 
+// "measure": each process for itself.
 struct Measured {
   std::mutex mutex;
   std::map<std::string, ConvKernel> chosen;
-  std::vector<MeasuredConv> log;
+  std::vector<KernelChoice> log;
 };
 
 Measured& measured() {
@@ -37,35 +38,55 @@ std::string shape_key(const Tensor& x, const Tensor& weight, const ConvOptions& 
          (threads == 1 ? " thread" : " threads");
 }
 
+ConvKernel by_rule(const Tensor& x, const Tensor& weight, const ConvOptions& opt) {
+  return winograd_applies(x, weight, opt) ? ConvKernel::winograd : ConvKernel::im2col;
+}
+
+// The kernels that can run this conv, the rule's first.
+std::vector<ConvKernel> candidates(const Tensor& x, const Tensor& weight, const ConvOptions& opt) {
+  std::vector<ConvKernel> out{by_rule(x, weight, opt)};
+  for (ConvKernel k : {ConvKernel::im2col, ConvKernel::winograd, ConvKernel::onednn})
+    if (k != out.front() && conv_kernel_supports(k, x, weight, opt)) out.push_back(k);
+  return out;
+}
+
+ConvKernel by_name(const std::string& name) {
+  for (ConvKernel k : {ConvKernel::im2col, ConvKernel::winograd, ConvKernel::onednn})
+    if (name == conv_kernel_name(k)) return k;
+  return ConvKernel::im2col;
+}
+
+ConvKernel from_table(const Tensor& x, const Tensor& weight, const ConvOptions& opt,
+                      const std::function<double(ConvKernel)>& time) {
+  std::vector<std::string> names;
+  for (ConvKernel k : candidates(x, weight, opt)) names.push_back(conv_kernel_name(k));
+  std::function<double(const std::string&)> timed;
+  if (time) timed = [&](const std::string& name) { return time(by_name(name)); };
+  return by_name(cached_kernel("conv", shape_key(x, weight, opt), names, timed));
+}
+
 ConvKernel measure(const Tensor& x, const Tensor& weight, const ConvOptions& opt,
-                   const std::function<void(ConvKernel)>& run_forward) {
-  MeasuredConv entry{shape_key(x, weight, opt), "", {}};
+                   const std::function<double(ConvKernel)>& time) {
+  const std::string shape = shape_key(x, weight, opt);
   Measured& m = measured();
   {
     std::lock_guard lock(m.mutex);
-    if (auto it = m.chosen.find(entry.shape); it != m.chosen.end()) return it->second;
+    if (auto it = m.chosen.find(shape); it != m.chosen.end()) return it->second;
   }
-  // A backward pass of a shape whose forward never ran here: the fixed rule.
-  if (!run_forward) return winograd_applies(x, weight, opt) ? ConvKernel::winograd : ConvKernel::im2col;
+  if (!time) return by_rule(x, weight, opt);
+  KernelChoice entry{"conv", shape, "", "measured here", {}};
   ConvKernel best = ConvKernel::im2col;
   double best_seconds = 0.0;
-  for (ConvKernel k : {ConvKernel::im2col, ConvKernel::winograd, ConvKernel::onednn}) {
-    if (!conv_kernel_supports(k, x, weight, opt)) continue;
-    run_forward(k);  // warm-up: first-touch of buffers, the thread pool, caches
-    double fastest = 0.0;
-    for (int run = 0; run < 2; ++run) {
-      const auto t0 = std::chrono::steady_clock::now();
-      run_forward(k);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (run == 0 || s < fastest) fastest = s;
-    }
+  for (ConvKernel k : candidates(x, weight, opt)) {
+    time(k);  // warm-up: first-touch of buffers, the thread pool, caches
+    const double fastest = std::min(time(k), time(k));
     entry.seconds.emplace_back(conv_kernel_name(k), fastest);
     if (entry.seconds.size() == 1 || fastest < best_seconds) best = k, best_seconds = fastest;
   }
   entry.kernel = conv_kernel_name(best);
   std::lock_guard lock(m.mutex);
   // Another thread may have measured the same shape meanwhile: the first choice stays.
-  const auto [it, first] = m.chosen.emplace(entry.shape, best);
+  const auto [it, first] = m.chosen.emplace(shape, best);
   if (first) m.log.push_back(std::move(entry));
   return it->second;
 }
@@ -84,8 +105,8 @@ const char* conv_kernel_name(ConvKernel k) {
 std::string conv_kernel_policy() {
   const char* env = std::getenv("QUARTET_CONV_KERNEL");
   const std::string p = env && *env ? env : "auto";
-  if (p != "auto" && p != "measure" && p != "im2col" && p != "winograd" && p != "onednn")
-    throw std::invalid_argument("QUARTET_CONV_KERNEL: expected auto, measure, im2col, winograd or onednn, got \"" +
+  if (p != "auto" && p != "rule" && p != "measure" && p != "im2col" && p != "winograd" && p != "onednn")
+    throw std::invalid_argument("QUARTET_CONV_KERNEL: expected auto, rule, measure, im2col, winograd or onednn, got \"" +
                                 p + "\"");
   return p;
 }
@@ -100,19 +121,23 @@ bool conv_kernel_supports(ConvKernel k, const Tensor& x, const Tensor& weight, c
 }
 
 ConvKernel conv_kernel_for(const Tensor& x, const Tensor& weight, const ConvOptions& opt,
-                           const std::function<void(ConvKernel)>& run_forward) {
+                           const std::function<double(ConvKernel)>& time) {
   const std::string policy = conv_kernel_policy();
-  if (policy == "auto") return winograd_applies(x, weight, opt) ? ConvKernel::winograd : ConvKernel::im2col;
-  if (policy == "measure") return measure(x, weight, opt, run_forward);
-  for (ConvKernel k : {ConvKernel::im2col, ConvKernel::winograd, ConvKernel::onednn})
-    if (policy == conv_kernel_name(k)) return conv_kernel_supports(k, x, weight, opt) ? k : ConvKernel::im2col;
-  return ConvKernel::im2col;
+  if (policy == "auto") return from_table(x, weight, opt, time);
+  if (policy == "rule") return by_rule(x, weight, opt);
+  if (policy == "measure") return measure(x, weight, opt, time);
+  const ConvKernel k = by_name(policy);
+  return conv_kernel_supports(k, x, weight, opt) ? k : ConvKernel::im2col;
 }
 
-std::vector<MeasuredConv> measured_conv_kernels() {
+std::vector<KernelChoice> conv_kernel_choices() {
+  std::vector<KernelChoice> out;
+  for (KernelChoice& c : kernel_choices())
+    if (c.op == "conv") out.push_back(std::move(c));
   Measured& m = measured();
   std::lock_guard lock(m.mutex);
-  return m.log;
+  out.insert(out.end(), m.log.begin(), m.log.end());
+  return out;
 }
 
 }  // namespace quartet::engine::cpu

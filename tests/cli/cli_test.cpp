@@ -138,7 +138,7 @@ TEST_F(Cli, ABadConvKernelChoiceExitsWith2BeforeARunStarts) {
   setenv("QUARTET_CONV_KERNEL", "fft", 1);
   const Result r = quartet({"run", spec.string(), "--out", (dir_ / "k").string(), "--progress=none"}, dir_);
   unsetenv("QUARTET_CONV_KERNEL");
-  expect_exit2_with(r, "QUARTET_CONV_KERNEL: expected auto, measure, im2col, winograd or onednn, got \"fft\"");
+  expect_exit2_with(r, "QUARTET_CONV_KERNEL: expected auto, rule, measure, im2col, winograd or onednn, got \"fft\"");
   EXPECT_FALSE(fs::exists(dir_ / "k"));
 }
 
@@ -163,6 +163,41 @@ TEST_F(Cli, MeasuredConvKernelsAreRecordedWithTheRun) {
     EXPECT_NE(c["shape"].get<std::string>().find(" w ("), std::string::npos);
     EXPECT_GE(c["seconds"].size(), 1u);
     EXPECT_TRUE(c["kernel"] == "im2col" || c["kernel"] == "winograd" || c["kernel"] == "onednn") << c;
+  }
+}
+
+// The default policy: `quartet tune` measures the spec's conv shapes into the machine's
+// table (a file of the test's own), and a run then takes every kernel from it, as every
+// one of its processes would.
+TEST_F(Cli, TuneFillsTheKernelTableThatARunThenReads) {
+  json j = small_spec();
+  j["workload"]["model"] = "cnn";
+  j["train"]["epochs"] = 1;
+  j["threads"] = 1;  // as tuned, however busy the machine is when the run starts
+  j["arms"] = json::parse(R"([{"name": "single", "regime": "single"}])");
+  const fs::path spec = write_spec(j);
+  setenv("QUARTET_CONV_KERNEL", "auto", 1);
+  setenv("QUARTET_KERNEL_CACHE", (dir_ / "kernels.json").c_str(), 1);
+  const Result tune = quartet({"tune", spec.string()}, dir_);
+  const Result run = quartet({"run", spec.string(), "--out", (dir_ / "t").string(), "--progress=none"}, dir_);
+  const Result again = quartet({"tune", spec.string()}, dir_);
+  unsetenv("QUARTET_KERNEL_CACHE");
+  setenv("QUARTET_CONV_KERNEL", "rule", 1);
+  ASSERT_EQ(tune.code, 0) << tune.out;
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(tune.out.find("kernel table: " + (dir_ / "kernels.json").string()), std::string::npos) << tune.out;
+  EXPECT_NE(tune.out.find("conv shapes measured, 0 already in the table"), std::string::npos) << tune.out;
+  EXPECT_NE(again.out.find(": 0 conv shapes measured"), std::string::npos) << again.out;
+  const json table = json::parse(file_bytes(dir_ / "kernels.json"));
+  EXPECT_EQ(json::parse(file_bytes(dir_ / "t" / "spec.json"))["environment"]["conv_kernel"], "auto");
+  json chosen;
+  std::istringstream records(file_bytes(dir_ / "t" / "single" / "roles" / "trainer.jsonl"));
+  for (std::string line; std::getline(records, line);)
+    if (json rec = json::parse(line); rec.contains("conv_kernels")) chosen = rec["conv_kernels"];
+  ASSERT_TRUE(chosen.is_array() && !chosen.empty()) << "no evaluation record lists the kernels";
+  for (const json& c : chosen) {
+    EXPECT_EQ(c["source"], "cache") << c;
+    EXPECT_EQ(table["kernels"]["conv|" + c["shape"].get<std::string>()]["kernel"], c["kernel"]) << c;
   }
 }
 

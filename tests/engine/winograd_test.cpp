@@ -165,10 +165,10 @@ TEST(Winograd, ConvGradientsMatchFiniteDifferences) {
 
 // ---- choosing the kernel ----
 
-// Automatic: 3x3(x3), stride 1, and at least 32 (2D) or 16 (3D) channels in and out.
+// The fixed rule: 3x3(x3), stride 1, and at least 32 (2D) or 16 (3D) channels in and out.
 
 TEST(Winograd, KernelChoiceFollowsTheShapeRules) {
-  KernelScope scope(nullptr);
+  KernelScope scope("rule");
   const Tensor x2 = Tensor::empty({1, 32, 8, 8}), x3 = Tensor::empty({1, 16, 8, 8, 8});
   const ConvOptions pad1 = options(2, 1);
   EXPECT_EQ(cpu::conv_kernel_for(x3, Tensor::empty({32, 16, 3, 3, 3}), options(3, 1)), cpu::ConvKernel::winograd);
@@ -198,29 +198,31 @@ TEST(Winograd, ForcedKernelOverridesTheRulesWhereWinogradCanRun) {
             cpu::ConvKernel::im2col);
 }
 
-// cuDNN's benchmark mode: the first conv of a shape times every kernel that can run it,
-// and the shape keeps the fastest; its output is the chosen kernel's, bit for bit.
+// cuDNN's benchmark mode: the first conv of a shape times every kernel that can run it
+// (forward and backward), and the shape keeps the fastest; its output is the chosen
+// kernel's, bit for bit.
 TEST(ConvKernelChoice, MeasureTimesEachCandidateOnceAShapeAndKeepsTheFastest) {
   const Tensor x = random_tensor({2, 16, 6, 7, 5}, 1), w = random_tensor({16, 16, 3, 3, 3}, 2);
   const Tensor b = random_tensor({16}, 3);
   const ConvOptions opt = options(3, 1);
   Tensor measured = Tensor::empty({2, 16, 6, 7, 5});
-  std::vector<cpu::MeasuredConv> log;
+  std::vector<cpu::KernelChoice> log;
   {
     KernelScope scope("measure");
     cpu::conv_forward(x, w, b, opt, measured);
     cpu::conv_forward(x, w, b, opt, measured);  // the same shape again: no second measurement
-    log = cpu::measured_conv_kernels();
+    log = cpu::conv_kernel_choices();
   }
-  const auto entry = std::find_if(log.begin(), log.end(), [](const cpu::MeasuredConv& m) {
+  const auto entry = std::find_if(log.begin(), log.end(), [](const cpu::KernelChoice& m) {
     return m.shape.find("x (2, 16, 6, 7, 5) w (16, 16, 3, 3, 3) stride 1x1x1 pad 1x1x1") == 0;
   });
   ASSERT_NE(entry, log.end());
-  EXPECT_EQ(std::count_if(log.begin(), log.end(), [&](const cpu::MeasuredConv& m) { return m.shape == entry->shape; }),
+  EXPECT_EQ(std::count_if(log.begin(), log.end(), [&](const cpu::KernelChoice& m) { return m.shape == entry->shape; }),
             1);
-  ASSERT_GE(entry->seconds.size(), 2u);  // im2col and Winograd at least
-  EXPECT_EQ(entry->seconds[0].first, "im2col");
-  EXPECT_EQ(entry->seconds[1].first, "winograd");
+  EXPECT_EQ(entry->source, "measured here");
+  ASSERT_GE(entry->seconds.size(), 2u);  // Winograd (the rule's, first) and im2col at least
+  EXPECT_EQ(entry->seconds[0].first, "winograd");
+  EXPECT_EQ(entry->seconds[1].first, "im2col");
   const auto fastest = std::min_element(entry->seconds.begin(), entry->seconds.end(),
                                         [](const auto& a, const auto& c) { return a.second < c.second; });
   EXPECT_EQ(entry->kernel, fastest->first);
@@ -235,7 +237,7 @@ TEST(Winograd, BadKernelNameIsRejectedNamingTheVariable) {
   KernelScope scope("fft");
   EXPECT_TRUE(throws_invalid_argument(
       [] { cpu::conv_kernel_for(Tensor::empty({1, 1, 8, 8}), Tensor::empty({1, 1, 3, 3}), options(2, 1)); },
-      {"QUARTET_CONV_KERNEL", "auto, measure, im2col, winograd or onednn", "fft"}));
+      {"QUARTET_CONV_KERNEL", "auto, rule, measure, im2col, winograd or onednn", "fft"}));
 }
 
 }  // namespace
