@@ -186,6 +186,11 @@ class RunCoordinator {
       std::lock_guard lock(mutex_);
       vanished_[role.arm + "/" + role.role] = reason;
     };
+    // A role that cannot be served (out of threads) cannot take part: the arm fails.
+    o.on_thread_failure = [this](const std::string& why) {
+      std::lock_guard lock(mutex_);
+      if (thread_failure_.empty()) thread_failure_ = "the coordinator " + why;
+    };
     const std::string host =
         !advertise.empty() ? advertise : transport::is_any_address(o.host) ? transport::routable_address() : o.host;
     listens_beyond_this_host_ = o.host != "localhost" && !o.host.starts_with("127.");
@@ -212,11 +217,18 @@ class RunCoordinator {
     return it == vanished_.end() ? "" : it->second;
   }
 
-  // Why a remote role's record of `arm` could not be written, or "" while none has failed.
-  std::string write_failure(const std::string& arm) const {
+  // Why a remote role's record of `arm` could not be written, or why a role's connection
+  // could not be served; "" while neither has happened.
+  std::string coordinator_failure(const std::string& arm) const {
     std::lock_guard lock(mutex_);
+    if (!thread_failure_.empty()) return thread_failure_;
     auto it = write_failures_.find(arm);
     return it == write_failures_.end() ? "" : it->second;
+  }
+  // An arm starts with no connection failure of the arm before it.
+  void forget_thread_failure() {
+    std::lock_guard lock(mutex_);
+    thread_failure_.clear();
   }
 
   // Whether a remote role has joined, and whether it has said goodbye.
@@ -254,6 +266,7 @@ class RunCoordinator {
   fs::path run_dir_;
   bool listens_beyond_this_host_ = false;
   std::map<std::string, std::string> write_failures_;  // by arm: the first record it could not write
+  std::string thread_failure_;  // a role's connection that could not be served, and why
   std::unique_ptr<transport::Coordinator> coordinator_;
   std::string advertised_;
   mutable std::mutex mutex_;
@@ -349,6 +362,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     }
   }
   declare_arm(rc, spec, arm);
+  rc.forget_thread_failure();
 
   progress.arm_started(arm.name, index, planned_samples(arm, train_size), trainers::clock_role_name(roles));
 
@@ -366,7 +380,9 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     if (c.remote) {
       std::cerr << "quartet: arm " << arm.name << " waits for role " << c.role
                 << " from another host (a cluster's `quartet launch` there, or by hand):\n"
-                << "  QUARTET_TOKEN=<the run's token> "
+                << "  QUARTET_TOKEN="
+                << (fs::exists(run_dir / "token") ? "$(cat " + (run_dir / "token").string() + ")" : "<the run's token>")
+                << " "
                 << (rc.coordinator().tls() ? "QUARTET_TLS_CERT=<cert> QUARTET_TLS_KEY=<key> QUARTET_TLS_CA=<ca> " : "")
                 << "quartet role --coordinator "
                 << rc.advertised() << " --arm " << arm.name << " --role " << c.role << "\n";
@@ -387,8 +403,12 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   std::string failure = spawn_failure;
   bool interrupted = false;
   const auto started = std::chrono::steady_clock::now();
+  bool stepped = false;  // a step record has come: the arm has started training
   auto drain = [&](Child& c) {
-    for (const json& r : read_new_records(c)) progress.step(arm.name, r);
+    for (const json& r : read_new_records(c)) {
+      stepped = stepped || r.value("type", "") == "step";
+      progress.step(arm.name, r);
+    }
   };
   // A role lost: the arm fails, unless the regime can do without that role.
   // When several roles fail together, one that vanished (a remote role's connection lost
@@ -398,7 +418,10 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   std::vector<std::string> lost_roles;  // roles the arm went on without: it ends degraded
   auto lost = [&](const Child& c, const std::string& why, bool cause = false) {
     if (g_signal) return;
-    if (!regime->essential(c.role)) {
+    // A role the regime can do without may be lost once the arm trains; lost before its
+    // first step (it could not start: out of tasks, say), it leaves the others waiting
+    // for it, and the arm fails.
+    if (!regime->essential(c.role) && stepped) {
       if (!stopping_roles) lost_roles.push_back(why);
       progress.error(arm.name, why + "; the arm carries on without it");
     } else if (failure.empty()) failure = why;
@@ -410,7 +433,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     if (failure.empty() && !g_signal) failure = why;
   };
   for (;;) {
-    if (const std::string why = rc.write_failure(arm.name); !why.empty()) fail(why);
+    if (const std::string why = rc.coordinator_failure(arm.name); !why.empty()) fail(why);
     bool all_done = true;
     for (Child& c : children) {
       drain(c);
@@ -666,10 +689,10 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
   }
   if (coordinator.listens_beyond_this_host())
     std::cerr << "quartet: the coordinator listens on " << coordinator.coordinator().address()
-              << ", open to other hosts; a role joins with "
-              << "the run's token: QUARTET_TOKEN=" << (own_token ? "$(cat " + (dir / "token").string() + ")" : "<yours>")
-              << " quartet role --coordinator " << coordinator.advertised() << " --arm ARM --role ROLE"
-              << (own_token ? " (" + (dir / "token").string() + " is readable by you only)" : "") << "\n";
+              << ", open to other hosts, which reach it at " << coordinator.advertised() << "; a role joins with "
+              << (own_token ? "the run's token, in " + (dir / "token").string() + " (readable by you only)"
+                            : std::string("the QUARTET_TOKEN given to this run"))
+              << "\n";
   set_up();
   PassOutcome out;
   // A file the coordinator cannot write (a full disk) ends the pass failed, with the cause.

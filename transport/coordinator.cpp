@@ -316,6 +316,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(option
   so.tls = options_.tls;
   so.max_connections = options_.max_connections;
   so.log = options_.log;
+  so.on_thread_failure = options_.on_thread_failure;
   try {
     impl_->server = std::make_unique<Server>(so, [this](Connection& c, const Hello& h) { impl_->serve(c, h); });
   } catch (...) {

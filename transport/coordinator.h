@@ -72,6 +72,8 @@ struct CoordinatorOptions {
   size_t max_connections = 1024;
   // The server's log lines (refusal summaries, failed handlers); default: stderr.
   std::function<void(const std::string&)> log;
+  // A role's connection could not be served: no thread for it (ServerOptions::on_thread_failure).
+  std::function<void(const std::string&)> on_thread_failure;
 };
 
 class Coordinator {
