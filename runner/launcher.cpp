@@ -656,6 +656,22 @@ void make_repeat_folder(const fs::path& run_dir, const ExperimentSpec& spec, int
   write_json_atomically(dir / "run.json", {{"status", "running"}, {"arms", json::object()}});
 }
 
+// The coordinator of the pass over the arms in `dir`, listening, with the first arm to
+// run declared at once: a remote role that joins before its processes start (ranks
+// started by a cluster launcher come in any order) still gets its spec.
+std::unique_ptr<RunCoordinator> pass_coordinator(const fs::path& dir, const ExperimentSpec& spec, bool resume,
+                                                 const RunOptions& opt,
+                                                 const std::shared_ptr<const transport::Tls>& tls) {
+  auto coordinator = std::make_unique<RunCoordinator>(dir, opt.listen, opt.advertise, tls);
+  const json status = read_status(dir);
+  for (const ArmSpec& arm : spec.arms)
+    if (!kept_arm(status, dir, arm, resume)) {
+      declare_arm(*coordinator, spec, arm);
+      break;
+    }
+  return coordinator;
+}
+
 struct PassOutcome {
   std::vector<json> summaries;  // the arms that ran or were kept, in the spec's order
   bool failed = false, interrupted = false;
@@ -671,17 +687,10 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
   const fs::path exe = self_executable();
   json status = read_status(dir);
   std::unique_ptr<RunCoordinator> own =
-      started ? std::move(started) : std::make_unique<RunCoordinator>(dir, opt.listen, opt.advertise, tls);
+      started ? std::move(started) : pass_coordinator(dir, spec, resume, opt, tls);
   RunCoordinator& coordinator = *own;
   // An arm a resume keeps as it was.
   auto kept = [&](const ArmSpec& arm) { return kept_arm(status, dir, arm, resume); };
-  // The first arm to run is declared now: a remote role that joins before its processes
-  // start (ranks started by a cluster launcher come in any order) still gets its spec.
-  for (const ArmSpec& arm : spec.arms)
-    if (!kept(arm)) {
-      declare_arm(coordinator, spec, arm);
-      break;
-    }
   const bool own_token = std::getenv("QUARTET_TOKEN") == nullptr;
   if (own_token) {
     // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
@@ -789,8 +798,7 @@ int run_experiment(const RunOptions& opt) {
   check_batches_fit(spec, train_size);
   // The first pass's coordinator listens before the folder is made: an address that
   // cannot be taken (--listen with a busy port, or not this host's) leaves nothing behind.
-  std::unique_ptr<RunCoordinator> first_coordinator =
-      std::make_unique<RunCoordinator>(run_dir, opt.listen, opt.advertise, tls);
+  std::unique_ptr<RunCoordinator> first_coordinator = pass_coordinator(run_dir, repeat_spec(spec, 1), resume, opt, tls);
   // Removes a folder this run made if set-up fails (a bad --init, a full disk) before the
   // first arm starts.
   std::optional<UnmadeRunFolder> unmade;
