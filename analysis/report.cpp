@@ -134,7 +134,9 @@ Table arms_table(const std::vector<ArmResults>& arms) {
   for (const ArmResults& a : arms) {
     const std::vector<EvalPoint> evals = eval_points(a);
     std::vector<std::string> row{a.name, a.regime, a.status == "degraded" ? status_text(a.summary) : a.status};
-    if (!a.roles.empty() || !a.summary.is_null())
+    // An arm that trained no sample (cut short before its first step, or never started)
+    // has no figures: "—", not zeros.
+    if (samples_done(a) > 0)
       row.insert(row.end(), {rate(samples_per_second(a)), memory_cell(a, "total"), memory_cell(a, "rss"),
                              activations_cell(a), format_bytes(bytes_per_process_per_epoch(a)),
                              format_seconds(train_seconds(a))});
@@ -146,6 +148,28 @@ Table arms_table(const std::vector<ArmResults>& arms) {
     t.rows.push_back(std::move(row));
   }
   return t;
+}
+
+std::string arms_table_text(const std::vector<ArmResults>& arms, int columns) {
+  Table t = arms_table(arms);
+  t.headers = {"arm", "regime", "status", "samples/s", "tracked MiB", "RSS MiB", "activ. MiB", "bytes/proc/epoch",
+               "train time", "final quality", "best quality", "to target"};
+  std::vector<std::string> left_out;
+  std::string out = text_table(t, columns, {6, 5, 10, 1, 11, 4, 7, 8}, &left_out);
+  if (!left_out.empty()) {
+    // A line naming the columns left out, wrapped at the width.
+    std::string line = "Left out to fit " + std::to_string(columns) + " columns (summary.md has them):";
+    for (size_t i = 0; i < left_out.size(); ++i) {
+      const std::string word = " " + left_out[i] + (i + 1 < left_out.size() ? "," : ".");
+      if (display_width(line) + display_width(word) > columns) {
+        out += line + "\n";
+        line = " ";
+      }
+      line += word;
+    }
+    out += line + "\n";
+  }
+  return out;
 }
 
 std::string arms_table_note() {

@@ -38,6 +38,11 @@ struct ChartImage {
 Table arms_table(const std::vector<ArmResults>& arms);
 std::string arms_table_note();
 
+// arms_table() as a terminal `columns` wide shows it: plain text, the columns that do
+// not fit left out (the least telling first: activations, RSS, best quality, regime, …;
+// arm, status, samples/s and final quality stay), and a line naming those left out.
+std::string arms_table_text(const std::vector<ArmResults>& arms, int columns);
+
 // One row per arm with differential privacy (its summary's "privacy"): clip, noise,
 // sampling rate, rounds, the final epsilon at its delta, and its final quality; empty
 // rows when no arm has DP.

@@ -20,6 +20,7 @@ using trainers::number;
 using trainers::read_record;
 using trainers::RecordView;
 using trainers::RoleRecords;
+using trainers::StepRecord;
 using trainers::text;
 
 namespace {
@@ -231,9 +232,25 @@ std::string eval_metric(const ArmResults& arm) {
 
 std::vector<std::pair<int64_t, double>> loss_points(const ArmResults& arm) {
   std::vector<std::pair<int64_t, double>> out;
-  if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t))
-      if (std::isfinite(r.loss)) out.emplace_back(r.samples, r.loss);
+  const RoleRecords* t = arm.timeline();
+  if (!t) return out;
+  // Ranks each record the loss of their slice of the batch: their mean is the batch's, as
+  // one process records it (rank 0's alone is as noisy as a batch of B/N).
+  std::map<int64_t, std::pair<double, int>> by_step;
+  if (role_kind(t->role) == "rank")
+    for (const RoleRecords& role : arm.roles)
+      if (role_kind(role.role) == "rank")
+        for (const RecordView& r : steps_of(role))
+          if (std::isfinite(r.loss)) {
+            auto& [sum, n] = by_step[r.step];
+            sum += r.loss;
+            ++n;
+          }
+  for (const RecordView& r : steps_of(*t)) {
+    if (!std::isfinite(r.loss)) continue;
+    const auto it = by_step.find(r.step);
+    out.emplace_back(r.samples, it == by_step.end() ? r.loss : it->second.first / it->second.second);
+  }
   return out;
 }
 
@@ -278,21 +295,24 @@ double train_seconds(const ArmResults& arm) {
   return std::max(wall - eval, 0.0);
 }
 
-int64_t samples_done(const ArmResults& arm) {
-  if (member(arm.summary, "samples").is_number()) return integer(arm.summary, "samples");
-  int64_t samples = 0;
+namespace {
+
+// The summary's figure `key`, else (a running arm) the largest `field` of the clock
+// role's step records so far.
+template <typename T>
+T summary_or_latest(const ArmResults& arm, const char* key, T StepRecord::*field) {
+  if (const json& v = member(arm.summary, key); v.is_number()) return v.get<T>();
+  T latest{};
   if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t)) samples = std::max(samples, r.samples);
-  return samples;
+    for (const RecordView& r : steps_of(*t)) latest = std::max(latest, r.*field);
+  return latest;
 }
 
-double epochs_done(const ArmResults& arm) {
-  if (member(arm.summary, "epochs").is_number()) return number(arm.summary, "epochs");
-  double epochs = 0.0;
-  if (const RoleRecords* t = arm.timeline())
-    for (const RecordView& r : steps_of(*t)) epochs = std::max(epochs, r.epoch);
-  return epochs;
-}
+}  // namespace
+
+double wall_seconds(const ArmResults& arm) { return summary_or_latest(arm, "wall_seconds", &StepRecord::wall); }
+int64_t samples_done(const ArmResults& arm) { return summary_or_latest(arm, "samples", &StepRecord::samples); }
+double epochs_done(const ArmResults& arm) { return summary_or_latest(arm, "epochs", &StepRecord::epoch); }
 
 double samples_per_second(const ArmResults& arm) {
   if (member(arm.summary, "samples_per_second").is_number()) return number(arm.summary, "samples_per_second");

@@ -99,7 +99,8 @@ std::vector<EvalPoint> eval_points(const ArmResults& arm);
 std::string eval_metric(const ArmResults& arm);
 
 // The training loss at each step of the arm's clock role, against the training samples so
-// far: (samples, loss), non-finite losses left out.
+// far: (samples, loss), non-finite losses left out; an arm of ranks that each train a
+// slice of the batch (data_parallel) gives the mean of its ranks' losses, the batch's.
 std::vector<std::pair<int64_t, double>> loss_points(const ArmResults& arm);
 std::vector<BytesPoint> cumulative_bytes(const ArmResults& arm);
 double samples_per_second(const ArmResults& arm);  // training samples per training second
@@ -107,6 +108,7 @@ double bytes_per_process_per_epoch(const ArmResults& arm);
 double epochs_done(const ArmResults& arm);
 int64_t samples_done(const ArmResults& arm);
 double train_seconds(const ArmResults& arm);  // wall minus evaluation
+double wall_seconds(const ArmResults& arm);   // since the arm started, evaluation included
 std::vector<ProcessMemory> process_memory(const ArmResults& arm);
 std::vector<std::string> memory_tags();  // parameters, gradients, … in a fixed order
 

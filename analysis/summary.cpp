@@ -220,7 +220,9 @@ std::string status_text(const json& summary) {
   return status == "degraded" && !share.empty() ? status + " (" + share + " trained)" : status;
 }
 
-std::string summary_table(const std::string& run_name, const std::vector<json>& arm_summaries) {
+namespace {
+
+RunResults run_of_summaries(const std::string& run_name, const std::vector<json>& arm_summaries) {
   RunResults run;
   run.name = run_name;
   for (const json& s : arm_summaries) {
@@ -231,7 +233,17 @@ std::string summary_table(const std::string& run_name, const std::vector<json>& 
     arm.summary = s;
     run.arms.push_back(std::move(arm));
   }
-  return "# " + run_name + "\n\n" + summary_markdown(run);
+  return run;
+}
+
+}  // namespace
+
+std::string summary_table(const std::string& run_name, const std::vector<json>& arm_summaries) {
+  return "# " + run_name + "\n\n" + summary_markdown(run_of_summaries(run_name, arm_summaries));
+}
+
+std::string summary_text(const std::string& run_name, const std::vector<json>& arm_summaries, int columns) {
+  return run_name + "\n\n" + arms_table_text(run_of_summaries(run_name, arm_summaries).arms, columns);
 }
 
 }  // namespace quartet::analysis

@@ -49,4 +49,7 @@ std::string status_text(const nlohmann::json& summary);
 // per arm summary.
 std::string summary_table(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries);
 
+// The same arms as a terminal `columns` wide shows them (arms_table_text).
+std::string summary_text(const std::string& run_name, const std::vector<nlohmann::json>& arm_summaries, int columns);
+
 }  // namespace quartet::analysis

@@ -1,5 +1,6 @@
 #include "analysis/tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -33,6 +34,65 @@ std::string to_markdown(const Table& t) {
     out << "\n";
   }
   return out.str();
+}
+
+int display_width(const std::string& s) {
+  int n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // continuation bytes take no column
+  return n;
+}
+
+std::string cut_to_width(const std::string& s, int width) {
+  if (display_width(s) <= width) return s;
+  if (width <= 0) return "";
+  std::string out;
+  int n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80 && ++n > width - 1) break;
+    out += s[i];
+  }
+  return out + "\u2026";
+}
+
+std::string text_table(const Table& t, int columns, const std::vector<size_t>& drop_order,
+                       std::vector<std::string>* left_out) {
+  std::vector<bool> shown(t.headers.size(), true);
+  std::vector<int> widths(t.headers.size(), 0);
+  for (size_t c = 0; c < t.headers.size(); ++c) {
+    widths[c] = display_width(t.headers[c]);
+    for (const auto& row : t.rows)
+      if (c < row.size()) widths[c] = std::max(widths[c], display_width(row[c]));
+  }
+  auto total = [&] {
+    int w = 0, n = 0;
+    for (size_t c = 0; c < widths.size(); ++c)
+      if (shown[c]) w += widths[c], ++n;
+    return w + 2 * std::max(0, n - 1);
+  };
+  for (size_t drop : drop_order) {
+    if (total() <= columns) break;
+    if (drop == 0 || drop >= shown.size() || !shown[drop]) continue;
+    shown[drop] = false;
+    if (left_out) left_out->push_back(t.headers[drop]);
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < cells.size() && c < shown.size(); ++c) {
+      if (!shown[c]) continue;
+      const std::string pad(static_cast<size_t>(widths[c] - display_width(cells[c])), ' ');
+      if (!out.empty()) out += "  ";
+      out += t.right[c] ? pad + cells[c] : cells[c] + pad;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(t.headers);
+  std::vector<std::string> rule;
+  for (int w : widths) rule.emplace_back(static_cast<size_t>(w), '-');
+  out += line(rule);
+  for (const auto& row : t.rows) out += line(row);
+  return out;
 }
 
 std::string escape_xml(const std::string& s) {

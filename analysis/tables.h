@@ -17,6 +17,18 @@ struct Table {
 // A Markdown table; a cell's '|' is escaped and its line breaks become spaces.
 std::string to_markdown(const Table& t);
 
+// What a terminal shows of `s`: its characters (UTF-8 code points), each one column.
+int display_width(const std::string& s);
+
+// `s` cut to `width` columns, its end replaced by "…" when it is cut.
+std::string cut_to_width(const std::string& s, int width);
+
+// A plain-text table for a terminal `columns` wide: columns aligned, two spaces apart.
+// While it is wider, columns are left out in `drop_order` (indices into t.headers, the
+// first left out first); the headers of those left out are added to `left_out`.
+std::string text_table(const Table& t, int columns, const std::vector<size_t>& drop_order,
+                       std::vector<std::string>* left_out = nullptr);
+
 // Text for an SVG or HTML page: < > & " escaped.
 std::string escape_xml(const std::string& s);
 

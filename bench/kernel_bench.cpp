@@ -82,6 +82,14 @@ std::vector<GemmCase> gemm_cases() {
       out.push_back({base + "/bwd_weight", l.out, l.in, batch, true, false});
     }
   }
+  // gpt-mini's (width 128, MLP 512, 256 logits) at batch 16 x context 128 = 2048 rows.
+  for (const Layer& l : {Layer{"gpt.qkv", 128, 384}, Layer{"gpt.proj", 128, 128}, Layer{"gpt.fc", 128, 512},
+                         Layer{"gpt.fc2", 512, 128}, Layer{"gpt.head", 128, 256}}) {
+    const std::string base = std::string(l.name) + "/b2048";
+    out.push_back({base + "/fwd", 2048, l.out, l.in, false, true});
+    out.push_back({base + "/bwd_data", 2048, l.in, l.out, false, false});
+    out.push_back({base + "/bwd_weight", l.out, l.in, 2048, true, false});
+  }
   out.push_back({"square512", 512, 512, 512, false, false});
   return out;
 }

@@ -118,6 +118,9 @@ def main():
         "torch_threads": torch.get_num_threads(),
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        "ld_preload": os.environ.get("LD_PRELOAD", ""),
+        # bench/run's name for the allocator setting it started this process with
+        "malloc": os.environ.get("QUARTET_BENCH_MALLOC", "default"),
     }))
 
 

@@ -122,11 +122,20 @@ struct LineSpec {
   double y_cap = 0.0;  // the metric's ceiling (1 for accuracy and Dice), 0: none
   const char* y_format = "%.2f";
   const char* x_format = "%.0f";
+  // The points' size, where they are drawn (60 points or fewer); Qt 6.4 draws a point
+  // twice as wide as this.
+  double marker_size = 3.5;
   std::function<Points(const ArmResults&)> points;
   std::function<QString(const ArmResults&)> name;  // the arm's line; empty: its label
   // The lower and upper edges of a band shaded under the arm's line (empty: none).
   std::function<std::pair<Points, Points>(const ArmResults&)> band;
+  // A thin pale line under the arm's (the raw values of a smoothed line), left out of the
+  // legend; empty: none.
+  std::function<Points(const ArmResults&)> faint;
 };
+
+// What an arm's pale raw line is called: "<arm> (raw)".
+QString raw_name(const QString& arm) { return arm + " (raw)"; }
 
 // What an arm's error bar or band is called: "<arm> · 95 % interval".
 QString error_bar_name(const QString& arm) { return arm + " · 95 % interval"; }
@@ -145,6 +154,7 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
   QList<QAbstractAxis*> xs = chart->axes(Qt::Horizontal), ys = chart->axes(Qt::Vertical);
   QValueAxis* x = xs.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(xs.front());
   QAbstractAxis* y = ys.isEmpty() ? nullptr : ys.front();
+  if (y && (qobject_cast<QLogValueAxis*>(y) != nullptr) != spec.log_y) x = nullptr;  // the scale changed
   if (!x || !y) {
     reset(chart);
     x = value_axis(spec.x_title, 0.0, 1.0, spec.x_format);
@@ -158,8 +168,11 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
   y->setTitleText(spec.y_title);
   double x_hi = 0.0, y_lo = std::numeric_limits<double>::infinity(), y_hi = 0.0;
   QStringList wanted;
-  // An arm's line, or (extra) a reference line: grey, thin, dashed, no points.
-  auto place = [&](const QString& name, Points pts, const QColor& color, Qt::PenStyle style, bool extra) {
+  bool new_faint = false;  // a pale line made now lies over the lines made before it
+  enum class Look { arm, faint, reference };
+  // An arm's line; its pale raw line (thin, no points, not in the legend); or a reference
+  // line (grey, thin, dashed, no points).
+  auto place = [&](const QString& name, Points pts, const QColor& color, int run, Look look, size_t order = 0) {
     if (spec.log_y) pts.erase(std::remove_if(pts.begin(), pts.end(), [](const QPointF& p) { return !(p.y() > 0); }), pts.end());
     if (pts.isEmpty()) return;
     wanted << name;
@@ -168,14 +181,22 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
       s = new QLineSeries;
       s->setName(name);
       attach(chart, s, x, y);
+      new_faint = new_faint || look == Look::faint;
     }
     // Set on every fill: a comparison that gains or loses a run may recolour an arm.
-    QPen pen(color);
-    pen.setWidthF(extra ? 1.5 : 2.0);
-    pen.setStyle(style);
+    QColor c = look == Look::reference ? QColor(120, 120, 120) : color;
+    if (look == Look::faint) c.setAlpha(70);
+    QPen pen = look == Look::reference ? QPen(c) : run_pen(c, run);
+    // Each arm's line a little thinner than the one before: where arms coincide (single,
+    // accumulate and data_parallel compute the same updates) each still shows at the edges
+    // of the line drawn over it.
+    pen.setWidthF(look == Look::arm ? std::max(1.2, 4.0 - 0.9 * static_cast<double>(order)) : 1.2);
+    if (look == Look::reference) pen.setStyle(Qt::DashLine);
     s->setPen(pen);
-    s->setPointsVisible(!extra && pts.size() <= 60);
+    s->setPointsVisible(look == Look::arm && pts.size() <= 60);
+    s->setMarkerSize(spec.marker_size);
     s->replace(pts);
+    if (look == Look::faint) hide_from_legend(chart, s);
     for (const QPointF& p : pts) {
       x_hi = std::max(x_hi, p.x());
       y_lo = std::min(y_lo, p.y());
@@ -205,20 +226,40 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     for (const QPointF& p : top) y_hi = std::max(y_hi, p.y());
   };
   const std::vector<QColor> colors = arm_colors(arms);
+  const std::vector<size_t> order = arm_name_indices(arms);  // an arm's width, the same in every run
+  // Pale lines first, so that they lie under every arm's own.
+  if (spec.faint)
+    for (size_t i = 0; i < arms.size(); ++i) {
+      const QString name = spec.name ? spec.name(arms[i]) : label_of(arms[i]);
+      place(raw_name(name), spec.faint(arms[i]), colors[i], arms[i].run, Look::faint);
+    }
   for (size_t i = 0; i < arms.size(); ++i) {
     const QString name = spec.name ? spec.name(arms[i]) : label_of(arms[i]);
-    place(name, spec.points(arms[i]), colors[i], run_pen_style(arms[i].run), false);
+    place(name, spec.points(arms[i]), colors[i], arms[i].run, Look::arm, order[i]);
     if (spec.band) {
       const auto [lower, upper] = spec.band(arms[i]);
       place_band(error_bar_name(name), lower, upper, colors[i]);
     }
   }
-  for (const auto& [name, pts] : extra) place(name, pts, QColor(120, 120, 120), Qt::DashLine, true);
+  for (const auto& [name, pts] : extra) place(name, pts, QColor(), 0, Look::reference);
   for (QAbstractSeries* s : chart->series())
     if (!wanted.contains(s->name())) {
       chart->removeSeries(s);
       delete s;
     }
+  // A chart draws its series in the order they were added: a pale line made for an arm
+  // that started later (a live run) goes under the others by adding them again after it.
+  if (new_faint) {
+    for (QAbstractSeries* s : chart->series()) {
+      if (s->name().endsWith(raw_name(""))) continue;
+      chart->removeSeries(s);
+      attach(chart, s, x, y);
+    }
+    // The legend's markers are made anew: pale lines and bands stay out of it.
+    for (QAbstractSeries* s : chart->series())
+      for (QLegendMarker* m : chart->legend()->markers(s))
+        m->setVisible(!qobject_cast<QAreaSeries*>(s) && !s->name().endsWith(raw_name("")));
+  }
   x->setRange(0.0, x_hi > 0 ? x_hi * 1.03 : 1.0);
   x->applyNiceNumbers();
   x->setLabelFormat(x->max() <= 0.1 ? "%.3f" : x->max() <= 1.0 ? "%.2f" : x->max() <= 10.0 ? "%.1f" : "%.0f");
@@ -235,9 +276,9 @@ void lines(QChart* chart, const std::vector<ArmResults>& arms, const LineSpec& s
     vy->applyNiceNumbers();
     if (spec.y_cap > 0 && vy->max() > spec.y_cap && y_hi <= spec.y_cap) vy->setMax(spec.y_cap);
   }
-  int legend_entries = 0;
+  int legend_entries = 0;  // bands and raw lines stay out of the legend
   for (QAbstractSeries* s : chart->series())
-    if (!qobject_cast<QAreaSeries*>(s)) ++legend_entries;
+    if (!qobject_cast<QAreaSeries*>(s) && !s->name().endsWith(raw_name(""))) ++legend_entries;
   show_legend(chart, static_cast<size_t>(legend_entries));
 }
 
@@ -273,6 +314,7 @@ void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples
   spec.y_title = metric_of(arms);
   // The higher-is-better metrics (accuracy, Dice) end at 1; bits per character have no ceiling.
   spec.y_cap = workloads::higher_is_better(spec.y_title.toStdString()) ? 1.0 : 0.0;
+  spec.marker_size = 4.5;  // a run of few evaluations is its points: large enough to see
   auto x_of = [by_samples](double samples, double wall) { return by_samples ? samples : wall; };
   spec.points = [x_of](const ArmResults& a) {
     Points pts;
@@ -306,17 +348,33 @@ void quality(QChart* chart, const std::vector<ArmResults>& arms, bool by_samples
 }
 
 // Training loss from the first step on: what a live run shows before its first evaluation.
+// Smoothed as TensorBoard smooths (smooth_losses), the raw values pale beneath.
 void loss(QChart* chart, const std::vector<ArmResults>& arms) {
+  const QVariant weight = chart->property(kSmoothingProperty);
+  const double w = weight.isValid() ? weight.toDouble() : kDefaultSmoothing;
   LineSpec spec;
   spec.x_title = "training samples";
   spec.y_title = "loss";  // short: the title says training
   spec.y_format = "%.3g";
-  spec.points = [](const ArmResults& a) {
+  spec.marker_size = 2.5;  // a federated arm's few losses: points, not blots over the others
+  spec.log_y = chart->property(kLogYProperty).toBool();
+  auto raw = [](const ArmResults& a) {
     Points pts;
     for (const auto& [samples, value] : loss_points(a)) pts.append({static_cast<double>(samples), value});
     return pts;
   };
+  spec.points = [raw, w](const ArmResults& a) {
+    Points pts = raw(a);
+    std::vector<double> ys;
+    for (const QPointF& p : pts) ys.push_back(p.y());
+    ys = smooth_losses(ys, w);
+    for (qsizetype i = 0; i < pts.size(); ++i) pts[i].setY(ys[static_cast<size_t>(i)]);
+    return pts;
+  };
+  if (w > 0) spec.faint = raw;
   lines(chart, arms, spec);
+  chart->setTitle(QString::fromUtf8(chart_info(ChartKind::loss).title) +
+                  (w > 0 ? QString(" · smoothed %1").arg(w, 0, 'f', 2) : QString()));
 }
 
 // A bar chart's content: categories along x, one bar set per series of values.
@@ -338,9 +396,27 @@ struct Bars {
   bool labels = false;  // values above the bars
   QString y_title;
   bool log_y = false;
+  // Values are log10 of what is shown, on an axis labelled at each decade 10^k with
+  // decade_label(10^k) ("1 MB"): a log scale whose labels carry units. y_lo, y_hi are
+  // then decades too. Empty: values as they are.
+  std::function<QString(double)> decade_label;
   double y_lo = 0.0, y_hi = 1.0;
   const char* y_format = "%.0f";
 };
+
+// The value axis's range (and, on a decade axis, its labels) for `b`.
+void set_value_range(QAbstractAxis* y, const Bars& b) {
+  if (auto* cy = qobject_cast<QCategoryAxis*>(y)) {
+    for (const QString& label : cy->categoriesLabels()) cy->remove(label);
+    cy->setRange(b.y_lo, b.y_hi);
+    for (double k = std::ceil(b.y_lo); k <= b.y_hi; k += 1.0) cy->append(b.decade_label(std::pow(10.0, k)), k);
+  } else if (auto* ly = qobject_cast<QLogValueAxis*>(y)) {
+    ly->setRange(b.y_lo, b.y_hi);
+  } else if (auto* vy = qobject_cast<QValueAxis*>(y)) {
+    vy->setRange(b.y_lo, b.y_hi);
+    vy->applyNiceNumbers();
+  }
+}
 
 // The bars' error bars, redrawn: per interval a black line that runs cap, stem, cap
 // (a category sits at x = its index on a bar category axis), left out of the legend.
@@ -354,7 +430,10 @@ void error_bars(QChart* chart, const Bars& b, QAbstractAxis* x, QAbstractAxis* y
   for (size_t c = 0; c < b.errors.size() && c < static_cast<size_t>(b.categories.size()); ++c) {
     if (!b.errors[c] || !(b.errors[c]->interval.half_width > 0)) continue;
     const Interval& i = b.errors[c]->interval;
-    const double at = static_cast<double>(c), lo = std::max(i.mean - i.half_width, b.y_lo), hi = i.mean + i.half_width;
+    const double at = static_cast<double>(c);
+    double lo = i.mean - i.half_width, hi = i.mean + i.half_width;
+    if (b.decade_label) lo = lo > 0 ? std::log10(lo) : b.y_lo, hi = std::log10(hi);
+    lo = std::max(lo, b.y_lo);
     auto* line = new QLineSeries;
     line->setName(error_bar_name(b.errors[c]->arm));
     line->append(Points{{at - kCap, hi}, {at + kCap, hi}, {at, hi}, {at, lo}, {at - kCap, lo}, {at + kCap, lo}});
@@ -378,25 +457,25 @@ void bars(QChart* chart, const Bars& b) {
   QBarCategoryAxis* x = nullptr;
   if (!chart->axes(category_side).isEmpty()) x = qobject_cast<QBarCategoryAxis*>(chart->axes(category_side).front());
   QAbstractAxis* y = chart->axes(value_side).isEmpty() ? nullptr : chart->axes(value_side).front();
+  // Whether the value axis is of the kind `b` wants.
+  auto fits = [&b](QAbstractAxis* axis) {
+    return (qobject_cast<QLogValueAxis*>(axis) != nullptr) == b.log_y &&
+           (qobject_cast<QCategoryAxis*>(axis) != nullptr) == static_cast<bool>(b.decade_label);
+  };
   bool same = series && x && y && x->categories() == b.categories && series->count() == static_cast<int>(b.sets.size()) &&
-              (qobject_cast<QLogValueAxis*>(y) != nullptr) == b.log_y;
+              fits(y);
   for (int i = 0; same && i < series->count(); ++i) same = series->barSets()[i]->label() == b.sets[i];
   if (same) {
     for (size_t i = 0; i < b.sets.size(); ++i)
       for (int c = 0; c < b.categories.size(); ++c) series->barSets()[static_cast<int>(i)]->replace(c, b.values[i][c]);
-    if (auto* ly = qobject_cast<QLogValueAxis*>(y)) {
-      ly->setRange(b.y_lo, b.y_hi);
-    } else if (auto* vy = qobject_cast<QValueAxis*>(y)) {
-      vy->setRange(b.y_lo, b.y_hi);
-      vy->applyNiceNumbers();
-    }
+    set_value_range(y, b);
     error_bars(chart, b, x, y);
     return;
   }
   // Rebuild the series, but keep the axes: a chart whose axes are swapped while it is
   // shown can keep drawing the old ones' labels.
   chart->removeAllSeries();
-  if (y && (qobject_cast<QLogValueAxis*>(y) != nullptr) != b.log_y) {
+  if (y && !fits(y)) {
     chart->removeAxis(y);
     delete y;
     y = nullptr;
@@ -416,17 +495,17 @@ void bars(QChart* chart, const Bars& b) {
       ly->setLabelFormat(b.y_format);
       ly->setMinorTickCount(-1);
       y = ly;
+    } else if (b.decade_label) {
+      auto* cy = new QCategoryAxis;
+      cy->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+      y = cy;
     } else {
       y = value_axis(b.y_title, b.y_lo, b.y_hi, b.y_format);
     }
-    y->setTitleText(b.y_title);
   }
-  if (auto* ly = qobject_cast<QLogValueAxis*>(y)) {
-    ly->setRange(b.y_lo, b.y_hi);
-  } else if (auto* vy = qobject_cast<QValueAxis*>(y)) {
-    vy->setRange(b.y_lo, b.y_hi);
-    vy->applyNiceNumbers();
-  }
+  y->setTitleText(b.y_title);
+  if (auto* vy = qobject_cast<QValueAxis*>(y); vy && !b.decade_label) vy->setLabelFormat(b.y_format);
+  set_value_range(y, b);
   QAbstractBarSeries* fresh = nullptr;
   if (b.horizontal)
     fresh = b.stacked ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
@@ -508,6 +587,7 @@ void throughput(QChart* chart, const std::vector<ArmResults>& arms) {
     top = std::max(top, v);
   }
   b.y_hi = top * 1.1;
+  b.y_format = b.y_hi < 10.0 ? "%.1f" : "%.0f";  // an empty chart's 0 … 1 reads 0.0, 0.5, 1.0
   bars(chart, b);
   title_repeats(chart, ChartKind::throughput,
                 std::any_of(b.errors.begin(), b.errors.end(), [](const auto& e) { return e.has_value(); }),
@@ -557,33 +637,47 @@ void memory(QChart* chart, const std::vector<ArmResults>& arms) {
   bars(chart, b);
 }
 
+// One bar per arm in its colour (a run's bars in its pattern), on a log scale whose axis
+// says bytes ("1 MB"); an arm with repeats at its mean, with an error bar.
 void communication(QChart* chart, const std::vector<ArmResults>& arms) {
   Bars b;
-  b.sets = {"bytes per process per epoch"};
-  b.colors = {arm_color(1)};
-  b.values = {{}};
+  b.stacked = true;
   b.y_title = "bytes / process / epoch";
-  b.log_y = true;
-  b.y_format = "%.0e";
+  b.decade_label = [](double bytes) {
+    static const char* const kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (bytes >= 999.5 && u < 5) bytes /= 1000.0, ++u;
+    return QString("%1 %2").arg(bytes, 0, 'f', 0).arg(kUnits[u]);
+  };
+  const std::vector<QColor> colors = arm_colors(arms);
   double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
   std::vector<double> values;
-  for (const ArmResults& a : arms) {
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const ArmResults& a = arms[i];
     QString text;
     const std::optional<Interval> interval = over_repeats(a, "bytes_per_process_per_epoch", "", text);
     const double v = interval ? interval->mean : bytes_per_process_per_epoch(a);
     if (text.isEmpty() || !(v > 0)) text = v > 0 ? QString::fromStdString(analysis::format_bytes(v)) : QString("none");
     b.categories << category_label(a) + "<br>" + text;
     b.errors.push_back(interval ? std::optional<Bars::ErrorBar>({label_of(a), *interval}) : std::nullopt);
+    b.sets.push_back(label_of(a));
+    b.colors.push_back(colors[i]);
+    b.patterns.push_back(run_pattern(a.run));
     values.push_back(v);
     if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
     if (interval && v > 0) hi = std::max(hi, v + interval->half_width);
   }
   lo = std::isfinite(lo) ? lo / 10.0 : 1.0;
   hi = hi > 0 ? hi * 3.0 : 10.0;
-  b.y_lo = std::pow(10.0, std::floor(std::log10(lo)));
-  b.y_hi = std::pow(10.0, std::ceil(std::log10(hi)));
-  // An arm without traffic sits at the axis floor: no bar, "none" in its label.
-  for (double v : values) b.values[0].push_back(v > 0 ? v : b.y_lo);
+  b.y_lo = std::max(0.0, std::floor(std::log10(std::max(lo, 1.0))));
+  b.y_hi = std::ceil(std::log10(std::max(hi, 10.0)));
+  // log10 of the bytes in the arm's own category; nothing in the others'. An arm without
+  // traffic has no bar, "none" in its label.
+  for (size_t i = 0; i < arms.size(); ++i) {
+    std::vector<double> column(arms.size(), 0.0);
+    column[i] = values[i] > 1.0 ? std::log10(values[i]) : 0.0;
+    b.values.push_back(std::move(column));
+  }
   bars(chart, b);
   title_repeats(chart, ChartKind::communication,
                 std::any_of(b.errors.begin(), b.errors.end(), [](const auto& e) { return e.has_value(); }),
@@ -654,10 +748,7 @@ void projection(QChart* chart, const std::vector<ArmResults>& arms) {
     if (!p.unavailable.empty()) continue;
     auto* line = new QLineSeries;
     line->setName(QString::fromStdString(p.arm));
-    QPen pen(colors[i]);
-    pen.setWidthF(2.0);
-    pen.setStyle(run_pen_style(arms[i].run));
-    line->setPen(pen);
+    line->setPen(run_pen(colors[i], arms[i].run));
     line->setPointsVisible(true);
     for (size_t l = 0; l < p.links.size(); ++l) {
       const double s = p.links[l].seconds_per_epoch;
@@ -732,20 +823,58 @@ void fill_chart(QChart* chart, ChartKind kind, const std::vector<ArmResults>& ar
   }
 }
 
-std::vector<QColor> arm_colors(const std::vector<ArmResults>& arms) {
+std::vector<size_t> arm_name_indices(const std::vector<ArmResults>& arms) {
   std::vector<std::string> names;
-  std::vector<QColor> out;
+  std::vector<size_t> out;
   for (const ArmResults& a : arms) {
     auto it = std::find(names.begin(), names.end(), a.name);
     if (it == names.end()) it = names.insert(names.end(), a.name);
-    out.push_back(arm_color(static_cast<size_t>(it - names.begin())));
+    out.push_back(static_cast<size_t>(it - names.begin()));
   }
+  return out;
+}
+
+std::vector<QColor> arm_colors(const std::vector<ArmResults>& arms) {
+  std::vector<QColor> out;
+  for (size_t i : arm_name_indices(arms)) out.push_back(arm_color(i));
   return out;
 }
 
 Qt::PenStyle run_pen_style(int run) {
   static const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
   return kStyles[static_cast<size_t>(std::max(run, 0)) % 4];
+}
+
+QPen run_pen(const QColor& color, int run) {
+  QPen pen(color);
+  pen.setWidthF(2.0);
+  // In pen widths: dashes of 4 px and gaps of 3 px at width 2, so a 16-px legend marker
+  // shows two of them.
+  switch (run_pen_style(run)) {
+    case Qt::DashLine: pen.setDashPattern({2.0, 1.5}); break;
+    case Qt::DotLine: pen.setDashPattern({0.6, 1.2}); break;
+    case Qt::DashDotLine: pen.setDashPattern({2.0, 1.0, 0.6, 1.0}); break;
+    default: break;
+  }
+  return pen;
+}
+
+std::vector<double> smooth_losses(const std::vector<double>& values, double weight) {
+  weight = std::clamp(weight, 0.0, 0.999);
+  std::vector<double> out;
+  out.reserve(values.size());
+  double last = 0.0;
+  int n = 0;
+  for (double v : values) {
+    if (!std::isfinite(v)) {
+      out.push_back(v);
+      continue;
+    }
+    last = last * weight + (1.0 - weight) * v;
+    ++n;
+    out.push_back(last / (1.0 - std::pow(weight, n)));
+  }
+  return out;
 }
 
 QColor arm_color(size_t index) {

@@ -7,6 +7,7 @@
 
 #include <QChart>
 #include <QColor>
+#include <QPen>
 #include <QString>
 #include <vector>
 
@@ -47,8 +48,23 @@ QColor arm_color(size_t index);
 // Each arm's colour, by name: an arm name has one colour in every chart, whichever runs
 // it comes from (the i-th distinct name in `arms` gets arm_color(i)).
 std::vector<QColor> arm_colors(const std::vector<analysis::ArmResults>& arms);
+// The index of each arm's name among the distinct names of `arms`, in order of appearance.
+std::vector<size_t> arm_name_indices(const std::vector<analysis::ArmResults>& arms);
 
 // How a run's lines are drawn: the first run solid, the next dashed, then dotted, …
 Qt::PenStyle run_pen_style(int run);
+// A pen of `color` in the run's style, its dashes short enough that a legend's short
+// segment shows them.
+QPen run_pen(const QColor& color, int run);
+
+// Settings a chart keeps as Qt properties; fill_chart reads them (the app's controls set
+// them, the report leaves the defaults).
+inline constexpr const char* kSmoothingProperty = "quartet_smoothing";  // loss: the EMA weight, 0 … 0.99
+inline constexpr const char* kLogYProperty = "quartet_log_y";           // loss: a log-scale y axis
+inline constexpr double kDefaultSmoothing = 0.8;                         // per-step losses of small batches need it
+
+// TensorBoard's smoothing: an exponential moving average with weight `weight` (0: none),
+// debiased so that its start is not pulled towards zero; non-finite values are passed over.
+std::vector<double> smooth_losses(const std::vector<double>& values, double weight);
 
 }  // namespace quartet::gui

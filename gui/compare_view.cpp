@@ -8,11 +8,13 @@
 #include <QSplitter>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+#include <memory>
 
 #include "analysis/repeats.h"
 #include "analysis/summary.h"
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
+#include "gui/folders.h"
 
 namespace quartet::gui {
 
@@ -66,6 +68,8 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
   for (int c = 1; c < 4; ++c) tree_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   tree_->setToolTip(tr("Tick the arms to compare"));
+  // Run folders of one experiment differ at their end (its time): cut their middle.
+  tree_->setTextElideMode(Qt::ElideMiddle);
   lv->addWidget(tree_, 1);
   auto* buttons = new QHBoxLayout;
   auto* open = new QPushButton(tr("Add run…"), left);
@@ -86,8 +90,10 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   split->setSizes({380, 1000});
 
   connect(open, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run folder"));
-    if (!dir.isEmpty()) add_run(dir);
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run folder"), start_folder(kResultsFolder));
+    if (dir.isEmpty()) return;
+    remember_folder(kResultsFolder, dir);
+    add_run(dir);
   });
   connect(remove, &QPushButton::clicked, this, &CompareView::remove_selected_run);
   connect(tree_, &QTreeWidget::itemChanged, this, [this] {
@@ -109,9 +115,20 @@ std::optional<QString> CompareView::add_run(const QString& dir) {
   return std::nullopt;
 }
 
-void CompareView::add_run(RunResults run) {
-  updating_ = true;
-  auto* top = new QTreeWidgetItem(tree_, {QString(), QString(), QString::fromStdString(run.status)});
+int CompareView::index_of(const std::filesystem::path& dir) const {
+  std::error_code ec;
+  for (size_t r = 0; r < runs_.size(); ++r)
+    if (std::filesystem::equivalent(runs_[r].dir, dir, ec)) return static_cast<int>(r);
+  return -1;
+}
+
+const RunResults* CompareView::run_for(const QString& dir) const {
+  const int at = index_of(dir.toStdString());
+  return at < 0 ? nullptr : &runs_[static_cast<size_t>(at)];
+}
+
+void CompareView::fill_item(QTreeWidgetItem* top, const RunResults& run, const QStringList& unpicked) {
+  top->setText(2, QString::fromStdString(run.status));
   for (const ArmResults& a : run.arms) {
     auto* item = new QTreeWidgetItem(top, {QString::fromStdString(a.name), QString::fromStdString(a.regime),
                                            QString::fromStdString(a.status == "degraded"
@@ -121,10 +138,28 @@ void CompareView::add_run(RunResults run) {
     if (const QString tip = repeats_tooltip(a); !tip.isEmpty())
       for (int c = 0; c < 4; ++c) item->setToolTip(c, tip);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-    item->setCheckState(0, a.roles.empty() && a.summary.is_null() ? Qt::Unchecked : Qt::Checked);
+    const bool has_figures = !a.roles.empty() || !a.summary.is_null();
+    item->setCheckState(0, has_figures && !unpicked.contains(item->text(0)) ? Qt::Checked : Qt::Unchecked);
   }
   top->setExpanded(true);
-  runs_.push_back(std::move(run));
+}
+
+void CompareView::add_run(RunResults run) {
+  updating_ = true;
+  if (const int at = index_of(run.dir); at >= 0) {
+    // One entry a folder: read again in its place, the arms unticked staying so.
+    QTreeWidgetItem* top = tree_->topLevelItem(at);
+    QStringList unpicked;
+    while (top->childCount() > 0) {
+      std::unique_ptr<QTreeWidgetItem> child(top->takeChild(0));
+      if (child->checkState(0) != Qt::Checked) unpicked << child->text(0);
+    }
+    fill_item(top, run, unpicked);
+    runs_[static_cast<size_t>(at)] = std::move(run);
+  } else {
+    fill_item(new QTreeWidgetItem(tree_), run, {});
+    runs_.push_back(std::move(run));
+  }
   relabel();
   updating_ = false;
   update_charts();

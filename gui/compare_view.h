@@ -5,6 +5,7 @@
 
 #include <QString>
 #include <QWidget>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -24,10 +25,14 @@ class CompareView : public QWidget {
  public:
   explicit CompareView(QWidget* parent = nullptr);
 
-  // Opens a run folder with every arm picked. Returns the error, shown in the view, when
-  // the folder cannot be read; the runs already open stay as they were.
+  // Opens a run folder with every arm picked; a folder already open is read again in its
+  // place (a run that went on since, or a stopped run resumed), its picks kept. Returns the
+  // error, shown in the view, when the folder cannot be read; the runs already open stay as
+  // they were.
   std::optional<QString> add_run(const QString& dir);
   void add_run(analysis::RunResults run);
+  // The open run of folder `dir`, or null.
+  const analysis::RunResults* run_for(const QString& dir) const;
   void remove_selected_run();
   // Picks (or drops) one arm of the i-th run.
   void set_arm_checked(size_t run, const std::string& arm, bool checked);
@@ -44,6 +49,9 @@ class CompareView : public QWidget {
  private:
   void update_charts();
   void relabel();
+  void fill_item(QTreeWidgetItem* top, const analysis::RunResults& run, const QStringList& unpicked);
+  // The index of the open run in the same folder as `dir`, or -1.
+  int index_of(const std::filesystem::path& dir) const;
 
   std::vector<analysis::RunResults> runs_;
   QTreeWidget* tree_;

@@ -18,11 +18,13 @@
 
 #include "gui/chart_panel.h"
 #include "gui/compare_view.h"
+#include "gui/folders.h"
 #include "gui/report.h"
 #include "gui/run_controller.h"
 #include "gui/run_view.h"
 #include "gui/spec_editor.h"
 #include "gui/volume_viewer.h"
+#include "gui/wheel_guard.h"
 #include "trainers/regime.h"
 
 namespace quartet::gui {
@@ -68,6 +70,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (QFileInfo(controller_->out_dir() + "/spec.json").exists()) compare_->add_run(controller_->out_dir());
   });
   connect(compare_, &CompareView::run_opened, this, [this](const QString& dir) { remember(dir); });
+  guard_wheel();
 
   QSettings settings;
   restoreGeometry(settings.value("window/geometry").toByteArray());
@@ -92,14 +95,14 @@ void MainWindow::build_menus() {
     editor_->new_spec();
     update_title();
     show_tab(0);
+    statusBar()->showMessage(tr("A new experiment"));
   });
   add(file, "open", tr("&Open Experiment…"), {QKeySequence::Open}, [this] {
     if (!confirm_discard()) return;
-    QSettings s;
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open an experiment file"), s.value("dirs/spec").toString(),
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open an experiment file"), start_folder(kSpecFolder),
                                                       tr("Experiment files (*.json);;All files (*)"));
     if (path.isEmpty()) return;
-    s.setValue("dirs/spec", QFileInfo(path).absolutePath());
+    remember_folder(kSpecFolder, path);
     if (const QString e = open_spec(path); !e.isEmpty()) warn(tr("Cannot open the experiment"), e);
   });
   recent_menu_ = file->addMenu(tr("Open &Recent"));
@@ -107,45 +110,47 @@ void MainWindow::build_menus() {
   add(file, "save", tr("&Save"), {QKeySequence::Save}, [this] {
     QString path = editor_->path();
     if (path.isEmpty()) {
-      path = QFileDialog::getSaveFileName(this, tr("Save the experiment"), QSettings().value("dirs/spec").toString(),
+      path = QFileDialog::getSaveFileName(this, tr("Save the experiment"), start_folder(kSpecFolder),
                                           tr("Experiment files (*.json)"));
       if (path.isEmpty()) return;
+      remember_folder(kSpecFolder, path);
     }
     if (const QString e = save_spec(path); !e.isEmpty()) warn(tr("Cannot save the experiment"), e);
   });
   add(file, "save_as", tr("Save &As…"), {QKeySequence::SaveAs}, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save the experiment as"), editor_->path(),
-                                                      tr("Experiment files (*.json)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save the experiment as"), editor_->path().isEmpty() ? start_folder(kSpecFolder) : editor_->path(),
+        tr("Experiment files (*.json)"));
     if (path.isEmpty()) return;
+    remember_folder(kSpecFolder, path);
     if (const QString e = save_spec(path); !e.isEmpty()) warn(tr("Cannot save the experiment"), e);
   });
   file->addSeparator();
   add(file, "open_results", tr("Open Res&ults…"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O)}, [this] {
-    QSettings s;
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run folder"), s.value("dirs/results").toString());
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run folder"), start_folder(kResultsFolder));
     if (dir.isEmpty()) return;
-    s.setValue("dirs/results", QFileInfo(dir).absolutePath());
+    remember_folder(kResultsFolder, dir);
     if (const QString e = open_results(dir); !e.isEmpty()) warn(tr("Cannot open the results"), e);
   });
   add(file, "open_volume", tr("Open &Volume…"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_I)}, [this] {
-    QSettings s;
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a CT or MRI volume"), s.value("dirs/volume").toString(),
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a CT or MRI volume"), start_folder(kVolumeFolder),
                                                       tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
     if (path.isEmpty()) return;
-    s.setValue("dirs/volume", QFileInfo(path).absolutePath());
+    remember_folder(kVolumeFolder, path);
     if (const QString e = open_volume(path); !e.isEmpty()) warn(tr("Cannot open the volume"), e);
   });
   add(file, "open_mask", tr("Open &Mask…"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M)}, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a segmentation mask"),
-                                                      QSettings().value("dirs/volume").toString(),
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a segmentation mask"), viewer_->mask_folder(),
                                                       tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
     if (path.isEmpty()) return;
     show_tab(3);
     if (const QString e = viewer_->open_mask(path); !e.isEmpty()) warn(tr("Cannot open the mask"), e);
+    else statusBar()->showMessage(tr("Opened the mask %1").arg(path));
   });
   add(file, "export_charts", tr("&Export Charts…"), {QKeySequence(Qt::CTRL | Qt::Key_E)}, [this] {
     ChartPanel* panel = tabs_->currentWidget() == compare_ ? compare_->charts() : run_view_->charts();
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the charts (PNG and SVG) into"));
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the charts (PNG and SVG) into"),
+                                                          start_folder(kResultsFolder));
     if (dir.isEmpty()) return;
     try {
       const QStringList files = panel->export_to(dir, true, true);
@@ -173,12 +178,17 @@ void MainWindow::build_menus() {
       warn(tr("Cannot write the report"), e);
       return;
     }
-    statusBar()->showMessage(tr("Report written: %1").arg(index));
-    QDesktopServices::openUrl(QUrl::fromLocalFile(index));
+    // An absolute file URL: a browser resolves a relative one against its own folder.
+    if (qEnvironmentVariableIsSet("QUARTET_GUI_NO_DIALOGS") || !QDesktopServices::openUrl(QUrl::fromLocalFile(index)))
+      statusBar()->showMessage(tr("Report written: %1 (no browser opened: open it in one)").arg(index));
+    else
+      statusBar()->showMessage(tr("Report written and opened: %1").arg(index));
   });
   add(run, "results_dir", tr("Results &Folder…"), {}, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Where runs are written"), results_dir());
-    if (!dir.isEmpty()) QSettings().setValue("results_dir", dir);
+    if (dir.isEmpty()) return;
+    QSettings().setValue("results_dir", dir);
+    statusBar()->showMessage(tr("Runs go to %1").arg(dir));
   });
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
@@ -188,6 +198,13 @@ void MainWindow::build_menus() {
   add(view, "view_volumes", tr("&Volumes"), {QKeySequence(Qt::CTRL | Qt::Key_4)}, [this] { show_tab(3); });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  add(help, "guide", tr("Quick &Guide"), {QKeySequence::HelpContents}, [this] {
+    QMessageBox::information(this, tr("Quick guide"), quick_guide());
+  });
+  add(help, "shortcuts", tr("&Keyboard Shortcuts"), {}, [this] {
+    QMessageBox::information(this, tr("Keyboard shortcuts"), shortcuts_text());
+  });
+  help->addSeparator();
   add(help, "about", tr("&About Quartet"), {}, [this] {
     QStringList regimes;
     for (const std::string& r : trainers::regime_names()) regimes << QString::fromStdString(r);
@@ -200,6 +217,35 @@ void MainWindow::build_menus() {
 }
 
 QAction* MainWindow::action(const QString& name) const { return findChild<QAction*>(name); }
+
+QString MainWindow::quick_guide() const {
+  return tr("<h3>Quartet in four steps</h3><ol>"
+            "<li><b>Experiment</b> (Ctrl+1): open an experiment file (Ctrl+O; experiments/ has ready ones) or edit "
+            "the one shown. Each field says what it takes in its tooltip; a problem shows under its field.</li>"
+            "<li><b>Run</b> (F5): the arms run one after another into the results folder (Run › Results Folder). "
+            "The Run tab (Ctrl+2) shows each arm's progress, elapsed time and ETA, and the charts live. Stop "
+            "(Shift+F5) keeps the arms that finished; Resume (F6) runs the rest.</li>"
+            "<li><b>Compare</b> (Ctrl+3): finished runs side by side; Open Results (Ctrl+Shift+O) adds run folders, "
+            "the ticks pick their arms. Charts: hover for a point's values, drag to zoom, right-click or "
+            "double-click to see it all; the loss can be smoothed and put on a log scale.</li>"
+            "<li><b>Report</b> (Ctrl+Shift+R): charts, tables and the projection over network links as a web page "
+            "in the run's report/ folder.</li></ol>"
+            "<p>Volumes (Ctrl+4): a CT or MRI image (Ctrl+Shift+I) and its mask (Ctrl+Shift+M) in three planes: "
+            "the wheel pages slices, a click centres the other planes on that voxel, a right-drag sets window and "
+            "level.</p><p>docs/gui.md in the source tree has the whole guide.</p>");
+}
+
+QString MainWindow::shortcuts_text() const {
+  QString rows;
+  for (QMenu* menu : menuBar()->findChildren<QMenu*>())
+    for (QAction* a : menu->actions())
+      if (!a->shortcut().isEmpty() && !a->objectName().isEmpty())
+        rows += QString("<tr><td>%1</td><td>&nbsp;&nbsp;%2</td></tr>")
+                    .arg(QString(a->text()).remove('&'), a->shortcut().toString(QKeySequence::NativeText).toHtmlEscaped());
+  return tr("<table>%1</table><p>In a chart: drag to zoom, right-click or double-click to see it all. In the slice "
+            "viewer: the wheel pages slices, a click moves the crosshair, a right-drag sets window and level.</p>")
+      .arg(rows);
+}
 
 QStringList MainWindow::open_paths(const QStringList& paths) {
   QStringList problems;
@@ -241,9 +287,11 @@ QString MainWindow::save_spec(const QString& path) {
 
 QString MainWindow::open_results(const QString& dir) {
   if (const auto e = compare_->add_run(dir)) return *e;
-  if (!controller_->running()) run_view_->show_results(compare_->runs().back());  // never hide a live run
+  if (const RunResults* run = compare_->run_for(dir); run && !controller_->running())
+    run_view_->show_results(*run);  // never hide a live run
   update_run_actions();  // a stopped run opened can be resumed
   show_tab(2);
+  statusBar()->showMessage(tr("Opened the run %1").arg(dir));
   return {};
 }
 
@@ -252,12 +300,11 @@ QString MainWindow::open_volume(const QString& path) {
   if (!e.isEmpty()) return e;
   remember(path);
   show_tab(3);
+  statusBar()->showMessage(tr("Opened the volume %1").arg(path));
   return {};
 }
 
-QString MainWindow::results_dir() const {
-  return QSettings().value("results_dir", QDir::current().filePath("results")).toString();
-}
+QString MainWindow::results_dir() const { return results_folder(); }
 
 QString MainWindow::start_run() {
   if (controller_->running()) return tr("a run is already in progress; stop it first (Shift+F5)");
@@ -305,7 +352,8 @@ QString MainWindow::write_report_for_shown_run(QString* index_html) {
   try {
     const RunResults run = load_run(shown.dir);
     write_report(run, analysis::parse_formats("png,svg,md,html"));
-    if (index_html) *index_html = QString::fromStdString((run.dir / "report" / "index.html").string());
+    if (index_html)
+      *index_html = QFileInfo(QString::fromStdString((run.dir / "report" / "index.html").string())).absoluteFilePath();
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }

@@ -49,8 +49,11 @@ class MainWindow : public QMainWindow {
   QString results_dir() const;  // where runs go: <results dir>/<name>-<time>
   void show_tab(int index);     // 0 editor, 1 run, 2 compare, 3 volumes
   // A menu action by its object name: new, open, save, save_as, open_results,
-  // open_volume, open_mask, export_charts, quit, run, stop, report, about.
+  // open_volume, open_mask, export_charts, quit, run, stop, report, guide, shortcuts, about.
   QAction* action(const QString& name) const;
+  // Help's texts: the quick guide, and every menu shortcut with what it does.
+  QString quick_guide() const;
+  QString shortcuts_text() const;
 
   SpecEditor* editor() const { return editor_; }
   RunView* run_view() const { return run_view_; }

@@ -54,6 +54,33 @@ std::string to_html(const Table& t) {
   return out.str();
 }
 
+// The projection table as two that fit a page: the arms' measured figures (a row an
+// arm), then the time per epoch projected on each link, a row a link and a column an arm.
+std::string projection_html(const Table& t) {
+  const std::string prefix = "projected: ";
+  size_t first_link = t.headers.size();
+  for (size_t i = 0; i < t.headers.size(); ++i)
+    if (t.headers[i].rfind(prefix, 0) == 0) {
+      first_link = i;
+      break;
+    }
+  Table measured{{t.headers.begin(), t.headers.begin() + static_cast<std::ptrdiff_t>(first_link)},
+                 {t.right.begin(), t.right.begin() + static_cast<std::ptrdiff_t>(first_link)},
+                 {}};
+  Table links{{"link: projected s/epoch"}, {false}, {}};
+  for (const auto& row : t.rows) {
+    measured.rows.emplace_back(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(first_link));
+    links.headers.push_back(row.front());
+    links.right.push_back(true);
+  }
+  for (size_t l = first_link; l < t.headers.size(); ++l) {
+    std::vector<std::string> row{t.headers[l].substr(prefix.size())};
+    for (const auto& arm : t.rows) row.push_back(l < arm.size() ? arm[l] : "—");
+    links.rows.push_back(std::move(row));
+  }
+  return to_html(measured) + to_html(links);
+}
+
 std::string chart_caption(ChartKind kind) {
   switch (kind) {
     case ChartKind::throughput: return "Training samples per second of training time (evaluation excluded).";
@@ -70,7 +97,7 @@ std::string chart_caption(ChartKind kind) {
       return "Bytes sent and received per process per epoch-equivalent (Gloo and NCCL: the algorithm's bytes).";
     case ChartKind::cumulative_bytes: return "Bytes moved by the arm since it started, every message counted once.";
     case ChartKind::projection:
-      return "Dashed lines: projected from this run's compute, bytes and messages (assumptions below); markers: "
+      return "Lines: projected from this run's compute, bytes and messages (assumptions below); large markers: "
              "measured here, on the link the arm ran on (loopback: unshaped).";
   }
   return {};
@@ -87,9 +114,11 @@ std::string report_html(const RunResults& run, const std::string& image_ext) {
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
       << escape_html(run.name) << " — Quartet report</title>\n<style>\n"
-      << "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n"
+      << "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
+      << "p,li,figcaption{max-width:60em}\n"
       << "table{border-collapse:collapse;margin:1em 0;font-size:0.9em;display:block;max-width:100%;overflow-x:auto}\n"
       << "th,td{border:1px solid #ccc;padding:0.3em 0.6em}th{background:#f3f3f3}.num{text-align:right}\n"
+      << "td:first-child{white-space:nowrap}\n"
       << "img{max-width:100%;border:1px solid #eee}.problem{color:#a00}figure{margin:1.5em 0}\n"
       << "</style>\n</head>\n<body>\n";
   out << "<h1>" << escape_html(run.name) << "</h1>\n<p>Run folder <code>" << escape_html(run.dir.filename().string())
@@ -126,7 +155,7 @@ std::string report_html(const RunResults& run, const std::string& image_ext) {
   out << "<h2>Projection over link profiles</h2>\n<p>Measured figures are this run's; every column headed "
          "<i>projected</i> is computed from them.</p>\n<ul>\n";
   for (const std::string& a : projection_assumptions()) out << "<li>" << escape_html(a) << "</li>\n";
-  out << "</ul>\n" << to_html(projection_table(run.arms));
+  out << "</ul>\n" << projection_html(projection_table(run.arms));
   out << "</body>\n</html>\n";
   return out.str();
 }

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     if (!options.quiet) {
       for (const std::string& w : run.warnings) std::cerr << "quartet report: warning: " << w << "\n";
       std::cout << "quartet report: " << written.size() << " files in " << (run.dir / "report").string() << "\n";
+      if (f.html) std::cout << "open " << (run.dir / "report" / "index.html").string() << " in a browser\n";
     }
   } catch (const std::exception& e) {
     std::cerr << "quartet report: " << e.what() << "\n";

@@ -8,6 +8,7 @@
 #include <QFileInfo>
 #include <QTemporaryFile>
 #include <QTimer>
+#include <optional>
 
 namespace quartet::gui {
 
@@ -62,10 +63,17 @@ bool RunController::resume(const QString& run_dir) {
     error_ = tr("%1 is not a run folder that can be resumed (no readable spec.json)").arg(run_dir);
     return false;
   }
-  return launch(spec, run_dir, {"run", "--resume", run_dir, "--progress=jsonl"});
+  std::optional<analysis::RunResults> ran;
+  try {
+    ran = analysis::load_run(run_dir.toStdString());
+  } catch (const analysis::ResultsError&) {
+    // The runner says what is wrong with the folder; nothing is kept to show.
+  }
+  return launch(spec, run_dir, {"run", "--resume", run_dir, "--progress=jsonl"}, ran ? &*ran : nullptr);
 }
 
-bool RunController::launch(const nlohmann::json& spec, const QString& out_dir, const QStringList& args) {
+bool RunController::launch(const nlohmann::json& spec, const QString& out_dir, const QStringList& args,
+                           const analysis::RunResults* kept) {
   if (running()) {
     error_ = tr("a run is already in progress");
     return false;
@@ -76,6 +84,7 @@ bool RunController::launch(const nlohmann::json& spec, const QString& out_dir, c
     return false;
   }
   stream_ = std::make_unique<RunStream>(spec);
+  if (kept) stream_->keep_ended(*kept);
   pending_.clear();
   stderr_.clear();
   error_.clear();

@@ -32,7 +32,7 @@ class RunController : public QObject {
   // error() set when it cannot start (already running, the binary missing).
   bool start(const nlohmann::json& spec, const QString& out_dir);
   // Continues a stopped or failed run folder (quartet run --resume): its finished arms
-  // are kept. Returns false with error() set when it cannot start (no run folder there).
+  // are kept, and shown with their records from the start. Returns false with error() set when it cannot start (no run folder there).
   bool resume(const QString& run_dir);
   // Asks the run to stop (SIGINT, as Ctrl-C); kills it if it has not stopped in 20 s.
   void stop();
@@ -54,7 +54,9 @@ class RunController : public QObject {
   void finished(int exit_code, const QString& error);
 
  private:
-  bool launch(const nlohmann::json& spec, const QString& out_dir, const QStringList& args);
+  // `kept`: a resumed run's folder, whose ended arms the stream starts with.
+  bool launch(const nlohmann::json& spec, const QString& out_dir, const QStringList& args,
+              const analysis::RunResults* kept = nullptr);
   void read_stdout();
   void on_finished(int code, QProcess::ExitStatus status);
 

@@ -38,6 +38,19 @@ ArmResults& RunStream::arm(const std::string& name) {
   return run_.arms.back();
 }
 
+void RunStream::keep_ended(const analysis::RunResults& saved) {
+  if (run_.dir.empty()) run_.dir = saved.dir;
+  for (const ArmResults& a : saved.arms) {
+    if (a.status != "finished" && a.status != "degraded" && a.status != "diverged") continue;
+    ArmResults& kept = arm(a.name);
+    const std::string label = kept.label;
+    kept = a;
+    kept.label = label;
+    kept.total_samples = analysis::samples_done(a);  // its bar stands full
+  }
+  ++version_;
+}
+
 void RunStream::feed(const std::string& line) {
   if (line.find_first_not_of(" \t\r\n") == std::string::npos) return;
   json e;
@@ -93,7 +106,7 @@ void settle(analysis::RunResults& run, int exit_code) {
 }
 
 double arm_progress(const ArmResults& arm) {
-  if (arm.status == "finished") return 1.0;
+  if (arm.status == "finished" || arm.status == "degraded" || arm.status == "diverged") return 1.0;
   if (arm.total_samples <= 0) return 0.0;
   return std::clamp(static_cast<double>(samples_done(arm)) / static_cast<double>(arm.total_samples), 0.0, 1.0);
 }

@@ -21,6 +21,11 @@ class RunStream {
   // an error: a crashing runner may write anything.
   void feed(const std::string& line);
 
+  // A resumed run's history: each arm of `saved` (its folder as the resume found it) that
+  // ran to its end is taken with its records and summary, as the resume keeps it and sends
+  // no events for it; the others wait for theirs.
+  void keep_ended(const analysis::RunResults& saved);
+
   const analysis::RunResults& snapshot() const { return run_; }
   const std::vector<std::string>& errors() const { return errors_; }  // "arm: message"
   const std::vector<std::string>& log() const { return log_; }

@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 
 #include "analysis/repeats.h"
+#include "analysis/tables.h"
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 #include "gui/run_controller.h"
@@ -28,6 +29,7 @@ RunView::RunView(RunController* controller, QWidget* parent) : QWidget(parent), 
   big.setBold(true);
   title_->setFont(big);
   status_ = new QLabel(this);
+  status_->setWordWrap(true);
   error_ = new QLabel(this);
   error_->setStyleSheet("color: #b00020;");
   error_->setWordWrap(true);
@@ -36,20 +38,30 @@ RunView::RunView(RunController* controller, QWidget* parent) : QWidget(parent), 
   arms_box_ = new QGroupBox(tr("Arms"), this);
   arms_grid_ = new QGridLayout(arms_box_);
   arms_grid_->setColumnStretch(1, 1);
+  arms_grid_->setAlignment(Qt::AlignTop);
   layout->addWidget(title_);
   layout->addWidget(status_);
   layout->addWidget(error_);
-  layout->addWidget(arms_box_);
-  auto* split = new QSplitter(Qt::Vertical, this);
-  charts_ = new ChartPanel(split);
-  log_ = new QPlainTextEdit(split);
+  // The arms over the runner's log in a column beside the charts: the charts keep the
+  // window's whole height (a bar chart needs it for its labels at 1280×720).
+  auto* side = new QSplitter(Qt::Vertical, this);
+  log_ = new QPlainTextEdit(side);
   log_->setReadOnly(true);
   log_->setPlaceholderText(tr("The runner's messages appear here."));
   log_->setMaximumBlockCount(2000);
+  side->addWidget(arms_box_);
+  side->addWidget(log_);
+  side->setStretchFactor(0, 0);
+  side->setStretchFactor(1, 1);
+  arms_box_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Minimum);  // never squeezed: the log gives way
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(side);
+  charts_ = new ChartPanel(split);
   split->addWidget(charts_);
-  split->addWidget(log_);
-  split->setStretchFactor(0, 5);
+  split->setStretchFactor(0, 0);
   split->setStretchFactor(1, 1);
+  split->setCollapsible(1, false);
+  split->setSizes({360, 920});
   layout->addWidget(split, 1);
 
   // Charts refresh from snapshots on a timer, never from the reader directly.
@@ -95,6 +107,19 @@ QString over_repeats(const ArmResults& arm) {
       if (const std::optional<analysis::Interval> i = analysis::repeat_interval(arm, m.key))
         text += QString::fromStdString(" · " + m.label + " " + analysis::interval_text(*i, m.format));
   return text;
+}
+
+// "0:42 elapsed, ETA 1:10" for a running arm, "1:52" for one that ended; "" before its
+// first record. Times at its last record, as the terminal's bar gives them.
+QString elapsed_and_eta(const ArmResults& arm) {
+  const double elapsed = analysis::wall_seconds(arm);
+  if (!(elapsed > 0)) return {};
+  const QString spent = QString::fromStdString(analysis::format_seconds(elapsed));
+  if (arm.status != "running") return spent;
+  const double done = arm_progress(arm);
+  if (!(done > 0)) return QObject::tr("%1 elapsed").arg(spent);
+  return QObject::tr("%1 elapsed, ETA %2")
+      .arg(spent, QString::fromStdString(analysis::format_seconds(elapsed * (1.0 - done) / done)));
 }
 
 }  // namespace
@@ -153,6 +178,7 @@ void RunView::show_snapshot(const RunResults& run, const QString& errors, const 
       detail += tr(" · %1 samples/s").arg(samples_per_second(a), 0, 'f', 0);
       if (!evals.empty()) detail += tr(" · quality %1").arg(evals.back().value, 0, 'f', 4);
     }
+    if (const QString times = elapsed_and_eta(a); !times.isEmpty()) detail += " · " + times;
     if (!a.error.empty()) detail += " · " + QString::fromStdString(a.error);
     it->second.detail->setText(detail);
     it->second.detail->setStyleSheet(a.status == "failed" ? "color: #b00020;" : QString());
@@ -180,9 +206,11 @@ void RunView::rebuild_arms(const RunResults& run) {
     QPalette p = row.name->palette();
     p.setColor(QPalette::WindowText, arm_color(static_cast<size_t>(r)));
     row.name->setPalette(p);
-    arms_grid_->addWidget(row.name, r, 0);
-    arms_grid_->addWidget(row.bar, r, 1);
-    arms_grid_->addWidget(row.detail, r, 2);
+    // Two lines an arm: its name and bar, then its figures (wrapped in a narrow column).
+    row.detail->setWordWrap(true);
+    arms_grid_->addWidget(row.name, 2 * r, 0);
+    arms_grid_->addWidget(row.bar, 2 * r, 1);
+    arms_grid_->addWidget(row.detail, 2 * r + 1, 0, 1, 2);
     rows_[a.name] = row;
     ++r;
   }
@@ -191,6 +219,11 @@ void RunView::rebuild_arms(const RunResults& run) {
 
 QString RunView::error_text() const { return error_->isHidden() ? QString() : error_->text(); }
 QString RunView::status_text() const { return status_->text(); }
+
+QString RunView::detail(const std::string& arm) const {
+  auto it = rows_.find(arm);
+  return it == rows_.end() ? QString() : it->second.detail->text();
+}
 
 QProgressBar* RunView::progress(const std::string& arm) const {
   auto it = rows_.find(arm);

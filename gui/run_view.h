@@ -37,6 +37,8 @@ class RunView : public QWidget {
   QString error_text() const;
   QString status_text() const;
   QProgressBar* progress(const std::string& arm) const;
+  // The line under an arm's bar: its status, figures, elapsed time and ETA.
+  QString detail(const std::string& arm) const;
   const analysis::RunResults& shown() const { return shown_; }
 
  private:

@@ -6,10 +6,12 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSignalBlocker>
 #include <QTabWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <functional>
@@ -26,6 +28,31 @@ const char* kErrorStyle = "color: #b00020;";
 const char* kEditorErrorStyle = "border: 1px solid #b00020;";
 
 enum class Kind { line, choice, object, list };
+
+// A wrapped message that holds the height of every line it wraps to at its width: the
+// form in its scroll area lays rows out by their minimum heights, which a wrapped label
+// does not give by itself (a long error was cut to two lines).
+class WrappedLabel : public QLabel {
+ public:
+  explicit WrappedLabel(QWidget* parent) : QLabel(parent) { setWordWrap(true); }
+  void show_text(const QString& text) {
+    setText(text);
+    show();
+    fit();
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override {
+    QLabel::resizeEvent(event);
+    fit();
+  }
+
+ private:
+  void fit() {
+    if (width() <= 0 || isHidden()) return;
+    if (const int h = heightForWidth(width()); h > 0 && minimumHeight() != h) setMinimumHeight(h);
+  }
+};
 
 const json& field(const json& j, const char* key) {
   static const json kNull;
@@ -101,6 +128,7 @@ struct SchemaForm::Node {
   QLineEdit* line = nullptr;
   QComboBox* combo = nullptr;
   QComboBox* names = nullptr;        // a line with known values to pick from (its line edit is `line`)
+  QToolButton* pick = nullptr;       // a list of names: a menu of those known, ticked into `line`
   QLabel* error = nullptr;
   QTabWidget* tabs = nullptr;  // list
   std::vector<std::unique_ptr<Node>> children;
@@ -147,9 +175,8 @@ SchemaForm::~SchemaForm() = default;
 void SchemaForm::build_object(Node& node, QWidget* container) {
   QBoxLayout* outer = qobject_cast<QBoxLayout*>(container->layout());
   if (!outer) outer = new QVBoxLayout(container);
-  node.error = new QLabel(container);
+  node.error = new WrappedLabel(container);
   node.error->setStyleSheet(kErrorStyle);
-  node.error->setWordWrap(true);
   node.error->hide();
   outer->addWidget(node.error);
   auto* form = new QFormLayout;
@@ -157,12 +184,7 @@ void SchemaForm::build_object(Node& node, QWidget* container) {
   outer->addLayout(form);
   const json& required = field(node.schema, "required");
   auto add_row = [&](std::unique_ptr<Node> child) {
-    const json& when = field(child->schema, "x-applies-when");
-    if (when.is_object() && when.size() == 1 && when.begin().value().is_array()) {
-      child->when = when.begin().key();
-      for (const json& v : when.begin().value())
-        if (v.is_string()) child->when_values.push_back(v.get<std::string>());
-    }
+    read_when(*child);
     QWidget* w = build_field(*child);
     child->label = new QLabel(QString::fromStdString(child->key) + (child->required ? " *" : ""), container);
     child->label->setToolTip(w->toolTip());
@@ -247,6 +269,20 @@ QWidget* SchemaForm::build_field(Node& n) {
     n.combo = new QComboBox(row);
     connect(n.combo, &QComboBox::currentIndexChanged, this, [this] { edited(); });
     v->addWidget(n.combo);
+  } else if (field(n.schema, "format").is_string() && type_of(n.schema) == "array") {
+    // A list of names (a pipeline's cuts): typed, or ticked in a menu of those that fit.
+    auto* line = new QHBoxLayout;
+    n.line = new QLineEdit(row);
+    n.line->setClearButtonEnabled(true);
+    n.pick = new QToolButton(row);
+    n.pick->setText(tr("Pick"));
+    n.pick->setToolTip(tr("Tick the names, in order"));
+    n.pick->setPopupMode(QToolButton::InstantPopup);
+    n.pick->setMenu(new QMenu(n.pick));
+    connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
+    line->addWidget(n.line, 1);
+    line->addWidget(n.pick);
+    v->addLayout(line);
   } else if (field(n.schema, "format").is_string() && type_of(n.schema) == "string") {
     n.names = new QComboBox(row);
     n.names->setEditable(true);
@@ -262,9 +298,8 @@ QWidget* SchemaForm::build_field(Node& n) {
     v->addWidget(n.line);
   }
   show_schema(n);
-  n.error = new QLabel(row);
+  n.error = new WrappedLabel(row);
   n.error->setStyleSheet(kErrorStyle);
-  n.error->setWordWrap(true);
   n.error->hide();
   v->addWidget(n.error);
   return row;
@@ -287,7 +322,9 @@ void SchemaForm::show_schema(Node& n) {
     const bool was_filling = filling_;
     filling_ = true;
     n.combo->clear();
-    n.combo->addItem(placeholder, QString());
+    // A required choice has nothing to fall back on: its placeholder is no item to pick.
+    if (n.required) n.combo->setPlaceholderText(placeholder);
+    else n.combo->addItem(placeholder, QString());
     if (type_of(n.schema) == "boolean") {
       n.combo->addItem("true", "true");
       n.combo->addItem("false", "false");
@@ -301,6 +338,8 @@ void SchemaForm::show_schema(Node& n) {
         at = n.combo->count() - 1;
       }
       n.combo->setCurrentIndex(at);
+    } else if (n.required) {
+      n.combo->setCurrentIndex(-1);
     }
     filling_ = was_filling;
     n.combo->setToolTip(description);
@@ -364,6 +403,16 @@ void SchemaForm::add_item(const std::string& path, const json& item) {
   edited();
 }
 
+void SchemaForm::read_when(Node& n) {
+  n.when.clear();
+  n.when_values.clear();
+  const json& when = field(n.schema, "x-applies-when");
+  if (!when.is_object() || when.size() != 1 || !when.begin().value().is_array()) return;
+  n.when = when.begin().key();
+  for (const json& v : when.begin().value())
+    if (v.is_string()) n.when_values.push_back(v.get<std::string>());
+}
+
 bool SchemaForm::applies(const Node& object, const Node& n) const {
   if (n.when.empty()) return true;
   // A sibling's name, or a JSON Pointer from the root ("/workload/name").
@@ -372,7 +421,9 @@ bool SchemaForm::applies(const Node& object, const Node& n) const {
     path = QString::fromStdString(root_->path) + QString::fromStdString(n.when).replace('/', '.');
   auto it = index_.find(path.toStdString());
   if (it == index_.end() || !it->second->combo || it->second->hidden()) return true;
-  const std::string value = it->second->combo->currentData().toString().toStdString();
+  // The value that will run: the one chosen, else the field's default.
+  std::string value = it->second->combo->currentData().toString().toStdString();
+  if (const json& def = field(it->second->schema, "default"); value.empty() && def.is_string()) value = def.get<std::string>();
   return value.empty() || std::find(n.when_values.begin(), n.when_values.end(), value) != n.when_values.end();
 }
 
@@ -381,16 +432,19 @@ void SchemaForm::update_visibility(Node& object) {
   for (auto& c : object.children)
     if (c->key == "regime" && c->combo) chosen = c->combo->currentData().toString().toStdString();
   for (auto& c : object.children) {
+    if (auto it = c->schema_for.find(chosen); it != c->schema_for.end() && it->second != c->schema) {
+      c->schema = it->second;
+      read_when(*c);  // two regimes' field may apply under different conditions (split's cuts, pipeline's)
+      if (c->kind == Kind::line || c->kind == Kind::choice) show_schema(*c);
+    }
+  }
+  for (auto& c : object.children) {
     const bool regime_ok =
         c->regimes.empty() || chosen.empty() || std::find(c->regimes.begin(), c->regimes.end(), chosen) != c->regimes.end();
     const bool show = regime_ok && applies(object, *c);
     if (c->row->isHidden() == show) {
       c->row->setVisible(show);
       c->label->setVisible(show);
-    }
-    if (auto it = c->schema_for.find(chosen); it != c->schema_for.end() && it->second != c->schema) {
-      c->schema = it->second;
-      if (c->kind == Kind::line || c->kind == Kind::choice) show_schema(*c);
     }
   }
 }
@@ -416,7 +470,7 @@ void SchemaForm::fill(Node& n, const json& v) {
     case Kind::list: rebuild_items(n, v.is_array() ? v : json::array()); return;
     case Kind::choice: {
       if (v.is_null()) {
-        n.combo->setCurrentIndex(0);
+        n.combo->setCurrentIndex(n.required ? -1 : 0);
         return;
       }
       const QString text = json_text(v);
@@ -526,8 +580,7 @@ std::string SchemaForm::show_error(const std::string& path, const QString& messa
     at = at.substr(0, cut);
   }
   Node* n = index_.at(at);
-  n->error->setText(message);
-  n->error->show();
+  static_cast<WrappedLabel*>(n->error)->show_text(message);
   if (QWidget* e = n->editor()) e->setStyleSheet(kEditorErrorStyle);
   // Show the tabs on the way down to it.
   for (const auto& [p, node] : index_)
@@ -543,6 +596,7 @@ void SchemaForm::clear_errors() {
     if (n->error) {
       n->error->clear();
       n->error->hide();
+      n->error->setMinimumHeight(0);
     }
     if (QWidget* e = n->editor()) e->setStyleSheet(QString());
   }
@@ -553,10 +607,43 @@ void SchemaForm::suggest(const std::string& format, Suggestions names) {
   refresh_suggestions();
 }
 
+void SchemaForm::refresh_picker(Node& n, const QStringList& names) {
+  QMenu* menu = n.pick->menu();
+  QStringList listed;
+  for (QAction* a : menu->actions()) listed << a->text();
+  if (listed != names) {
+    menu->clear();
+    QLineEdit* line = n.line;
+    for (const QString& name : names) {
+      QAction* a = menu->addAction(name);
+      a->setCheckable(true);
+      // Ticking keeps the names in the model's order.
+      connect(a, &QAction::toggled, this, [this, menu, line] {
+        QStringList picked;
+        for (QAction* b : menu->actions())
+          if (b->isChecked()) picked << b->text();
+        line->setText(picked.join(", "));
+        edited();
+      });
+    }
+  }
+  const QStringList typed = n.line->text().split(',', Qt::SkipEmptyParts);
+  for (QAction* a : menu->actions()) {
+    const QSignalBlocker block(a);
+    a->setChecked(std::any_of(typed.begin(), typed.end(), [&](const QString& t) { return t.trimmed() == a->text(); }));
+  }
+  n.pick->setEnabled(!names.isEmpty());
+}
+
 void SchemaForm::refresh_suggestions() {
   if (suggestions_.empty()) return;
   const json whole = value();
   for (auto& [path, n] : index_) {
+    if (n->pick) {
+      auto it = suggestions_.find(field(n->schema, "format").get<std::string>());
+      if (it != suggestions_.end()) refresh_picker(*n, it->second(whole, path));
+      continue;
+    }
     if (!n->names) continue;
     auto it = suggestions_.find(field(n->schema, "format").get<std::string>());
     if (it == suggestions_.end()) continue;
@@ -573,9 +660,24 @@ void SchemaForm::refresh_suggestions() {
   }
 }
 
+void SchemaForm::set_field(const std::string& path, const json& v) {
+  auto it = index_.find(path);
+  if (it == index_.end() || (it->second->kind != Kind::line && it->second->kind != Kind::choice)) return;
+  const bool was_filling = filling_;
+  filling_ = true;
+  fill(*it->second, v);
+  filling_ = was_filling;
+  edited();
+}
+
 QWidget* SchemaForm::editor(const std::string& path) const {
   auto it = index_.find(path);
   return it == index_.end() ? nullptr : it->second->editor();
+}
+
+QMenu* SchemaForm::picker(const std::string& path) const {
+  auto it = index_.find(path);
+  return it == index_.end() || !it->second->pick ? nullptr : it->second->pick->menu();
 }
 
 QString SchemaForm::error_at(const std::string& path) const {

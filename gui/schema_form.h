@@ -9,6 +9,8 @@
 #include <QString>
 #include <QStringList>
 #include <QWidget>
+
+class QMenu;
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +37,11 @@ class SchemaForm : public QWidget {
   // (switching to the arm's tab); returns the path it was shown at.
   std::string show_error(const std::string& path, const QString& message);
   void clear_errors();
+
+  // Sets one plain field (a line or a choice) as a person would, `v` null to clear it.
+  void set_field(const std::string& path, const nlohmann::json& v);
+  // The menu of names a list field (format on an array: a pipeline's cuts) offers, or null.
+  QMenu* picker(const std::string& path) const;
 
   // The editor of a field (a QLineEdit or QComboBox), or null; the error shown there.
   QWidget* editor(const std::string& path) const;
@@ -66,7 +73,10 @@ class SchemaForm : public QWidget {
   void update_visibility(Node& object);
   void refresh_visibility(Node& n);
   void refresh_suggestions();
+  void refresh_picker(Node& n, const QStringList& names);
   bool applies(const Node& object, const Node& n) const;
+  // The field's x-applies-when, from its schema.
+  static void read_when(Node& n);
   void edited();
   static std::optional<nlohmann::json> read(const Node& node);
 

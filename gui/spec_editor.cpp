@@ -4,11 +4,13 @@
 #include <QScrollArea>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <stdexcept>
 
 #include "runner/results.h"
 #include "runner/spec.h"
 #include "gui/schema_form.h"
+#include "gui/wheel_guard.h"
 #include "workloads/models.h"
 #include "workloads/workload.h"
 
@@ -80,9 +82,11 @@ SpecEditor::SpecEditor(QWidget* parent) : QWidget(parent) {
   check_timer_->setInterval(300);
   connect(check_timer_, &QTimer::timeout, this, [this] { validate(); });
   connect(form_, &SchemaForm::changed, this, [this] {
+    follow_workload();
     set_modified(true);
     check_timer_->start();
   });
+  guard_wheel();
   new_spec();
 }
 
@@ -100,7 +104,24 @@ void SpecEditor::new_spec() {
 
 void SpecEditor::set_spec(const json& spec) {
   form_->set_value(spec);
+  workload_ = text_at(spec.value("workload", json::object()), "name");
   validate();
+}
+
+void SpecEditor::follow_workload() {
+  const json workload = spec().value("workload", json::object());
+  const std::string name = text_at(workload, "name");
+  if (name == workload_) return;
+  workload_ = name;
+  std::vector<std::string> fit;
+  try {
+    fit = workloads::workload_model_names(name);
+  } catch (const std::exception&) {
+    return;  // a workload this build does not know: validation says so
+  }
+  const std::string model = text_at(workload, "model");
+  if (fit.empty() || std::find(fit.begin(), fit.end(), model) != fit.end()) return;
+  form_->set_field("spec.workload.model", fit.front());  // the first model that fits the new workload
 }
 
 json SpecEditor::spec() const { return form_->value(); }

@@ -6,6 +6,7 @@
 #include <QString>
 #include <QWidget>
 #include <nlohmann/json.hpp>
+#include <string>
 
 class QLabel;
 class QTimer;
@@ -44,12 +45,15 @@ class SpecEditor : public QWidget {
 
  private:
   void set_modified(bool m);
+  // A workload switched to one its model does not fit: the first model that fits it.
+  void follow_workload();
 
   SchemaForm* form_;
   QLabel* status_;
   QTimer* check_timer_;
   QString path_;
   QString problem_;
+  std::string workload_;  // the workload the model was last checked against
   bool modified_ = false;
 };
 

@@ -45,6 +45,16 @@ std::array<int64_t, 3> slice_voxel(const Grid& g, Plane plane, int64_t s, int64_
   return {0, 0, 0};
 }
 
+SlicePoint voxel_point(const Grid& g, Plane plane, const std::array<int64_t, 3>& voxel) {
+  const auto [x, y, z] = voxel;
+  switch (plane) {
+    case Plane::axial: return {z, x, y};
+    case Plane::coronal: return {y, x, g.nz() - 1 - z};
+    case Plane::sagittal: return {x, y, g.nz() - 1 - z};
+  }
+  return {0, 0, 0};
+}
+
 // LPS: x grows to the patient's left, y to posterior, z to superior; pixel u grows with x
 // (axial, coronal) or y (sagittal), and v with y (axial) or against z.
 EdgeLetters edge_letters(Plane plane) {

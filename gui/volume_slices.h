@@ -45,6 +45,13 @@ QColor class_color(int c);
 // The voxel (x, y, z) under pixel (u, v) of slice `s` of `plane` as slice_image draws it.
 std::array<int64_t, 3> slice_voxel(const medical3d::Grid& grid, Plane plane, int64_t s, int64_t u, int64_t v);
 
+// Where voxel (x, y, z) lies in `plane`: the slice holding it, and its pixel (u, v) there;
+// the inverse of slice_voxel.
+struct SlicePoint {
+  int64_t slice, u, v;
+};
+SlicePoint voxel_point(const medical3d::Grid& grid, Plane plane, const std::array<int64_t, 3>& voxel);
+
 // The patient's directions at a slice's left, right, top and bottom edges as slice_image
 // draws an LPS volume (R/L, A/P, S/I): axial R L A P, coronal R L S I, sagittal A P S I.
 struct EdgeLetters {

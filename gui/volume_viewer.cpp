@@ -1,6 +1,8 @@
 #include "gui/volume_viewer.h"
 
 #include <QCheckBox>
+#include <QDir>
+#include <QFile>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -12,6 +14,8 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "medical3d/io_support.h"
@@ -61,6 +65,22 @@ void draw_edge_letters(QPixmap& pixmap, const EdgeLetters& e) {
     painter.setPen(QColor(255, 230, 120));
     painter.drawText(r, align, letter);
   }
+}
+
+// The crosshair through pixel (u, v) of a slice `size` pixels large, drawn on its scaled
+// picture: thin lines with a gap at the voxel, so that the voxel stays visible.
+void draw_crosshair(QPixmap& pixmap, const SlicePoint& at, QSize size) {
+  if (size.isEmpty()) return;
+  QPainter painter(&pixmap);
+  painter.setPen(QPen(QColor(80, 220, 255, 200), 1));
+  const double sx = static_cast<double>(pixmap.width()) / size.width();
+  const double sy = static_cast<double>(pixmap.height()) / size.height();
+  const double x = (static_cast<double>(at.u) + 0.5) * sx, y = (static_cast<double>(at.v) + 0.5) * sy;
+  const double gap = std::max(4.0, std::max(sx, sy));
+  painter.drawLine(QPointF(0, y), QPointF(x - gap, y));
+  painter.drawLine(QPointF(x + gap, y), QPointF(pixmap.width(), y));
+  painter.drawLine(QPointF(x, 0), QPointF(x, y - gap));
+  painter.drawLine(QPointF(x, y + gap), QPointF(x, pixmap.height()));
 }
 
 }  // namespace
@@ -127,13 +147,18 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
     views_[p]->setMinimumSize(160, 160);
     views_[p]->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
     views_[p]->setStyleSheet("background: black;");
+    views_[p]->setToolTip(tr("Wheel: page the slices. Click: the crosshair there, the other views on its slices. "
+                             "Right-drag: window (sideways) and level (up and down)."));
     sliders_[p] = new QSlider(Qt::Horizontal, this);
     sliders_[p]->setEnabled(false);
     grid->addWidget(title, 0, static_cast<int>(p));
     grid->addWidget(views_[p], 1, static_cast<int>(p));
     grid->addWidget(sliders_[p], 2, static_cast<int>(p));
     grid->setColumnStretch(static_cast<int>(p), 1);
-    connect(sliders_[p], &QSlider::valueChanged, this, [this] {
+    connect(sliders_[p], &QSlider::valueChanged, this, [this, p](int value) {
+      // The crosshair's voxel follows the slice: axial moves z, coronal y, sagittal x.
+      constexpr size_t kAxis[] = {2, 1, 0};
+      cursor_[kAxis[p]] = value;
       if (!filling_) redraw();
     });
   }
@@ -154,7 +179,7 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
     if (!path.isEmpty()) this->open_image(path);
   });
   connect(open_mask, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a mask"), image_dir_,
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a mask"), mask_folder(),
                                                       tr("NIfTI (*.nii *.nii.gz);;All files (*)"));
     if (!path.isEmpty()) this->open_mask(path);
   });
@@ -174,8 +199,40 @@ QString VolumeViewer::open_image(const QString& path) {
   if (problem.isEmpty()) {
     info_->setText(QFileInfo(path).fileName() + " — " + info_->text());
     image_dir_ = QFileInfo(path).absolutePath();
+    read_class_names({image_dir_, QFileInfo(image_dir_).absolutePath()});
+    mask_changed();
   }
   return problem;
+}
+
+QString VolumeViewer::mask_folder() const {
+  const QDir images(image_dir_);
+  if (!image_dir_.isEmpty() && images.dirName().startsWith("images")) {
+    const QString labels = QFileInfo(images.absolutePath()).absolutePath() + "/labelsTr";
+    if (QFileInfo(labels).isDir()) return labels;
+  }
+  return image_dir_;
+}
+
+void VolumeViewer::read_class_names(const QStringList& dirs) {
+  for (const QString& dir : dirs) {
+    QFile file(QDir(dir).filePath("dataset.json"));
+    if (!file.open(QIODevice::ReadOnly)) continue;
+    const nlohmann::json j = nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
+    const auto labels = j.is_object() ? j.find("labels") : j.end();
+    if (j.is_discarded() || labels == j.end() || !labels->is_object()) continue;
+    std::map<int, QString> names;
+    for (const auto& [key, value] : labels->items()) {
+      // Either {"1": "organ"} (the Decathlon's) or {"organ": 1} (nnU-Net v2's).
+      bool ok = false;
+      const int by_key = QString::fromStdString(key).toInt(&ok);
+      if (ok && value.is_string()) names[by_key] = QString::fromStdString(value.get<std::string>());
+      else if (value.is_number_integer()) names[value.get<int>()] = QString::fromStdString(key);
+    }
+    if (names.empty()) continue;
+    class_names_ = std::move(names);
+    return;
+  }
 }
 
 QString VolumeViewer::open_mask(const QString& path) {
@@ -196,6 +253,8 @@ QString VolumeViewer::open_mask(const QString& path) {
     return error_text();
   }
   error_->hide();
+  const QString mask_dir = QFileInfo(path).absolutePath();
+  read_class_names({mask_dir, QFileInfo(mask_dir).absolutePath(), image_dir_, QFileInfo(image_dir_).absolutePath()});
   mask_changed();
   redraw();
   return {};
@@ -213,8 +272,10 @@ void VolumeViewer::mask_changed() {
         for (int64_t x = 0; x < mask_->nx(); ++x) present[mask_->at(x, y, z)] = true;
     legend = tr("Mask classes:");
     for (int c = 1; c < 256; ++c)
-      if (present[static_cast<size_t>(c)])
+      if (present[static_cast<size_t>(c)]) {
         legend += QString(" <span style=\"color:%1\">■</span> %2").arg(class_color(c).name()).arg(c);
+        if (auto it = class_names_.find(c); it != class_names_.end()) legend += " " + it->second.toHtmlEscaped();
+      }
     if (legend == tr("Mask classes:")) legend += tr(" none (every voxel is background)");
   }
   legend_->setText(legend);
@@ -225,29 +286,85 @@ bool VolumeViewer::mask_toggle_enabled() const { return show_mask_->isEnabled();
 
 QString VolumeViewer::plane_title(Plane plane) const { return titles_[static_cast<size_t>(plane)]->text(); }
 
-QString VolumeViewer::readout_at(Plane plane, QPoint point) {
+std::optional<std::array<int64_t, 3>> VolumeViewer::voxel_at(Plane plane, QPoint point) const {
   const size_t p = static_cast<size_t>(plane);
-  QString text;
   const QRect& r = shown_[p];
-  if (image_ && r.width() > 0 && r.height() > 0 && r.contains(point)) {
-    const int64_t u = (point.x() - r.x()) * pictures_[p].width() / r.width();
-    const int64_t v = (point.y() - r.y()) * pictures_[p].height() / r.height();
-    const auto [x, y, z] = slice_voxel(image_->grid, plane, sliders_[p]->value(), u, v);
+  if (!image_ || r.width() <= 0 || r.height() <= 0 || !r.contains(point)) return std::nullopt;
+  const int64_t u = (point.x() - r.x()) * pictures_[p].width() / r.width();
+  const int64_t v = (point.y() - r.y()) * pictures_[p].height() / r.height();
+  return slice_voxel(image_->grid, plane, sliders_[p]->value(), u, v);
+}
+
+QString VolumeViewer::readout_at(Plane plane, QPoint point) {
+  QString text;
+  if (const auto voxel = voxel_at(plane, point)) {
+    const auto [x, y, z] = *voxel;
     text = tr("voxel (%1, %2, %3): %4").arg(x).arg(y).arg(z).arg(image_->at(x, y, z), 0, 'g', 5);
-    if (mask_) text += tr(", class %1").arg(mask_->at(x, y, z));
+    if (mask_) {
+      const int c = mask_->at(x, y, z);
+      text += tr(", class %1").arg(c);
+      if (auto it = class_names_.find(c); it != class_names_.end()) text += " (" + it->second + ")";
+    }
   }
   readout_->setText(text);
   return text;
 }
 
+QWidget* VolumeViewer::plane_view(Plane plane) const { return views_[static_cast<size_t>(plane)]; }
+
+int64_t VolumeViewer::slice(Plane plane) const { return sliders_[static_cast<size_t>(plane)]->value(); }
+double VolumeViewer::window() const { return window_->value(); }
+double VolumeViewer::level() const { return level_->value(); }
+
+void VolumeViewer::set_cursor(const std::array<int64_t, 3>& voxel) {
+  if (!image_) return;
+  filling_ = true;
+  for (size_t p = 0; p < 3; ++p) sliders_[p]->setValue(static_cast<int>(voxel_point(image_->grid, kPlanes[p], voxel).slice));
+  filling_ = false;
+  cursor_ = voxel;
+  redraw();
+}
+
 bool VolumeViewer::eventFilter(QObject* watched, QEvent* event) {
-  for (size_t p = 0; p < 3; ++p)
-    if (watched == views_[p]) {
-      if (event->type() == QEvent::MouseMove)
-        readout_at(kPlanes[p], static_cast<QMouseEvent*>(event)->position().toPoint());
-      else if (event->type() == QEvent::Leave)
-        readout_->clear();
+  for (size_t p = 0; p < 3; ++p) {
+    if (watched != views_[p]) continue;
+    const Plane plane = kPlanes[p];
+    switch (event->type()) {
+      case QEvent::MouseMove: {
+        auto* m = static_cast<QMouseEvent*>(event);
+        if (m->buttons() & Qt::RightButton) {
+          // Sideways: the window, in steps of 1/200 of it; up and down: the level.
+          const QPoint d = m->position().toPoint() - drag_from_;
+          const double step = std::max(drag_window_, 1.0) / 200.0;
+          set_window(std::max(drag_window_ + d.x() * step, 1e-3), drag_level_ - d.y() * step);
+        } else if (m->buttons() & Qt::LeftButton) {
+          if (const auto voxel = voxel_at(plane, m->position().toPoint())) set_cursor(*voxel);
+        }
+        readout_at(plane, m->position().toPoint());
+        break;
+      }
+      case QEvent::MouseButtonPress: {
+        auto* m = static_cast<QMouseEvent*>(event);
+        if (m->button() == Qt::RightButton) {
+          drag_from_ = m->position().toPoint();
+          drag_window_ = window_->value();
+          drag_level_ = level_->value();
+        } else if (m->button() == Qt::LeftButton) {
+          if (const auto voxel = voxel_at(plane, m->position().toPoint())) set_cursor(*voxel);
+        }
+        return true;
+      }
+      case QEvent::Wheel: {
+        // A notch a slice, as Slicer pages.
+        const int notches = static_cast<QWheelEvent*>(event)->angleDelta().y() / 120;
+        if (notches != 0 && sliders_[p]->isEnabled()) sliders_[p]->setValue(sliders_[p]->value() + notches);
+        event->accept();
+        return true;
+      }
+      case QEvent::Leave: readout_->clear(); break;
+      default: break;
     }
+  }
   return QWidget::eventFilter(watched, event);
 }
 
@@ -270,6 +387,7 @@ QString VolumeViewer::set_volume(medical3d::Volume image, std::optional<medical3
     sliders_[p]->setRange(0, static_cast<int>(n - 1));
     sliders_[p]->setValue(static_cast<int>(n / 2));
   }
+  cursor_ = {image_->nx() / 2, image_->ny() / 2, image_->nz() / 2};
   filling_ = false;
   const medical3d::Grid& g = image_->grid;
   info_->setText(tr("%1 × %2 × %3 voxels of %4 × %5 × %6 mm")
@@ -309,6 +427,7 @@ void VolumeViewer::redraw() {
     shape.scale(QSizeF(room), Qt::KeepAspectRatio);
     QPixmap pixmap = QPixmap::fromImage(pictures_[p].scaled(shape.toSize().expandedTo(QSize(1, 1)),
                                                             Qt::IgnoreAspectRatio, Qt::FastTransformation));
+    draw_crosshair(pixmap, voxel_point(image_->grid, kPlanes[p], cursor_), pictures_[p].size());
     draw_edge_letters(pixmap, edge_letters(kPlanes[p]));
     shown_[p] = QRect(QPoint((room.width() - pixmap.width()) / 2, (room.height() - pixmap.height()) / 2), pixmap.size());
     views_[p]->setPixmap(pixmap);

@@ -2,13 +2,18 @@
 
 // The slice viewer: a CT or MRI volume (NIfTI) in axial, coronal and sagittal slices,
 // with window/level and a segmentation mask over it (a label file, or a model's
-// prediction from `quartet predict`).
+// prediction from `quartet predict`), handled as in 3D Slicer: the wheel pages a view's
+// slices, a click puts the crosshair on a voxel and the other views on its slices, a
+// right-drag sets the window (sideways) and the level (up and down), and the mask's
+// classes are named from a dataset.json beside the files (the Medical Segmentation
+// Decathlon's "labels").
 
 #include <QImage>
 #include <QRect>
 #include <QString>
 #include <QWidget>
 #include <array>
+#include <map>
 #include <optional>
 
 #include "gui/volume_slices.h"
@@ -49,6 +54,19 @@ class VolumeViewer : public QWidget {
   QRect picture_rect(Plane plane) const { return shown_[static_cast<size_t>(plane)]; }  // in its view
   bool mask_toggle_enabled() const;
 
+  // The view of `plane` (the mouse's target), its slice, the crosshair's voxel (x, y, z),
+  // the window and level, and the mask's class names (from a dataset.json; empty without).
+  QWidget* plane_view(Plane plane) const;
+  int64_t slice(Plane plane) const;
+  std::array<int64_t, 3> cursor() const { return cursor_; }
+  void set_cursor(const std::array<int64_t, 3>& voxel);
+  double window() const;
+  double level() const;
+  const std::map<int, QString>& class_names() const { return class_names_; }
+  // Where Open Mask starts: labelsTr beside the image's imagesTr when there is one, else
+  // the image's folder.
+  QString mask_folder() const;
+
  protected:
   void resizeEvent(QResizeEvent* event) override;
   bool eventFilter(QObject* watched, QEvent* event) override;
@@ -57,6 +75,10 @@ class VolumeViewer : public QWidget {
   void redraw();
   void show_error(const QString& message);
   void mask_changed();
+  // The names of the mask's classes from a dataset.json in `dirs` (the first found).
+  void read_class_names(const QStringList& dirs);
+  // The voxel under `point` of `plane`'s view, or none off the picture.
+  std::optional<std::array<int64_t, 3>> voxel_at(Plane plane, QPoint point) const;
 
   std::optional<medical3d::Volume> image_;
   std::optional<medical3d::LabelVolume> mask_;
@@ -73,7 +95,11 @@ class VolumeViewer : public QWidget {
   QLabel* legend_;
   QLabel* readout_;
   QLabel* error_;
-  QString image_dir_;  // where Open Mask starts: the image's folder
+  QString image_dir_;  // the image's folder
+  std::array<int64_t, 3> cursor_{};
+  std::map<int, QString> class_names_;
+  QPoint drag_from_;  // a right-drag's start, and the window and level then
+  double drag_window_ = 0.0, drag_level_ = 0.0;
   bool filling_ = false;
 };
 

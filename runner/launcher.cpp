@@ -732,6 +732,9 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
       break;
     }
   }
+  // The arms an interruption kept from starting are in the table too, as not run.
+  for (size_t i = out.summaries.size(); i < spec.arms.size(); ++i)
+    out.summaries.push_back({{"arm", spec.arms[i].name}, {"regime", spec.arms[i].regime}, {"status", "not run"}});
   coordinator.coordinator().stop();
   coordinator.close_writers();
   // The pass's status is its worst arm's; a run that went badly never says finished.
@@ -866,7 +869,7 @@ int run_experiment(const RunOptions& opt) {
     status["status"] = "failed";
   }
   if (!write_error.empty()) status["status"] = "failed";
-  progress->run_finished(status["status"].get<std::string>(), table);
+  progress->run_finished({status["status"].get<std::string>(), spec.name, table, summaries, hints});
   if (interrupted) {
     std::cerr << "quartet: interrupted; finished arms are kept. Continue with: quartet run --resume "
               << run_dir.string() << "\n";

@@ -2,6 +2,7 @@
 // prints the side-by-side table; see `quartet --help`.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -47,7 +48,12 @@ int cmd_list(const std::string& what) {
     for (const auto& m : workloads::model_catalog()) {
       std::cout << "  " << m.name << "  (" << m.parameters << " parameters)  stages:";
       for (const auto& s : m.stages) std::cout << " " << s;
-      std::cout << "\n      " << m.description << "\n";
+      std::string fits;
+      for (const std::string& w : workloads::workload_names()) {
+        const std::vector<std::string> models = workloads::workload_model_names(w);
+        if (std::find(models.begin(), models.end(), m.name) != models.end()) fits += (fits.empty() ? "" : ", ") + w;
+      }
+      std::cout << "\n      " << m.description << "\n      workloads: " << (fits.empty() ? "none" : fits) << "\n";
     }
   }
   if (what == "regimes" || what == "all") {
@@ -93,6 +99,37 @@ int cmd_eval(const std::string& weights, const std::string& workload, const std:
   std::cout << wl->metric_name() << " " << q << " on " << wl->test_size() << " test samples of " << cfg.name
             << " (model " << cfg.model << (where.empty() ? "" : ", as recorded in " + where) << ")\n";
   return 0;
+}
+
+// Edits (insertions, deletions, substitutions) that turn `a` into `b`.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// A first argument that is no option and no command: "unknown command runn; did you mean
+// run?" (the nearest command within two edits, as git says it), or "" when it is one.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0') return "";
+  const std::string given = argv[1];
+  std::string nearest;
+  size_t best = 3;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == given) return "";
+    if (const size_t d = edit_distance(given, sub->get_name()); d < best) best = d, nearest = sub->get_name();
+  }
+  return "unknown command " + given + (nearest.empty() ? "" : "; did you mean " + nearest + "?") +
+         " (quartet --help lists the commands)";
 }
 
 }  // namespace
@@ -180,6 +217,10 @@ int main(int argc, char** argv) {
   CertsOptions certs_opts;
   CLI::App* certs_cmd = add_certs_command(app, certs_opts);
 
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::cerr << "quartet: " << unknown << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

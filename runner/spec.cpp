@@ -85,19 +85,23 @@ Field workload_field() {
           field("test_volumes", FieldType::integer,
                 "volume workloads: the last ones, held out for the metric; default 4")
               .at_least(1)
+              .defaults_elsewhere_to(4)
               .applies_when("name", workloads_of(true)),
           field("volume_size", FieldType::integer, "phantom workloads: voxels per side of each volume; default 32")
               .at_least(32)
+              .defaults_elsewhere_to(32)
               .at_most(256)
               .applies_when("name", phantoms),
           field("patch", FieldType::integer,
                 "volume workloads: voxels per side of a training patch and of an inference window; default 32")
               .at_least(1)
+              .defaults_elsewhere_to(32)
               .applies_when("name", workloads_of(true)),
           field("scanners", FieldType::integer,
                 "phantom workloads: scanners the volumes are acquired on, volume i on scanner i mod scanners, each "
                 "with its own noise, calibration and blur (docs/medical3d.md); default 1, the reference scanner")
               .at_least(1)
+              .defaults_elsewhere_to(1)
               .at_most(medical3d::kPhantomScanners)
               .applies_when("name", phantoms),
       });

@@ -46,6 +46,9 @@ CLI::App* add_tune_command(CLI::App& app, TuneOptions& o) {
               "every process reads by default; docs/engine.md)");
   cmd->add_option("spec", o.spec_path, "experiment file")->required();
   cmd->add_option("--arm", o.arm, "only this arm");
+  cmd->add_flag("--again", o.again,
+                "measure the spec's shapes again and replace their entries (a table measured while the machine was "
+                "busy)");
   return cmd;
 }
 
@@ -56,6 +59,7 @@ int tune_main(const TuneOptions& o) {
   const ExperimentSpec spec = load_spec_file(o.spec_path);
   if (!o.arm.empty()) spec.arm(o.arm);  // an arm it does not have: SpecError, exit 2
   std::cout << "kernel table: " << engine::cpu::kernel_cache_path() << "\n";
+  if (o.again) engine::cpu::remeasure_kernels();
   for (const ArmSpec& arm : spec.arms) {
     if (!o.arm.empty() && arm.name != o.arm) continue;
     if (!arm.device.is_cpu()) {

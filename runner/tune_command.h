@@ -16,7 +16,8 @@ namespace quartet::runner {
 
 struct TuneOptions {
   std::string spec_path;
-  std::string arm;  // empty: every arm
+  std::string arm;     // empty: every arm
+  bool again = false;  // measure the spec's shapes again, replacing what the table holds
 };
 
 CLI::App* add_tune_command(CLI::App& app, TuneOptions& options);

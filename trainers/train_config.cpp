@@ -1,5 +1,7 @@
 #include "trainers/train_config.h"
 
+#include <algorithm>
+
 namespace quartet::trainers {
 
 const SettingsTable<TrainConfig>& TrainConfig::table() {
@@ -27,6 +29,11 @@ const SettingsTable<TrainConfig>& TrainConfig::table() {
           "batch size for test-set evaluation (a larger one than the test set evaluates it at once)")
         .at_least(1)
         .at_most(kMaxBatch);
+    t.add(&T::eval_every, "eval_every",
+          "training samples between test-set evaluations inside an epoch (every epoch's end evaluates too); 0: "
+          "each epoch split in ceil(5 / epochs) parts, so a run of one epoch evaluates 5 times (federated arms "
+          "evaluate after every round; split arms at the end of the first client turn past each point)")
+        .at_least(0);
     t.add(&T::max_steps, "max_steps", "stop each arm after this many optimizer steps; 0: no limit").at_least(0);
     t.add(&T::checkpoint, "checkpoint",
           "activation checkpointing: each model stage but the last keeps only its inputs in forward and is "
@@ -38,6 +45,18 @@ const SettingsTable<TrainConfig>& TrainConfig::table() {
     return t;
   }();
   return t;
+}
+
+int64_t eval_interval(const TrainConfig& cfg, int64_t train_size) {
+  if (cfg.eval_every > 0) return cfg.eval_every;
+  const int64_t epochs = std::max<int64_t>(cfg.epochs, 1);
+  const int64_t parts = (kMinEvaluations + epochs - 1) / epochs;
+  return std::max<int64_t>(1, (train_size + parts - 1) / parts);
+}
+
+bool evaluation_due(const TrainConfig& cfg, int64_t train_size, int64_t before, int64_t after) {
+  const int64_t every = eval_interval(cfg, train_size);
+  return after / every > before / every;
 }
 
 TrainConfig TrainConfig::parse(nlohmann::json& train, const std::string& path) {

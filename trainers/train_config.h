@@ -31,6 +31,9 @@ struct TrainConfig {
   ScheduleConfig schedule;
   double clip_grad_norm = 0.0;  // 0: off
   int64_t eval_batch = 1000;
+  // Training samples between evaluations inside an epoch (each epoch's end evaluates too);
+  // 0: eval_interval() picks it so that a short run still draws a curve.
+  int64_t eval_every = 0;
   int64_t max_steps = 0;        // 0: no cap
   // Activation checkpointing per stage (engine::Model::set_checkpointing) on every model
   // a role trains.
@@ -46,5 +49,19 @@ struct TrainConfig {
   // included; throws SettingsError naming `path`.
   static TrainConfig parse(nlohmann::json& train, const std::string& path);
 };
+
+// Evaluations a run of fewer epochs than this still makes, when eval_every is 0.
+inline constexpr int64_t kMinEvaluations = 5;
+
+// Training samples between evaluations inside an epoch of `train_size` samples: eval_every,
+// or (0) the epoch split evenly into ceil(kMinEvaluations / epochs) parts, so that an arm of
+// one epoch evaluates five times and one of five epochs or more once an epoch.
+int64_t eval_interval(const TrainConfig& cfg, int64_t train_size);
+
+// Whether a step that took the epoch from `before` to `after` training samples (counted
+// from the epoch's start) passes an evaluation point: a multiple of eval_interval(). The
+// same for every regime, so every arm evaluates at the same points of its training (a
+// step's end, the first at or past each point). An epoch's end evaluates besides.
+bool evaluation_due(const TrainConfig& cfg, int64_t train_size, int64_t before, int64_t after);
 
 }  // namespace quartet::trainers

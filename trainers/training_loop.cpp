@@ -182,12 +182,15 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
       const nlohmann::json extra = o.record_step ? o.record_step(r, pos) : nlohmann::json::object();
       capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
       const bool epoch_end = b + 1 == plan.steps_per_epoch || capped;
+      // Every rank reaches the same points: the gather is collective.
+      const bool point = epoch_end || evaluation_due(cfg, train_size, b * cfg.batch, (b + 1) * cfg.batch);
       const engine::MemStats train_mem = engine::memory_stats();
-      if (epoch_end) reducer.gather_model();
-      const bool evaluate = epoch_end && o.lead;
+      if (point) reducer.gather_model();
+      const bool evaluate = point && o.lead;
       finish_step(ctx, records, r, wall0, clock, evaluate, evaluate && o.whole_model ? o.whole_model() : model, extra,
                   train_mem);
       if (capped) break;
+      if (point && !epoch_end) reducer.release_model();
     }
     if (!capped && o.checkpoints) {
       pos.epochs_done = epoch + 1;

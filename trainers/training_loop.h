@@ -129,7 +129,8 @@ struct LoopOptions {
 
 // Trains ctx's model for the arm's epochs (capped by max_steps): each step takes the
 // rank's slice of `batch` samples of the epoch's permutation through train_step(), writes
-// a record (evaluated at each epoch's end when lead) and checkpoints at each epoch's end;
+// a record (evaluated when lead at each epoch's end and where evaluation_due()) and
+// checkpoints at each epoch's end;
 // a resumed role continues from its checkpoint, its records cut back to that step. The
 // lead writes the final weights.
 void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer& optimizer, Reducer& reducer,

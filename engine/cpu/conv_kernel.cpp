@@ -78,8 +78,7 @@ ConvKernel measure(const Tensor& x, const Tensor& weight, const ConvOptions& opt
   ConvKernel best = ConvKernel::im2col;
   double best_seconds = 0.0;
   for (ConvKernel k : candidates(x, weight, opt)) {
-    time(k);  // warm-up: first-touch of buffers, the thread pool, caches
-    const double fastest = std::min(time(k), time(k));
+    const double fastest = fastest_run([&] { return time(k); });
     entry.seconds.emplace_back(conv_kernel_name(k), fastest);
     if (entry.seconds.size() == 1 || fastest < best_seconds) best = k, best_seconds = fastest;
   }

@@ -67,6 +67,8 @@ struct Table {
   std::map<std::string, Entry> entries;  // op + "|" + shape
   std::vector<KernelChoice> log;
   std::set<std::string> logged;
+  bool remeasure = false;          // remeasure_kernels()
+  std::set<std::string> measured;  // (op, shape)s this process measured
 };
 
 Table& table() {
@@ -157,17 +159,17 @@ class FileLock {
   int fd_;
 };
 
-double fastest_of_two(const std::string& kernel, const std::function<double(const std::string&)>& time) {
-  time(kernel);  // warm-up: first-touch of buffers, the thread pool, caches
-  return std::min(time(kernel), time(kernel));
-}
-
 void note(Table& t, const std::string& op, const std::string& shape, const Entry& e, const char* source) {
   if (!t.logged.insert(op + "|" + shape).second) return;
   t.log.push_back({op, shape, e.kernel, source, e.seconds});
 }
 
 }  // namespace
+
+double fastest_run(const std::function<double()>& run) {
+  run();
+  return std::min({run(), run(), run()});
+}
 
 std::string kernel_cache_path() {
   if (const char* p = std::getenv("QUARTET_KERNEL_CACHE"); p && *p) return p;
@@ -184,8 +186,9 @@ std::string cached_kernel(const std::string& op, const std::string& shape, const
   std::lock_guard lock(t.mutex);  // threads of one process (ranks as threads) one at a time
   load(t);
   const std::string name = op + "|" + shape;
-  if (auto it = t.entries.find(name); it != t.entries.end()) {
-    note(t, op, shape, it->second, "cache");
+  const bool again = t.remeasure && time && !t.measured.count(name);
+  if (auto it = t.entries.find(name); it != t.entries.end() && !again) {
+    note(t, op, shape, it->second, t.measured.count(name) ? "measured" : "cache");
     return it->second.kernel;
   }
   if (!t.usable || candidates.size() == 1 || !time) return candidates.front();
@@ -193,14 +196,14 @@ std::string cached_kernel(const std::string& op, const std::string& shape, const
   if (!file_lock.held()) return candidates.front();
   bool warned = true;  // said once already, at load
   for (auto& [n, e] : read_file(t, warned)) t.entries.insert_or_assign(n, std::move(e));
-  if (auto it = t.entries.find(name); it != t.entries.end()) {
+  if (auto it = t.entries.find(name); it != t.entries.end() && !again) {
     note(t, op, shape, it->second, "cache");
     return it->second.kernel;
   }
   Entry e;
   double best = 0.0;
   for (const std::string& k : candidates) {
-    const double s = fastest_of_two(k, time);
+    const double s = fastest_run([&] { return time(k); });
     e.seconds.emplace_back(k, s);
     if (e.kernel.empty() || s < best) e.kernel = k, best = s;
   }
@@ -213,8 +216,17 @@ std::string cached_kernel(const std::string& op, const std::string& shape, const
     t.usable = false;
     return candidates.front();
   }
+  t.measured.insert(name);
+  t.logged.erase(name);  // a choice read before, now measured: logged anew
+  std::erase_if(t.log, [&](const KernelChoice& c) { return c.op + "|" + c.shape == name; });
   note(t, op, shape, e, "measured");
   return e.kernel;
+}
+
+void remeasure_kernels() {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  t.remeasure = true;
 }
 
 std::vector<KernelChoice> kernel_choices() {

@@ -28,17 +28,26 @@ struct KernelChoice {
 };
 
 // The kernel for (op, shape): from the table, else measured now. time(k) runs candidate
-// k once on scratch data and returns its seconds; each candidate runs once untimed, then
-// twice timed, the faster counting. Where no file can be kept, or without `time` (nothing
+// k once on scratch data and returns its seconds; each candidate is timed by fastest_run. Where no file can be kept, or without `time` (nothing
 // to measure with), candidates.front() (the fixed rule's kernel), in every process alike.
 // requires: candidates not empty, the rule's kernel first.
 // ensures: every process that asks for (op, shape) with the same file gets the same name.
 std::string cached_kernel(const std::string& op, const std::string& shape, const std::vector<std::string>& candidates,
                           const std::function<double(const std::string&)>& time);
 
+// From now on, a (op, shape) this process meets is measured again and its entry in the
+// table replaced, once per process (quartet tune --again: a choice measured on a busy
+// machine stays in the table until measured again).
+void remeasure_kernels();
+
 // What this process chose so far through the table, one entry per (op, shape), in the
 // order first asked.
 std::vector<KernelChoice> kernel_choices();
+
+// How a candidate is timed: one untimed run (first-touch of buffers, the thread pool, a
+// library's code generation), then the fastest of three, since other work on the machine
+// only ever slows a run down. run() returns its seconds.
+double fastest_run(const std::function<double()>& run);
 
 // The table's file for this machine and build (see above).
 std::string kernel_cache_path();

@@ -183,6 +183,22 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"RecordNotAnObject", "split-2/roles/server.jsonl", "[1]\n", "expected a JSON object"}),
     [](const testing::TestParamInfo<Corruption>& info) { return std::string(info.param.name); });
 
+// Each rank records its slice's loss: the arm's loss is their mean, the whole batch's.
+TEST_F(ResultsModel, ADataParallelArmsLossIsItsRanksMean) {
+  const RunResults run = load_run(fixture_run());
+  const ArmResults& ddp = arm(run, "ddp-2");
+  std::map<int64_t, std::vector<double>> by_step;
+  for (const trainers::RoleRecords& role : ddp.roles)
+    for (const nlohmann::json& r : role.records)
+      if (r.value("type", "") == "step") by_step[r["step"].get<int64_t>()].push_back(r["loss"].get<double>());
+  const std::vector<std::pair<int64_t, double>> points = loss_points(ddp);
+  ASSERT_FALSE(points.empty());
+  const std::vector<double>& first = by_step.at(1);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_NE(first[0], first[1]);  // the ranks' halves differ: the mean is not rank 0's
+  EXPECT_DOUBLE_EQ(points.front().second, (first[0] + first[1]) / 2.0);
+}
+
 TEST_F(ResultsModel, RoleKindDropsTheIndex) {
   EXPECT_EQ(role_kind("pool12"), "pool");
   EXPECT_EQ(role_kind("rank0"), "rank");

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -133,6 +135,65 @@ TEST_F(Cli, UnknownSubcommandOrOptionExitsWith2) {
   EXPECT_EQ(quartet({"run", "--no-such-flag"}, dir_).code, 2);
 }
 
+// A typo of a command is named, with the command it is nearest to, as git does.
+TEST_F(Cli, AMistypedCommandIsNamedWithTheNearestOne) {
+  expect_exit2_with(quartet({"runn", "x"}, dir_), "unknown command runn; did you mean run?");
+  expect_exit2_with(quartet({"reprot", "x"}, dir_), "unknown command reprot; did you mean report?");
+  const Result far = quartet({"frobnicate"}, dir_);
+  EXPECT_NE(far.out.find("unknown command frobnicate"), std::string::npos) << far.out;
+  EXPECT_EQ(far.out.find("did you mean"), std::string::npos) << far.out;
+}
+
+TEST_F(Cli, ListModelsSaysWhichWorkloadsEachModelFits) {
+  const Result r = quartet({"list", "models"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t unet = r.out.find("  unet3d ");
+  ASSERT_NE(unet, std::string::npos) << r.out;
+  const size_t fits = r.out.find("workloads: ", unet);
+  ASSERT_NE(fits, std::string::npos) << r.out;
+  const std::string line = r.out.substr(fits, r.out.find('\n', fits) - fits);
+  EXPECT_NE(line.find("phantom-ct-seg"), std::string::npos) << line;
+  EXPECT_EQ(line.find("fashion-mnist"), std::string::npos) << line;
+}
+
+// On a terminal 80 columns wide (a pseudo-terminal from script(1), as a person's): every
+// redraw of the bar stays on its line, the closing table fits, and the run ends with its
+// folder and the commands that show it.
+TEST_F(Cli, OnAn80ColumnTerminalTheBarAndTheTableFit) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "script(1) (util-linux) is not installed";
+  const fs::path spec = write_spec(small_spec());
+  const fs::path out = dir_ / "tty.txt";
+  const std::string command = "stty cols 80 rows 24; exec " + std::string(QUARTET_BINARY) + " run " + spec.string() +
+                              " --out " + (dir_ / "r").string();
+  const std::string shell = "script -qec '" + command + "' /dev/null > " + out.string() + " 2>&1 </dev/null";
+  ASSERT_EQ(std::system(shell.c_str()), 0) << file_bytes(out);
+  const std::string text = file_bytes(out);
+  auto columns = [](const std::string& line) {
+    size_t n = 0;
+    for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+    return n;
+  };
+  // The bar's redraws: "\r", the line, "erase to its end".
+  size_t redraws = 0;
+  for (size_t at = text.find('\r'); at != std::string::npos; at = text.find('\r', at + 1)) {
+    const size_t clear = text.find("\x1b[K", at);
+    if (clear == std::string::npos || text.find_first_of("\r\n", at + 1) < clear) continue;
+    ++redraws;
+    EXPECT_LT(columns(text.substr(at + 1, clear - at - 1)), 80u) << text.substr(at + 1, clear - at - 1);
+  }
+  EXPECT_GT(redraws, 4u) << text;  // the bar was drawn, and redrawn in place
+  // The closing table: from its header to the blank line after it.
+  const size_t header = text.find("arm ");
+  ASSERT_NE(header, std::string::npos) << text;
+  std::istringstream table(text.substr(text.rfind('\n', header) + 1));
+  for (std::string line; std::getline(table, line) && line != "\r" && !line.empty();)
+    EXPECT_LE(columns(line.substr(0, line.find('\r'))), 80u) << line;
+  EXPECT_NE(text.find("final quality"), std::string::npos) << text;
+  EXPECT_EQ(text.find("| arm |"), std::string::npos) << "a terminal gets the table that fits, not Markdown";
+  EXPECT_NE(text.find("Results: " + (dir_ / "r").string()), std::string::npos) << text;
+  EXPECT_NE(text.find(" report " + (dir_ / "r").string()), std::string::npos) << text;
+}
+
 TEST_F(Cli, ABadConvKernelChoiceExitsWith2BeforeARunStarts) {
   const fs::path spec = write_spec(small_spec());
   setenv("QUARTET_CONV_KERNEL", "fft", 1);
@@ -180,7 +241,9 @@ TEST_F(Cli, TuneFillsTheKernelTableThatARunThenReads) {
   setenv("QUARTET_KERNEL_CACHE", (dir_ / "kernels.json").c_str(), 1);
   const Result tune = quartet({"tune", spec.string()}, dir_);
   const Result run = quartet({"run", spec.string(), "--out", (dir_ / "t").string(), "--progress=none"}, dir_);
+  const json table = json::parse(file_bytes(dir_ / "kernels.json"));  // what the run read
   const Result again = quartet({"tune", spec.string()}, dir_);
+  const Result remeasured = quartet({"tune", spec.string(), "--again"}, dir_);
   unsetenv("QUARTET_KERNEL_CACHE");
   setenv("QUARTET_CONV_KERNEL", "rule", 1);
   ASSERT_EQ(tune.code, 0) << tune.out;
@@ -188,7 +251,7 @@ TEST_F(Cli, TuneFillsTheKernelTableThatARunThenReads) {
   EXPECT_NE(tune.out.find("kernel table: " + (dir_ / "kernels.json").string()), std::string::npos) << tune.out;
   EXPECT_NE(tune.out.find("conv shapes measured, 0 already in the table"), std::string::npos) << tune.out;
   EXPECT_NE(again.out.find(": 0 conv shapes measured"), std::string::npos) << again.out;
-  const json table = json::parse(file_bytes(dir_ / "kernels.json"));
+  EXPECT_NE(remeasured.out.find("conv shapes measured, 0 already in the table"), std::string::npos) << remeasured.out;
   EXPECT_EQ(json::parse(file_bytes(dir_ / "t" / "spec.json"))["environment"]["conv_kernel"], "auto");
   json chosen;
   std::istringstream records(file_bytes(dir_ / "t" / "single" / "roles" / "trainer.jsonl"));
@@ -229,8 +292,8 @@ TEST_F(Cli, RedirectedOutputLogsEachEpochWithEtasAndEndsWithTheTable) {
   const fs::path spec = write_spec(small_spec());
   const Result r = quartet({"run", spec.string(), "--out", (dir_ / "r").string()}, dir_);
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const std::string line : {"[1/2] single: started", "[1/2] single: epoch 1.00,  50%, loss ",
-                                 "[1/2] single: epoch 2.00, 100%, loss ", "[2/2] acc: epoch 1.00,  50%, loss ",
+  for (const std::string line : {"[1/2] single: started", "[1/2] single: epoch 1.00, 50%, loss ",
+                                 "[1/2] single: epoch 2.00, 100%, loss ", "[2/2] acc: epoch 1.00, 50%, loss ",
                                  "[2/2] acc: finished, "})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   const size_t epoch = r.out.find("[2/2] acc: epoch 1.00");

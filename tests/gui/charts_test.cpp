@@ -4,6 +4,9 @@
 
 #include <QAbstractBarSeries>
 #include <QBarSet>
+#include <QCategoryAxis>
+#include <QLegendMarker>
+#include <QLogValueAxis>
 #include <QLineSeries>
 #include <QTemporaryDir>
 #include <QValueAxis>
@@ -14,6 +17,7 @@
 
 #include "analysis/results_model.h"
 #include "gui/chart_render.h"
+#include "gui/chart_view.h"
 #include "gui/charts.h"
 #include "tests/gui/gui_test_util.h"
 
@@ -151,6 +155,145 @@ class ChartsTest : public QObject {
   void ArmsKeepOneColourInEveryChart() {
     QCOMPARE(arm_color(0), arm_color(10));
     QVERIFY(arm_color(0) != arm_color(1));
+  }
+
+  // Communication: a bar per arm in the arm's colour, a second run's hatched, a legend
+  // naming them, and an axis that speaks bytes ("1 MB"), not 1e+09.
+  void CommunicationBarsTakeTheirArmsColourAndTheAxisSaysBytes() {
+    std::vector<ArmResults> arms = load_run(gui_test::fixture_run()).arms;
+    std::vector<ArmResults> second = arms;
+    for (ArmResults& a : second) {
+      a.run = 1;
+      a.label = "B: " + a.name;
+    }
+    for (ArmResults& a : arms) a.label = "A: " + a.name;
+    arms.insert(arms.end(), second.begin(), second.end());
+    std::unique_ptr<QChart> chart(make_chart(ChartKind::communication, arms));
+    QAbstractBarSeries* bars = nullptr;
+    for (QAbstractSeries* s : chart->series())
+      if (!bars) bars = qobject_cast<QAbstractBarSeries*>(s);
+    QVERIFY(bars);
+    QCOMPARE(bars->count(), static_cast<int>(arms.size()));
+    const std::vector<QColor> colors = arm_colors(arms);
+    for (int i = 0; i < bars->count(); ++i) {
+      QBarSet* set = bars->barSets()[i];
+      QCOMPARE(set->label().toStdString(), arms[static_cast<size_t>(i)].label);
+      QCOMPARE(set->brush().color(), colors[static_cast<size_t>(i)]);
+      QCOMPARE(set->brush().style(), arms[static_cast<size_t>(i)].run == 0 ? Qt::SolidPattern : Qt::BDiagPattern);
+    }
+    QCOMPARE(colors[1], colors[arms.size() / 2 + 1]);  // an arm's colour in both runs
+    QVERIFY(chart->legend()->isVisible());
+    auto* y = qobject_cast<QCategoryAxis*>(chart->axes(Qt::Vertical).front());
+    QVERIFY(y);
+    const QStringList labels = y->categoriesLabels();
+    QVERIFY(labels.contains("1 MB"));
+    for (const QString& l : labels) QVERIFY2(!l.contains("e+") && l.endsWith("B"), qPrintable(l));
+  }
+
+  // The loss is smoothed as TensorBoard smooths it, its raw values a pale line beneath,
+  // left out of the legend; 0 leaves it raw.
+  void LossIsSmoothedWithTheRawLossPaleBeneath() {
+    const std::vector<double> smooth = smooth_losses({1.0, 0.0, 1.0, 0.0}, 0.5);
+    QCOMPARE(smooth[0], 1.0);  // debiased: the first value is itself
+    QVERIFY(std::abs(smooth[1] - 1.0 / 3.0) < 1e-12);
+    QCOMPARE(smooth_losses({2.0, 4.0}, 0.0), (std::vector<double>{2.0, 4.0}));
+    const RunResults run = load_run(gui_test::fixture_run());
+    std::unique_ptr<QChart> chart(make_chart(ChartKind::loss, run.arms));
+    const QStringList names = series_names(chart.get());
+    const qsizetype raw = names.indexOf("ddp-2 (raw)"), smoothed = names.indexOf("ddp-2");
+    QVERIFY(raw >= 0 && smoothed >= 0);
+    QVERIFY2(raw < names.indexOf("single"), "every raw line lies under every arm's own");
+    auto* raw_series = qobject_cast<QLineSeries*>(chart->series()[raw]);
+    QVERIFY(raw_series->pen().color().alpha() < 255);
+    QVERIFY(raw_series->pen().widthF() < qobject_cast<QLineSeries*>(chart->series()[smoothed])->pen().widthF());
+    // Live, an arm that starts later gets its pale line under the lines already drawn.
+    std::vector<ArmResults> early = run.arms;
+    for (size_t i = 1; i < early.size(); ++i) early[i].roles.clear();
+    ChartView shown(make_chart(ChartKind::loss, early));
+    shown.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&shown));
+    QChart* live = shown.chart();
+    fill_chart(live, ChartKind::loss, run.arms);
+    const QStringList later = series_names(live);
+    QVERIFY2(later.indexOf("ddp-2 (raw)") < later.indexOf("single"), qPrintable(later.join(", ")));
+    QCoreApplication::processEvents();
+    for (QLegendMarker* m : live->legend()->markers())
+      QVERIFY2(m->isVisible() != m->label().endsWith("(raw)"), qPrintable(m->label()));
+    chart->setProperty(kSmoothingProperty, 0.0);
+    fill_chart(chart.get(), ChartKind::loss, run.arms);
+    QVERIFY(!series_names(chart.get()).contains("ddp-2 (raw)"));
+    chart->setProperty(kLogYProperty, true);
+    fill_chart(chart.get(), ChartKind::loss, run.arms);
+    QVERIFY(qobject_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).front()));
+  }
+
+  // A second run's lines are dashed finely enough that the legend's short segment shows it.
+  void ASecondRunsLinesAreDashedInTheLegendToo() {
+    QVERIFY(run_pen(Qt::red, 0).dashPattern().size() <= 1 || run_pen(Qt::red, 0).style() == Qt::SolidLine);
+    const QPen dashed = run_pen(Qt::red, 1);
+    QCOMPARE(dashed.style(), Qt::CustomDashLine);
+    double period = 0.0;
+    for (double d : dashed.dashPattern()) period += d * dashed.widthF();
+    QVERIFY2(period <= 8.0, "two dashes within a legend marker's 16 px");
+  }
+
+  // The mouse over a chart reads out the nearest point: its arm, x and y.
+  void HoverReadsOutTheNearestPoint() {
+    const RunResults run = load_run(gui_test::fixture_run());
+    ChartView view(make_chart(ChartKind::quality_samples, run.arms));
+    view.resize(800, 500);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QChart* chart = view.chart();
+    QLineSeries* single = nullptr;
+    for (QAbstractSeries* s : chart->series())
+      if (s->name() == "single") single = qobject_cast<QLineSeries*>(s);
+    QVERIFY(single);
+    const QPointF point = single->at(single->count() - 1);
+    const QPoint at = view.mapFromScene(chart->mapToScene(chart->mapToPosition(point, single)));
+    const std::optional<ChartView::Readout> r = view.readout_at(at + QPoint(3, -2));
+    QVERIFY(r);
+    QCOMPARE(r->x, point.x());
+    QCOMPARE(r->y, point.y());
+    QVERIFY2(r->text.contains("accuracy"), qPrintable(r->text));
+    QVERIFY(!view.readout_at(QPoint(2, 2)));  // off the plot
+    QTest::mouseMove(view.viewport(), at + QPoint(2, 2));
+    QVERIFY2(!view.shown_readout().isEmpty(), "the readout is shown where the mouse is");
+  }
+
+  // A drag zooms into the rectangle; a right click shows the whole chart again.
+  void DragZoomsAndARightClickResets() {
+    const RunResults run = load_run(gui_test::fixture_run());
+    ChartView view(make_chart(ChartKind::loss, run.arms));
+    view.set_refill([&] { fill_chart(view.chart(), ChartKind::loss, run.arms); });
+    view.resize(800, 500);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    auto* x = qobject_cast<QValueAxis*>(view.chart()->axes(Qt::Horizontal).front());
+    const double whole = x->max() - x->min();
+    const QRectF plot = view.chart()->plotArea();
+    const QPoint from = view.mapFromScene(view.chart()->mapToScene(plot.topLeft() + QPointF(40, 20)));
+    const QPoint to = view.mapFromScene(view.chart()->mapToScene(plot.center()));
+    QTest::mousePress(view.viewport(), Qt::LeftButton, {}, from);
+    QTest::mouseMove(view.viewport(), to);
+    QTest::mouseRelease(view.viewport(), Qt::LeftButton, {}, to);
+    QVERIFY2(x->max() - x->min() < whole * 0.8, "zoomed in");
+    QVERIFY(view.zoomed());
+    QTest::mouseClick(view.viewport(), Qt::RightButton, {}, to);
+    QVERIFY(!view.zoomed());
+    QCOMPARE(x->max() - x->min(), whole);
+  }
+
+  // An empty throughput chart's axis reads 0.0, 0.5, 1.0, not 0, 1, 1, 2.
+  void AnEmptyThroughputAxisHasDistinctLabels() {
+    std::unique_ptr<QChart> chart(make_chart(ChartKind::throughput, {}));
+    auto* y = qobject_cast<QValueAxis*>(chart->axes(Qt::Vertical).front());
+    QVERIFY(y);
+    QStringList ticks;
+    for (int i = 0; i < y->tickCount(); ++i)
+      ticks << QString::asprintf(y->labelFormat().toLatin1().constData(),
+                                 y->min() + (y->max() - y->min()) * i / (y->tickCount() - 1));
+    QCOMPARE(ticks.removeDuplicates(), 0);
   }
 };
 

@@ -8,6 +8,7 @@
 #include <QGraphicsTextItem>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QProgressBar>
 #include <QTabWidget>
 #include <QSettings>
 #include <QSignalSpy>
@@ -16,7 +17,9 @@
 #include <QtTest>
 
 #include "gui/chart_panel.h"
+#include "gui/chart_view.h"
 #include "gui/compare_view.h"
+#include "gui/folders.h"
 #include "gui/main_window.h"
 #include "gui/run_controller.h"
 #include "gui/run_view.h"
@@ -27,6 +30,32 @@ using namespace quartet::gui;
 using quartet::analysis::ArmResults;
 using quartet::analysis::samples_done;
 namespace fs = std::filesystem;
+
+namespace {
+
+// Every tab of `panel` as shown: no visible text of a chart ends in "…" or "...".
+void expect_no_cut_text(ChartPanel* panel, const QString& where) {
+  QTabWidget* tabs = panel->tabs();
+  for (int i = 0; i < tabs->count(); ++i) {
+    tabs->setCurrentIndex(i);
+    QCoreApplication::processEvents();
+    QCoreApplication::processEvents();  // fit_labels runs once the layout has the new size
+    for (ChartView* view : panel->views()) {
+      if (!view->isVisible()) continue;
+      view->grab();
+      for (QGraphicsItem* item : view->scene()->items()) {
+        if (!item->isVisible()) continue;
+        QString text;
+        if (auto* t = dynamic_cast<QGraphicsTextItem*>(item)) text = t->toPlainText();
+        if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item)) text = t->text();
+        QVERIFY2(!text.contains("...") && !text.contains(QChar(0x2026)),
+                 qPrintable(where + ", " + tabs->tabText(i) + ", " + view->chart()->title() + ": \"" + text + "\""));
+      }
+    }
+  }
+}
+
+}  // namespace
 
 class MainWindowTest : public QObject {
   Q_OBJECT
@@ -124,9 +153,11 @@ class MainWindowTest : public QObject {
       auto* view = qobject_cast<QChartView*>(tabs->widget(i));
       QVERIFY(view);
       QCoreApplication::processEvents();
+      QCoreApplication::processEvents();  // the labels are fitted once the layout has the view's size
       view->grab();  // lays the chart out as it is drawn
       const QString tab = tabs->tabText(i);
       for (QGraphicsItem* item : view->scene()->items()) {
+        if (!item->isVisible()) continue;
         QString text;
         if (auto* t = dynamic_cast<QGraphicsTextItem*>(item)) text = t->toPlainText();
         if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item)) text = t->text();
@@ -148,6 +179,26 @@ class MainWindowTest : public QObject {
     QCOMPARE(pen_of("A: ddp-2").color(), pen_of("B: ddp-2").color());
     QVERIFY(pen_of("A: ddp-2").color() != pen_of("A: single").color());
     QVERIFY(pen_of("A: ddp-2").style() != pen_of("B: ddp-2").style());
+  }
+
+  // At 1280×720 and 1600×1000, in the Run view and in Compare, on every tab: no axis
+  // title, legend entry or label is cut short.
+  void EverythingIsLegibleAtSmallAndLargeWindowSizes() {
+    QTemporaryDir tmp;
+    const fs::path second = gui_test::copy_fixture(tmp.path().toStdString());
+    for (const QSize size : {QSize(1280, 720), QSize(1600, 1000)}) {
+      MainWindow w;
+      w.resize(size);
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+      w.show_tab(1);
+      expect_no_cut_text(w.run_view()->charts(), QString("Run at %1x%2").arg(size.width()).arg(size.height()));
+      if (QTest::currentTestFailed()) return;
+      QCOMPARE(w.open_results(QString::fromStdString(second.string())), QString());
+      w.show_tab(2);
+      expect_no_cut_text(w.compare()->charts(), QString("Compare at %1x%2").arg(size.width()).arg(size.height()));
+    }
   }
 
   // Shift+F5 mid-run: the status bar says stopped (not an error, no exit code), Resume is
@@ -176,6 +227,90 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.controller()->exit_code(), 0);
     QVERIFY2(w.statusBar()->currentMessage().startsWith("Run finished"), qPrintable(w.statusBar()->currentMessage()));
     QVERIFY(!w.action("resume")->isEnabled());
+  }
+
+  // Stopped while its second arm runs, then resumed: the first arm, kept by the resume,
+  // shows finished with its records and charts from the start to the end.
+  void AResumedRunShowsItsFinishedArms() {
+    QTemporaryDir tmp;
+    QSettings().setValue("results_dir", tmp.path());
+    MainWindow w;
+    w.controller()->set_quartet(QUARTET_BINARY);
+    nlohmann::json spec = nlohmann::json::parse(gui_test::read_text(gui_test::fixture_spec()));
+    spec["workload"]["train_samples"] = 4096;
+    spec["arms"] = nlohmann::json::array({{{"name", "first"}, {"regime", "single"}, {"train", {{"epochs", 1}}}},
+                                          {{"name", "second"}, {"regime", "single"}, {"train", {{"epochs", 40}}}}});
+    w.editor()->set_spec(spec);
+    QCOMPARE(w.start_run(), QString());
+    QTRY_VERIFY_WITH_TIMEOUT(samples_done(w.controller()->stream().snapshot().arms[1]) > 0, 90000);
+    QSignalSpy done(w.controller(), &RunController::finished);
+    w.stop_run();
+    QVERIFY(done.wait(60000));
+    QCOMPARE(w.resume_run(), QString());
+    auto check_first = [&](const char* when) {
+      w.run_view()->refresh();
+      const ArmResults& first = w.run_view()->shown().arms[0];
+      QVERIFY2(first.status == "finished", when);
+      QVERIFY2(samples_done(first) > 0, when);
+      QVERIFY2(w.run_view()->progress("first")->value() == 1000, when);
+      QStringList lines;
+      for (QAbstractSeries* s : w.run_view()->charts()->chart(ChartKind::quality_samples)->series()) lines << s->name();
+      QVERIFY2(lines.contains("first"), qPrintable(QString(when) + ": " + lines.join(", ")));
+      QVERIFY2(w.run_view()->detail("first").contains(" s"), qPrintable(w.run_view()->detail("first")));
+    };
+    check_first("while the resume runs");
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(done.wait(180000));
+    QCOMPARE(w.controller()->exit_code(), 0);
+    check_first("once it has finished");
+    QCOMPARE(w.run_view()->shown().status, std::string("finished"));
+    // The comparison holds the folder once, as it ended.
+    QCOMPARE(w.compare()->runs().size(), size_t{1});
+    QCOMPARE(w.compare()->runs().front().status, std::string("finished"));
+  }
+
+  // A run folder opened again is read again in its place, not listed twice.
+  void ARunFolderIsListedOnce() {
+    QTemporaryDir tmp;
+    const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
+    MainWindow w;
+    QCOMPARE(w.open_results(QString::fromStdString(dir.string())), QString());
+    w.compare()->set_arm_checked(0, "ddp-2", false);
+    QCOMPARE(w.open_results(QString::fromStdString(dir.string()) + "/"), QString());
+    QCOMPARE(w.compare()->runs().size(), size_t{1});
+    for (const ArmResults& a : w.compare()->picked()) QVERIFY(a.name != "ddp-2");  // unticked stays so
+  }
+
+  // Each file dialog starts where it was last used: a volume opened moves none of the others.
+  void EachDialogKeepsItsOwnFolder() {
+    QTemporaryDir tmp;
+    QDir(tmp.path()).mkpath("volumes");
+    QDir(tmp.path()).mkpath("runs");
+    remember_folder(kVolumeFolder, tmp.filePath("volumes/ct.nii.gz"));
+    QSettings().setValue("results_dir", tmp.filePath("runs"));
+    QCOMPARE(start_folder(kVolumeFolder), tmp.filePath("volumes"));
+    QCOMPARE(start_folder(kResultsFolder), tmp.filePath("runs"));
+    QVERIFY(start_folder(kSpecFolder) != tmp.filePath("volumes"));
+    QVERIFY(QFileInfo(start_folder(kSpecFolder)).isDir());
+  }
+
+  // An error in the status bar gives way to the next action's outcome.
+  void AStatusBarErrorGivesWayToTheNextSuccess() {
+    QTemporaryDir tmp;
+    MainWindow w;
+    QVERIFY(!w.open_paths({tmp.filePath("missing.json")}).isEmpty());
+    QVERIFY(w.statusBar()->currentMessage().contains("missing.json"));
+    QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+    QVERIFY2(w.statusBar()->currentMessage().startsWith("Opened the run"), qPrintable(w.statusBar()->currentMessage()));
+  }
+
+  void HelpHasAQuickGuideAndTheShortcuts() {
+    MainWindow w;
+    QVERIFY(w.action("guide"));
+    QVERIFY(w.action("shortcuts"));
+    QVERIFY(w.quick_guide().contains("Resume"));
+    const QString keys = w.shortcuts_text();
+    for (const char* key : {"F5", "F6", "Ctrl+O", "Ctrl+Shift+R"}) QVERIFY2(keys.contains(key), key);
   }
 
   void ACorruptResultsFolderGivesAMessage() {
@@ -222,6 +357,7 @@ class MainWindowTest : public QObject {
     QString index;
     QCOMPARE(w.write_report_for_shown_run(&index), QString());
     QVERIFY(QFileInfo::exists(index));
+    QVERIFY2(QFileInfo(index).isAbsolute(), qPrintable(index));  // a browser gets a whole file URL
   }
 };
 

@@ -41,9 +41,15 @@ class ReportTest : public QObject {
       ++images;
     }
     QCOMPARE(images, static_cast<int>(chart_kinds().size()));  // one image per chart
-    for (const char* part : {"Summary (measured)", "Projection over link profiles", "projected: wan-100mbit",
+    for (const char* part : {"Summary (measured)", "Projection over link profiles", "<td>wan-100mbit</td>",
                              "measured s/epoch", "fedavg-4", "bytes × 8 / bandwidth + latency"})
       QVERIFY2(html.contains(part), part);
+    // The page takes the window's width; the projection's links are rows of a table of
+    // their own, so its tables fit; the caption says what the chart draws.
+    QVERIFY(!html.contains("max-width:1100px"));
+    QVERIFY(html.contains("<th>link: projected s/epoch</th>"));
+    QVERIFY(!html.contains("<th class=\"num\">projected: "));
+    QVERIFY(!html.contains("Dashed lines: projected"));
     QVERIFY(fs::file_size(dir / "report" / "projection.svg") > 1000);
     const std::string md = gui_test::read_text(dir / "report" / "report.md");
     QVERIFY(md.find("![Throughput per arm](throughput.png)") != std::string::npos);
@@ -56,6 +62,8 @@ class ReportTest : public QObject {
         gui_test::run_process(QUARTET_BINARY, {"report", QString::fromStdString(dir.string()), "--format", "html"});
     QVERIFY2(r.code == 0, qPrintable(r.output));
     QVERIFY(fs::exists(dir / "report" / "index.html"));
+    // It says where the page is, to open in a browser.
+    QVERIFY2(r.output.contains(QString::fromStdString((dir / "report" / "index.html").string())), qPrintable(r.output));
     QVERIFY(fs::exists(dir / "report" / "throughput.png"));
     QVERIFY(!fs::exists(dir / "report" / "throughput.svg"));
   }

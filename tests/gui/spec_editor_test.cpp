@@ -2,7 +2,11 @@
 // changes the spec; validation errors appear at the field they name.
 
 #include <QComboBox>
+#include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
+#include <QTabBar>
+#include <QWheelEvent>
 #include <QPushButton>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -11,6 +15,7 @@
 #include "runner/spec.h"
 #include "gui/schema_form.h"
 #include "gui/spec_editor.h"
+#include "workloads/workload.h"
 #include "tests/gui/gui_test_util.h"
 
 using namespace quartet::gui;
@@ -285,6 +290,159 @@ class SpecEditorTest : public QObject {
     QCOMPARE(line(e, "spec.arms[0].clients")->placeholderText(), QString("default: 1"));
     combo(e, "spec.arms[0].regime")->setCurrentText("data_parallel");
     QCOMPARE(combo(e, "spec.arms[0].compress")->findData("topk"), -1);
+  }
+
+  // The wheel turned over a dropdown or the arms' tab bar while the form scrolls changes
+  // nothing; once the dropdown has the focus (a click, Tab) it does.
+  void TheWheelChangesOnlyAFocusedDropdown() {
+    SpecEditor e;
+    e.resize(900, 700);
+    e.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&e));
+    e.set_spec(tiny_spec());
+    QComboBox* regime = combo(e, "spec.arms[0].regime");
+    auto wheel = [](QWidget* w) {
+      QWheelEvent down(QPointF(5, 5), w->mapToGlobal(QPointF(5, 5)), QPoint(), QPoint(0, -120), Qt::NoButton,
+                       Qt::NoModifier, Qt::NoScrollPhase, false);
+      QApplication::sendEvent(w, &down);
+    };
+    QVERIFY(!regime->hasFocus());
+    const QString before = regime->currentText();
+    wheel(regime);
+    QCOMPARE(regime->currentText(), before);
+    QCOMPARE(regime->focusPolicy(), Qt::StrongFocus);  // the wheel does not give it the focus either
+    // The arms' tab bar: the arm shown stays.
+    QTabBar* bar = nullptr;
+    for (QTabWidget* tabs : e.form()->findChildren<QTabWidget*>())
+      if (tabs->count() == 5) bar = tabs->tabBar();
+    QVERIFY(bar);
+    bar->setCurrentIndex(1);
+    wheel(bar);
+    QCOMPARE(bar->currentIndex(), 1);
+    // Focused, the dropdown takes the wheel: the guard is what kept it still above.
+    e.activateWindow();
+    regime->setFocus(Qt::TabFocusReason);
+    if (!regime->hasFocus()) QSKIP("the platform gives no window the focus");
+    wheel(regime);
+    QVERIFY(regime->currentText() != before);
+  }
+
+  // What a field depends on counts at its default when it is not set: a federated arm of
+  // the default strategy (fedavg) shows none of the others' fields, the default constant
+  // schedule none of step's or cosine's, a vanilla split arm (the default) its cut but no
+  // cuts.
+  void FieldsHideWhereTheDefaultDoesNotTakeThem() {
+    SpecEditor e;
+    json spec = tiny_spec();
+    e.set_spec(spec);
+    QTabWidget* arms = nullptr;
+    for (QTabWidget* tabs : e.form()->findChildren<QTabWidget*>())
+      if (tabs->count() == 5) arms = tabs;
+    QVERIFY(arms);
+    // Whether the field is shown, its arm's tab brought to the front.
+    auto shown = [&](const std::string& path) {
+      if (const size_t at = path.find("arms["); at != std::string::npos) arms->setCurrentIndex(path[at + 5] - '0');
+      QWidget* w = e.form()->editor(path);
+      return w && w->isVisibleTo(e.form());
+    };
+    for (const char* f : {"beta1", "beta2", "tau", "mu", "server_lr", "server_momentum", "krum_byzantine",
+                          "krum_select", "trim_fraction", "topk_fraction"})
+      QVERIFY2(!shown(std::string("spec.arms[4].") + f), f);
+    QVERIFY(shown("spec.arms[4].strategy"));
+    for (const char* f : {"gamma", "step_size", "min_lr"})
+      QVERIFY2(!shown(std::string("spec.train.schedule.") + f), f);
+    QVERIFY(shown("spec.arms[3].cut"));
+    QVERIFY(!shown("spec.arms[3].cuts"));
+    // Chosen, they show.
+    combo(e, "spec.arms[4].strategy")->setCurrentText("fedadam");
+    QVERIFY(shown("spec.arms[4].beta1"));
+    QVERIFY(shown("spec.arms[4].tau"));
+    QVERIFY(!shown("spec.arms[4].mu"));
+    combo(e, "spec.train.schedule.name")->setCurrentText("step");
+    QVERIFY(shown("spec.train.schedule.gamma"));
+    combo(e, "spec.arms[3].variant")->setCurrentText("ushaped");
+    QVERIFY(shown("spec.arms[3].cuts"));
+    QVERIFY(!shown("spec.arms[3].cut"));
+    QVERIFY(e.validate() || e.problem().contains("cuts"));
+  }
+
+  // A required choice offers the values it takes, not "required" as one of them.
+  void RequiredDropdownsOfferOnlyValues() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    for (const char* path : {"spec.arms[0].regime", "spec.workload.name"}) {
+      QComboBox* c = combo(e, path);
+      for (int i = 0; i < c->count(); ++i) QVERIFY2(c->itemText(i) != "required", path);
+    }
+    json spec = tiny_spec();
+    spec["arms"][0].erase("regime");
+    e.set_spec(spec);
+    QCOMPARE(combo(e, "spec.arms[0].regime")->currentIndex(), -1);
+    QCOMPARE(combo(e, "spec.arms[0].regime")->placeholderText(), QString("required"));
+    QVERIFY(!e.validate());
+  }
+
+  // A workload its model does not fit takes the first model that fits it.
+  void SwitchingTheWorkloadPicksAModelThatFits() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    QCOMPARE(line(e, "spec.workload.model")->text(), QString("mlp"));
+    combo(e, "spec.workload.name")->setCurrentText("phantom-ct-seg");
+    const std::vector<std::string> fit = quartet::workloads::workload_model_names("phantom-ct-seg");
+    QCOMPARE(line(e, "spec.workload.model")->text().toStdString(), fit.front());
+    QCOMPARE(e.spec()["workload"]["model"], json(fit.front()));
+    combo(e, "spec.workload.name")->setCurrentText("synthetic");  // a model of both stays
+    combo(e, "spec.workload.name")->setCurrentText("fashion-mnist");
+    QCOMPARE(e.spec()["workload"]["model"], json("mlp"));
+  }
+
+  // A pipeline's cuts are picked from the model's stages, as split's cut is.
+  void PipelineCutsArePickedFromTheModelsStages() {
+    SpecEditor e;
+    json spec = tiny_spec();
+    spec["arms"] = json::array({{{"name", "pp"}, {"regime", "pipeline"}, {"cuts", json::array({"fc1"})}}});
+    e.set_spec(spec);
+    QMenu* menu = e.form()->picker("spec.arms[0].cuts");
+    QVERIFY(menu);
+    QStringList offered;
+    for (QAction* a : menu->actions()) offered << a->text();
+    QCOMPARE(offered, (QStringList{"fc1", "fc2", "fc3"}));
+    QVERIFY(menu->actions()[0]->isChecked());
+    menu->actions()[1]->setChecked(true);
+    QCOMPARE(e.spec()["arms"][0]["cuts"], json::array({"fc1", "fc2"}));
+  }
+
+  // An error under a field is shown whole, however many lines it wraps to.
+  void AnErrorUnderAFieldIsShownWhole() {
+    SpecEditor e;
+    e.resize(700, 600);
+    e.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&e));
+    json spec = tiny_spec();
+    spec["workload"]["model"] = "a-model-that-does-not-exist";
+    e.set_spec(spec);
+    QVERIFY(!e.validate());
+    const QString message = e.form()->error_at("spec.workload.model");
+    QVERIFY2(!message.isEmpty(), qPrintable(e.problem()));
+    QLabel* shown = nullptr;
+    for (QLabel* l : e.form()->findChildren<QLabel*>())
+      if (l->text() == message && l->isVisible()) shown = l;
+    QVERIFY(shown);
+    QVERIFY2(shown->heightForWidth(shown->width()) > 2 * shown->fontMetrics().height(), "a message of three lines or more");
+    // Once the layout has settled (a deadline, not a timing).
+    QTRY_VERIFY2_WITH_TIMEOUT(shown->height() >= shown->heightForWidth(shown->width()),
+                              qPrintable(QString("%1 px shown of %2").arg(shown->height()).arg(shown->heightForWidth(shown->width()))),
+                              5000);
+  }
+
+  // Fields whose default a rule applies (the volume workloads') show it.
+  void VolumeFieldsShowTheirDefaults() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    combo(e, "spec.workload.name")->setCurrentText("phantom-ct-seg");
+    QCOMPARE(line(e, "spec.workload.test_volumes")->placeholderText(), QString("default: 4"));
+    QCOMPARE(line(e, "spec.workload.volume_size")->placeholderText(), QString("default: 32"));
+    QCOMPARE(line(e, "spec.workload.patch")->placeholderText(), QString("default: 32"));
   }
 };
 

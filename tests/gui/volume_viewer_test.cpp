@@ -1,7 +1,10 @@
 // The slice viewer shows a volume's slices and its mask over them; a mask that does not
 // fit, or a file that is not NIfTI, gives a message.
 
+#include <QDir>
+#include <QMouseEvent>
 #include <QRegularExpression>
+#include <QWheelEvent>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -58,6 +61,75 @@ class VolumeViewerTest : public QObject {
     const auto far = slice_voxel(g, Plane::coronal, 0, 3, 0);  // the top right pixel of the coronal slice
     QCOMPARE(far[0], int64_t{3});
     QCOMPARE(far[2], int64_t{1});
+  }
+
+  // The slice viewer handled as 3D Slicer's: the wheel pages a view's slices, a click puts
+  // the crosshair on a voxel and the other views on its slices, a right-drag sets window
+  // (sideways) and level (up and down).
+  void TheMousePagesSlicesMovesTheCrosshairAndSetsTheWindow() {
+    QTemporaryDir tmp;
+    const m3d::Sample phantom = m3d::make_phantom(m3d::PhantomKind::ct, 32, 7);
+    const QString image = tmp.filePath("ct.nii.gz");
+    m3d::write_nifti(image.toStdString(), phantom.image);
+    VolumeViewer viewer;
+    viewer.resize(900, 400);
+    viewer.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&viewer));
+    QCOMPARE(viewer.open_image(image), QString());
+    QWidget* axial = viewer.plane_view(Plane::axial);
+    const int64_t first = viewer.slice(Plane::axial);
+    QWheelEvent up(QPointF(10, 10), axial->mapToGlobal(QPointF(10, 10)), QPoint(), QPoint(0, 240), Qt::NoButton,
+                   Qt::NoModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(axial, &up);
+    QCOMPARE(viewer.slice(Plane::axial), first + 2);  // a notch a slice
+    QCOMPARE(viewer.cursor()[2], first + 2);
+    // A click on the axial view: the coronal and sagittal views go to that voxel's slices.
+    const QRect shown = viewer.picture_rect(Plane::axial);
+    const QPoint at = shown.topLeft() + QPoint(shown.width() / 4, shown.height() * 3 / 4);
+    QTest::mouseClick(axial, Qt::LeftButton, {}, at);
+    const std::array<int64_t, 3> voxel = viewer.cursor();
+    QCOMPARE(voxel[2], first + 2);  // the axial slice stays
+    QVERIFY2(std::abs(voxel[0] - 8) <= 1 && std::abs(voxel[1] - 24) <= 1, qPrintable(QString("%1 %2").arg(voxel[0]).arg(voxel[1])));
+    QCOMPARE(viewer.slice(Plane::sagittal), voxel[0]);
+    QCOMPARE(viewer.slice(Plane::coronal), voxel[1]);
+    // Right-drag: wider to the right, lower level upwards... as Slicer: up raises the level.
+    const double window = viewer.window(), level = viewer.level();
+    QTest::mousePress(axial, Qt::RightButton, {}, at);
+    QMouseEvent drag(QEvent::MouseMove, QPointF(at + QPoint(50, -20)), axial->mapToGlobal(QPointF(at + QPoint(50, -20))),
+                     Qt::NoButton, Qt::RightButton, Qt::NoModifier);
+    QApplication::sendEvent(axial, &drag);
+    QTest::mouseRelease(axial, Qt::RightButton, {}, at + QPoint(50, -20));
+    QVERIFY2(viewer.window() > window, qPrintable(QString("%1 -> %2").arg(window).arg(viewer.window())));
+    QVERIFY2(viewer.level() > level, qPrintable(QString("%1 -> %2").arg(level).arg(viewer.level())));
+  }
+
+  // A dataset.json beside the files (the Decathlon's layout) names the mask's classes, and
+  // Open Mask starts in the labelsTr beside the image's imagesTr.
+  void ClassNamesComeFromTheDatasetAndMasksFromLabelsTr() {
+    QTemporaryDir tmp;
+    QDir task(tmp.filePath("Task03_Liver"));
+    QVERIFY(task.mkpath("imagesTr") && task.mkpath("labelsTr"));
+    const m3d::Sample phantom = m3d::make_phantom(m3d::PhantomKind::ct, 32, 7);
+    const QString image = task.filePath("imagesTr/liver_0.nii.gz"), labels = task.filePath("labelsTr/liver_0.nii.gz");
+    m3d::write_nifti(image.toStdString(), phantom.image);
+    m3d::write_nifti(labels.toStdString(), phantom.labels);
+    gui_test::write_text(task.filePath("dataset.json").toStdString(),
+                         R"({"name": "Liver", "labels": {"0": "background", "1": "liver", "2": "cancer"}})");
+    VolumeViewer viewer;
+    viewer.resize(900, 400);
+    viewer.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&viewer));
+    QCOMPARE(viewer.open_image(image), QString());
+    QCOMPARE(QDir(viewer.mask_folder()).canonicalPath(), QDir(task.filePath("labelsTr")).canonicalPath());
+    QCOMPARE(viewer.open_mask(labels), QString());
+    QCOMPARE(viewer.class_names().at(1), QString("liver"));
+    QVERIFY2(viewer.legend_text().contains("1 liver") && viewer.legend_text().contains("2 cancer"),
+             qPrintable(viewer.legend_text()));
+    const auto [x, y] = voxel_of_class(phantom.labels, m3d::kOrganClass);
+    viewer.set_cursor({x, y, phantom.labels.nz() / 2});
+    const QRect shown = viewer.picture_rect(Plane::axial);
+    const QPoint at(shown.x() + (2 * x + 1) * shown.width() / 64, shown.y() + (2 * y + 1) * shown.height() / 64);
+    QVERIFY2(viewer.readout_at(Plane::axial, at).endsWith("class 1 (liver)"), qPrintable(viewer.readout_at(Plane::axial, at)));
   }
 
   void ViewerShowsAPhantomsSlicesAndMask() {

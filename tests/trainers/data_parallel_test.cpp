@@ -356,8 +356,10 @@ TEST_F(DataParallel, ZeroTwoAndThreeWithClippingOverGlooEqualSingleWithoutStalli
 // the stage in use; of the gradients, the shard plus the bucket being filled; of the
 // optimizer state (Adam's two slots), the shard. Ranks are threads of one process here,
 // so the engine's peaks are every rank's together: the shards add up exactly, the
-// transients (a stage, a bucket) only where the ranks' coincide, so the gradients are
-// bounded, not matched. lenet5's fc1 stage is 78 % of its parameters: gathering it costs
+// transients (a stage, a bucket) only where the ranks' coincide, so the transients are
+// bounded, not matched: a gathered stage counts between once (the ranks gathered it at
+// different moments) and N times (at once) in the process's peak, i.e. between 1/N and
+// 1 of it per rank. lenet5's fc1 stage is 78 % of its parameters: gathering it costs
 // more than sharding the rest saves, so ZeRO-3 holds more parameters than zero 0 here.
 TEST_F(DataParallel, ZeroThreeEqualsZeroZeroAndHoldsAShardOfEveryState) {
   use_workload("lenet5");
@@ -390,8 +392,9 @@ TEST_F(DataParallel, ZeroThreeEqualsZeroZeroAndHoldsAShardOfEveryState) {
             << "), gradients " << g3 << " (shard " << params / n << " + at most a bucket " << bucket
             << "), optimizer state " << o3 << " (" << formula_o << "); zero 0 parameters "
             << peak("zero0", n, "parameters") / n << "\n";
-  // Within a bucket's padding to a multiple of N.
-  EXPECT_NEAR(static_cast<double>(p3), static_cast<double>(formula_p), 0.02 * formula_p);
+  // Within a bucket's padding to a multiple of N, the stage counted between 1/N and once.
+  EXPECT_GE(static_cast<double>(p3), 0.98 * static_cast<double>(params / n + largest_stage / n));
+  EXPECT_LE(static_cast<double>(p3), 1.02 * static_cast<double>(formula_p));
   EXPECT_NEAR(static_cast<double>(o3), static_cast<double>(formula_o), 0.02 * formula_o);
   EXPECT_GE(g3, params / n);
   EXPECT_LE(g3, params / n + bucket);

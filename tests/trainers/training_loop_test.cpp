@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "tests/temp_folder.h"
 #include "tests/trainers/trainer_test_util.h"
@@ -80,22 +81,58 @@ TEST_F(LocalLoop, SameSeedGivesBitwiseIdenticalWeights) {
   EXPECT_EQ(max_abs_diff(final_weights("a"), final_weights("b")), 0.0);
 }
 
-TEST_F(LocalLoop, WritesOneRecordPerStepWithAnEvaluationAtTheEnd) {
+// The samples at which the arm's records carry an evaluation.
+std::vector<int64_t> evaluated_at(const fs::path& arm_dir) {
+  std::ifstream in(records_path(arm_dir, "trainer"));
+  std::vector<int64_t> at;
+  for (std::string line; std::getline(in, line);)
+    if (const auto j = nlohmann::json::parse(line); j.contains("eval")) at.push_back(j["samples"].get<int64_t>());
+  return at;
+}
+
+// A run of one epoch evaluates five times (eval_every 0): at the first step past each
+// fifth of the epoch (512 / 5 -> every 103 samples), and at its end.
+TEST_F(LocalLoop, WritesOneRecordPerStepAndEvaluatesFiveTimesInAnEpoch) {
   find_regime("single").run_role(context("rec", 1, 0, 1));  // one epoch: 512 / 64 = 8 steps
   std::ifstream in(records_path(dir_ / "rec", "trainer"));
   std::string line;
-  int steps = 0, evals = 0;
+  int steps = 0;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
     ++steps;
     EXPECT_EQ(j["step"], steps);
     EXPECT_EQ(j["samples"], steps * 64);
     EXPECT_GT(j["memory"]["parameters"]["current"].get<int64_t>(), 0);
-    if (j.contains("eval")) ++evals;
   }
   EXPECT_EQ(steps, 8);
-  EXPECT_EQ(evals, 1);
+  EXPECT_EQ(evaluated_at(dir_ / "rec"), (std::vector<int64_t>{128, 256, 320, 448, 512}));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir_ / "rec")));
+}
+
+TEST_F(LocalLoop, EvalEveryPlacesTheEvaluationsAndEpochEndsKeepTheirs) {
+  RoleContext c = context("every", 1, 0, 2);
+  c.config.eval_every = 192;
+  find_regime("single").run_role(c);
+  // In each epoch of 512: past 192 and 384, and the end.
+  EXPECT_EQ(evaluated_at(dir_ / "every"), (std::vector<int64_t>{192, 384, 512, 704, 896, 1024}));
+  RoleContext whole = context("whole", 1, 0, 2);
+  whole.config.eval_every = 512;
+  find_regime("single").run_role(whole);
+  EXPECT_EQ(evaluated_at(dir_ / "whole"), (std::vector<int64_t>{512, 1024}));  // once an epoch
+}
+
+TEST(EvalInterval, ShortRunsSplitTheirEpochsLongOnesEvaluateOnceAnEpoch) {
+  TrainConfig c;
+  c.epochs = 1;
+  EXPECT_EQ(eval_interval(c, 60000), 12000);
+  c.epochs = 2;
+  EXPECT_EQ(eval_interval(c, 60000), 20000);  // three a epoch, six in all
+  c.epochs = 5;
+  EXPECT_EQ(eval_interval(c, 60000), 60000);
+  c.eval_every = 1000;
+  EXPECT_EQ(eval_interval(c, 60000), 1000);
+  EXPECT_TRUE(evaluation_due(c, 60000, 896, 1024));
+  EXPECT_FALSE(evaluation_due(c, 60000, 1024, 1152));
 }
 
 TEST_F(LocalLoop, RecordsTheScheduledLearningRateOfEveryStep) {

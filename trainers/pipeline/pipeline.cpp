@@ -15,7 +15,8 @@ const SettingsTable<Settings>& Settings::table() {
           "stage names in model order (quartet list models), each the last of its pipeline stage: P = len(cuts) + 1 "
           "stage processes")
         .at_least(1)
-        .needed();
+        .needed()
+        .names_a("stage");
     t.add(&S::micro_batches, "micro_batches",
           "micro-batches m per step, batch / m samples each; the batch must split evenly")
         .at_least(1);

@@ -442,7 +442,8 @@ void Stage::run() {
         r.samples = pos.samples;
         r.epoch = static_cast<double>(pos.samples) / static_cast<double>(wl.train_size());
         capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
-        const bool evaluate = b + 1 == plan.steps_per_epoch || capped;
+        const bool evaluate = b + 1 == plan.steps_per_epoch || capped ||
+                              evaluation_due(cfg, wl.train_size(), b * cfg.batch, (b + 1) * cfg.batch);
         const bool final_step = capped || (evaluate && epoch + 1 == cfg.epochs);
         // The step's training memory, before the relay brings other stages' weights back.
         const engine::MemStats train_mem = engine::memory_stats();

@@ -67,6 +67,11 @@ Field& Field::names_a(std::string what) {
   return *this;
 }
 
+Field& Field::defaults_elsewhere_to(json v) {
+  shown_default = std::move(v);
+  return *this;
+}
+
 Field& Field::above(double v) {
   exclusive_minimum = v;
   return *this;
@@ -195,6 +200,7 @@ json schema_of(const Field& f) {
   s["type"] = names[static_cast<int>(f.type)];
   if (!f.description.empty()) s["description"] = f.description;
   if (!f.default_value.is_null()) s["default"] = f.default_value;
+  else if (!f.shown_default.is_null()) s["default"] = f.shown_default;
   if (!f.one_of.empty()) s["enum"] = f.one_of;
   if (!f.format.empty()) s["format"] = f.format;
   if (!f.when_field.empty()) s["x-applies-when"] = {{f.when_field, f.when_values}};
@@ -222,7 +228,8 @@ json schema_of(const Field& f) {
 }
 
 std::string markdown_rows(const Field& f, const std::string& path) {
-  std::string def = f.default_value.is_null() ? (f.required ? "required" : "—") : "`" + f.default_value.dump() + "`";
+  const json& shown = f.default_value.is_null() ? f.shown_default : f.default_value;
+  std::string def = shown.is_null() ? (f.required ? "required" : "—") : "`" + shown.dump() + "`";
   std::string out = "| `" + path + "` | " + describe_allowed(f) + " | " + def + " | " + f.description + " |\n";
   for (const Field& m : f.fields) out += markdown_rows(m, path + "." + m.name);
   if (f.type == FieldType::array && !f.items.empty())

@@ -41,6 +41,9 @@ struct Field {
   std::string when_field;
   std::vector<std::string> when_values;
   std::string format;                      // what a string names ("model", "stage"): JSON Schema's format
+  // A default that a rule elsewhere applies (a volume workload's settings), not filled in
+  // by validate_and_fill: the schema and the docs show it as the field's default.
+  nlohmann::json shown_default;
 
   // Refinements, so that a field reads as one line where it is declared:
   //   field("ranks", FieldType::integer, "processes").at_least(1).at_most(1024).needed()
@@ -55,6 +58,7 @@ struct Field {
   Field& of(Field item);                    // an array's element
   Field& applies_when(std::string field, std::vector<std::string> values);
   Field& names_a(std::string what);         // format: an editor offers the names it knows
+  Field& defaults_elsewhere_to(nlohmann::json v);  // shown_default
 };
 
 Field field(std::string name, FieldType type, std::string description);

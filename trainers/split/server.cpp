@@ -436,6 +436,7 @@ void SplitServer::run() {
 
   bool capped = false;
   for (int64_t epoch = 0; epoch < cfg.epochs && !capped; ++epoch) {
+    const int64_t epoch_start = pos.samples;
     if (!parallel) {
       for (int64_t c = 0; c < s_.clients && !capped; ++c) {
         Turn turn{epoch, c, steps_of[c], cfg.batch, {}, false};
@@ -446,8 +447,11 @@ void SplitServer::run() {
         pos.step += o.steps;
         capped = cfg.max_steps > 0 && pos.step >= cfg.max_steps;
         const bool last = c + 1 == s_.clients || capped;
+        const int64_t before = pos.samples - epoch_start;
         auto [r, extra] = base_record({&o}, epoch);
-        finish_step(ctx_, records, r, 0.0, clock, last, *model_, extra);
+        // A turn is the finest step here: the first turn's end past each evaluation point.
+        const bool due = evaluation_due(cfg, train_size, before, pos.samples - epoch_start);
+        finish_step(ctx_, records, r, 0.0, clock, last || due, *model_, extra);
       }
     } else {
       // Every client at once; the client halves (and per-client server halves) averaged.

@@ -32,6 +32,7 @@ const SettingsTable<Settings>& Settings::table() {
           "stages after a up to b")
         .at_least(2)
         .at_most(2)
+        .names_a("stage")
         .applies_when("variant", {"ushaped"});
     t.add(&S::server_halves, "server_halves",
           "splitfed: per_client (SFLv1, server halves averaged; the default) or shared (SFLv2)")
