@@ -317,7 +317,21 @@ TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {
   expect_exit2_with({code, file_bytes(log(1))}, "QUARTET_TOKEN: not set and no --token-file");
 }
 
-// No coordinator comes: the rank says it keeps trying, then gives up at its deadline.
+// A SLURM_NODELIST standing for ten billion hosts (two bracket ranges) is refused at once,
+// exit 2 naming the variable, without expanding it.
+TEST_F(Launch, ANodeListOfBillionsOfHostsExitsWith2Quickly) {
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp", "--token-file", token_file_.string()},
+                                log(0), {},
+                                only({"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_LOCALID=0",
+                                      "SLURM_NODELIST=n[0-100000]x[0-100000]"}));
+  const int code = wait_exit_within(p, std::chrono::seconds(60));
+  expect_exit2_with({code, file_bytes(log(0))}, "SLURM_NODELIST");
+  EXPECT_NE(file_bytes(log(0)).find("stands for more than 100000 hosts"), std::string::npos) << file_bytes(log(0));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << "the list was expanded";
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
 // A rank started twice: the second is refused as a twin of the connected one, which no
 // retry mends; it exits 2 saying so after its grace (30 s), not after its join timeout.
 TEST_F(Launch, ARankStartedTwiceExitsWith2) {
@@ -351,6 +365,7 @@ TEST_F(Launch, ARankStartedTwiceExitsWith2) {
   wait_exit_within(rank1, std::chrono::seconds(120));
 }
 
+// No coordinator comes: the rank says it keeps trying, then gives up at its deadline.
 TEST_F(Launch, RankThatCannotReachTheCoordinatorRetriesUntilItsDeadline) {
   const std::string port = std::to_string(unused_port());
   const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp", "--join-timeout", "3"}, log(1), {},

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "engine/safetensors.h"
 #include "medical3d/nifti.h"
 #include "medical3d/phantom.h"
+#include "medical3d/read_limits.h"
 #include "tests/cli/cli_util.h"
 #include "tests/medical3d/nifti_files.h"
 #include "workloads/models.h"
@@ -193,6 +195,27 @@ TEST_F(VolumeCliHostile, PredictRefusesAForgedImageAndWritesNoMask) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     EXPECT_FALSE(fs::exists(mask)) << "no mask of a refused image";
   }
+}
+
+// A 600^3 volume (a 210 KB .nii.gz) cost predict more than the readers' 32 bytes a voxel:
+// its cap counts predict's own working set for the model's classes, and an image over it
+// is refused from its header, before anything is allocated or inferred.
+TEST_F(VolumeCliHostile, PredictRefusesAnImageItsWorkingSetCannotHoldBeforeReadingIt) {
+  const medical3d::ReadLimits cap =
+      medical3d::ReadLimits::of_this_machine("--max-voxels", medical3d::predict_bytes_per_voxel(3));
+  if (cap.max_voxels >= 1'000'000'000) GTEST_SKIP() << "this machine's memory holds 1000^3 voxels: " << cap.basis;
+  EXPECT_EQ(medical3d::predict_bytes_per_voxel(3), 28);  // 4 + 3 x 4 + 4 + 1, 7 to spare
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "big.nii.gz", mask = dir_ / "mask.nii";
+  engine::save_safetensors(weights.string(), workloads::make_model("unet3d", 3)->state_dict());
+  medical3d::write_nifti(image.string(), oblique_ct());
+  forge(image, [](nifti_1_header& h) { h.dim[1] = h.dim[2] = h.dim[3] = 1000; });
+  ASSERT_LT(fs::file_size(image), 1'000'000u);
+  const auto started = std::chrono::steady_clock::now();
+  cli_util::expect_exit2_with(quartet({"predict", weights.string(), image.string(), "--out", mask.string()}, dir_),
+                              "dim[1..3] is 1000x1000x1000, 1000000000 voxels; allowed: at most " +
+                                  std::to_string(cap.max_voxels) + " voxels (half of this machine's ");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "read or inferred first";
+  EXPECT_FALSE(fs::exists(mask));
 }
 
 // A NaN voxel or a NaN weight gave an all-background mask and exit 0: both are refused,
