@@ -365,6 +365,28 @@ TEST_F(Launch, ARankStartedTwiceExitsWith2) {
   wait_exit_within(rank1, std::chrono::seconds(120));
 }
 
+// A second rank 0 on the same address cannot take the coordinator's port: it exits 2
+// naming the address, before it makes its run folder, and the first run is untouched.
+TEST_F(Launch, ASecondRankZeroExitsWith2AndLeavesNoFolder) {
+  const std::vector<std::string> vars = {"RANK=0", "WORLD_SIZE=4", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
+                                         "MASTER_PORT=" + std::to_string(unused_port())};
+  const pid_t first = start_rank(0, vars);
+  ASSERT_FALSE(cli_util::wait_for_line(dir_ / "run" / "run.json", "running", std::chrono::seconds(120)).empty())
+      << file_bytes(log(0));
+  std::vector<std::string> all;
+  for (const std::string& a : only(vars)) all.push_back(a);
+  const pid_t second =
+      start_quartet({"launch", spec().string(), "--arm", "ddp", "--out", (dir_ / "run2").string(), "--token-file",
+                     token_file_.string(), "--work-dir", (dir_ / "second").string(), "--join-timeout", "300"},
+                    dir_ / "logs" / "second", {}, all);
+  const int code = wait_exit_within(second, std::chrono::seconds(60));
+  expect_exit2_with({code, file_bytes(dir_ / "logs" / "second")}, "127.0.0.1:" + vars.back().substr(12));
+  EXPECT_FALSE(fs::exists(dir_ / "run2")) << file_bytes(dir_ / "logs" / "second");
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "run.json"));
+  kill(first, SIGINT);
+  wait_exit_within(first, std::chrono::seconds(120));
+}
+
 // No coordinator comes: the rank says it keeps trying, then gives up at its deadline.
 TEST_F(Launch, RankThatCannotReachTheCoordinatorRetriesUntilItsDeadline) {
   const std::string port = std::to_string(unused_port());
