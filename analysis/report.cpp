@@ -9,6 +9,7 @@
 #include "analysis/pipeline_view.h"
 #include "analysis/projection.h"
 #include "analysis/repeats.h"
+#include "analysis/summary.h"
 #include "trainers/records.h"
 #include "workloads/workload.h"
 
@@ -132,7 +133,7 @@ Table arms_table(const std::vector<ArmResults>& arms) {
           {}};
   for (const ArmResults& a : arms) {
     const std::vector<EvalPoint> evals = eval_points(a);
-    std::vector<std::string> row{a.name, a.regime, a.status};
+    std::vector<std::string> row{a.name, a.regime, a.status == "degraded" ? status_text(a.summary) : a.status};
     // An arm that trained no sample (cut short before its first step, or never started)
     // has no figures: "—", not zeros.
     if (samples_done(a) > 0)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -55,7 +56,7 @@ std::vector<json> read_jsonl(const std::filesystem::path& path) {
 json summarize_arm(const std::string& arm, const std::string& regime, const std::vector<std::vector<json>>& roles,
                    std::optional<double> target, int64_t train_samples) {
   json s = {{"arm", arm}, {"regime", regime}, {"processes", roles.size()}};
-  int64_t samples = 0, steps = 0;
+  int64_t samples = 0, steps = 0, planned = 0;
   double wall = 0.0, eval_seconds = 0.0, forward = 0.0, backward = 0.0, optimizer = 0.0, data = 0.0, comm = 0.0;
   int64_t rss_peak = 0, mem_peak = 0, bytes_sent = 0, bytes_received = 0, messages = 0;
   json tag_peaks = json::object();
@@ -98,6 +99,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
       }
       if (!r.is_step()) continue;
       if (const json& p = trainers::member(line, "privacy"); p.is_object()) privacy = p;
+      planned = std::max(planned, trainers::integer(line, "planned_samples"));
       samples = std::max(samples, r.samples);
       steps = std::max(steps, r.step);
       wall = std::max(wall, r.wall);
@@ -157,6 +159,12 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   s["nonfinite_loss_steps"] = nonfinite;
   s["first_nonfinite_step"] = first_nonfinite;
   s["degraded_steps"] = degraded;
+  // Regimes that can lose work (federated rounds short of clients, split turns lost) say
+  // what their steps would have trained had nothing been lost.
+  if (planned > 0) {
+    s["planned_samples"] = planned;
+    s["trained_share"] = static_cast<double>(samples) / static_cast<double>(planned);
+  }
   s["privacy"] = privacy;
   s["first_degraded"] = first_degraded;
   return s;
@@ -179,14 +187,37 @@ std::string arm_status(bool interrupted, std::string& why, const json& summary,
   const int64_t short_steps = summary.value("degraded_steps", int64_t{0});
   if (short_steps > 0 || !lost_roles.empty()) {
     std::string parts;
-    if (!lost_roles.empty()) parts = "lost " + lost_roles.front() + (lost_roles.size() > 1 ? " (and others)" : "");
+    const int64_t samples = summary.value("samples", int64_t{0}), planned = summary.value("planned_samples", int64_t{0});
+    if (planned > 0) parts = "trained " + std::to_string(samples) + " of " + std::to_string(planned) + " planned samples (" +
+                             share_text(summary) + ")";
+    if (!lost_roles.empty())
+      parts += (parts.empty() ? "" : "; ") + ("lost " + lost_roles.front() + (lost_roles.size() > 1 ? " (and others)" : ""));
     if (short_steps > 0)
       parts += (parts.empty() ? "" : "; ") + std::to_string(short_steps) + " step" + (short_steps == 1 ? "" : "s") +
                " short of clients or turns, the first " + summary.at("first_degraded").get<std::string>();
     why = parts;
+    // Less than half the work planned is not a result with some losses: the arm failed.
+    if (planned > 0 && samples < planned * kLeastTrainedShare) {
+      why += "; less than " + std::to_string(static_cast<int>(kLeastTrainedShare * 100)) + " % of the plan";
+      return "failed";
+    }
     return "degraded";
   }
   return "finished";
+}
+
+std::string share_text(const json& summary) {
+  const json& share = trainers::member(summary, "trained_share");
+  if (!share.is_number()) return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f %%", std::floor(share.get<double>() * 100.0));
+  return text;
+}
+
+std::string status_text(const json& summary) {
+  const std::string status = trainers::text(summary, "status", "finished");
+  const std::string share = share_text(summary);
+  return status == "degraded" && !share.empty() ? status + " (" + share + " trained)" : status;
 }
 
 namespace {

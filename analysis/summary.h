@@ -25,13 +25,25 @@ nlohmann::json summarize_arm(const std::string& arm, const std::string& regime,
                              const std::vector<std::vector<nlohmann::json>>& roles_records,
                              std::optional<double> target, int64_t train_samples);
 
+// Below this share of its planned samples an arm that lost work has failed.
+inline constexpr double kLeastTrainedShare = 0.5;
+
 // An arm's status from how its roles ended and what they recorded, worst first:
 // "interrupted"; "failed" (`why` given: a role failed; or no sample trained, every step,
-// turn or round lost); "diverged" (a step's loss was not finite); "degraded" (steps short
+// turn or round lost; or it lost work and trained less than kLeastTrainedShare of its
+// planned samples); "diverged" (a step's loss was not finite); "degraded" (steps short
 // of clients or turns, or `lost_roles`, roles the arm went on without); "finished". `why`
-// says why for failed, diverged and degraded.
+// says why for failed, diverged and degraded, with "trained N of M planned samples (P %)"
+// first where the records say what was planned.
 std::string arm_status(bool interrupted, std::string& why, const nlohmann::json& summary,
                        const std::vector<std::string>& lost_roles = {});
+
+// "62 %": an arm summary's trained_share (samples over planned_samples, rounded down);
+// "" when it has none.
+std::string share_text(const nlohmann::json& summary);
+// The summary's status as people read it: "degraded (62 % trained)" where the share is
+// known, else the status itself ("finished" when it has none).
+std::string status_text(const nlohmann::json& summary);
 
 // summary.md: the run's name and the arms' table (analysis/report.h, arms_table), one row
 // per arm summary.

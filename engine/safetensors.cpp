@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -200,6 +201,21 @@ Entry parse_entry(const std::string& name, const Json& j, uint64_t data_size, co
   return e;
 }
 
+// Weights that are not numbers give exit 0 and garbage out (a mask of background, an
+// accuracy of chance): refused where they enter.
+void check_finite(const std::string& name, const Tensor& t, const std::string& where) {
+  const float* v = t.data();
+  const int64_t n = t.numel();
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+  if (bad > 0)
+    throw std::invalid_argument(where + ": tensor '" + name + "' holds " + std::to_string(bad) + " of " +
+                                std::to_string(n) + " values that are not finite (NaN or infinite; the first at index " +
+                                std::to_string(first) + " is " + std::to_string(v[first]) +
+                                "); allowed: finite weights only");
+}
+
 }  // namespace
 
 SafetensorsFile read_safetensors(const std::string& path) {
@@ -229,41 +245,52 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   std::string text(header_size, '\0');
   read_all_at(fd.get(), text.data(), text.size(), 8, path);
-  Json header;
-  try {
-    // The parsed object would keep only the last of two equal keys; refuse them here.
-    std::set<std::string> names;
-    header = Json::parse(text, [&](int depth, Json::parse_event_t event, Json& parsed) {
-      if (depth > kMaxJsonDepth)
-        throw std::invalid_argument(where + ": header JSON nests deeper than " +
-                                    std::to_string(kMaxJsonDepth) + " levels");
-      if (event == Json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second)
-        throw std::invalid_argument(where + ": header names '" + parsed.get<std::string>() + "' twice");
-      return true;
-    });
-  } catch (const Json::exception& e) {
-    throw std::invalid_argument(where + ": header is not valid JSON: " + e.what());
-  }
-  if (!header.is_object())
-    throw std::invalid_argument(where + ": header is JSON but not an object (got " +
-                                std::string(header.type_name()) + ")");
-
   const uint64_t data_start = 8 + header_size;
   const uint64_t data_size = file_size - data_start;
   SafetensorsFile out;
   std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == "__metadata__") {
-      if (!value.is_object())
+  try {
+    // Each tensor's entry is checked as soon as it is parsed and then dropped from the
+    // tree, so the parsed object holds only "__metadata__": memory and time grow linearly
+    // with the entries, and a header with too many is refused once it passes the limit.
+    // The parsed object would keep only the last of two equal keys; refuse them here.
+    std::set<std::string> names;
+    std::string key;  // the top-level key whose value is being parsed
+    Json header = Json::parse(text, [&](int depth, Json::parse_event_t event, Json& parsed) {
+      if (depth > kMaxJsonDepth)
+        throw std::invalid_argument(where + ": header JSON nests deeper than " +
+                                    std::to_string(kMaxJsonDepth) + " levels");
+      if (event == Json::parse_event_t::key && depth == 1) {
+        key = parsed.get<std::string>();
+        if (!names.insert(key).second) throw std::invalid_argument(where + ": header names '" + key + "' twice");
+        if (names.size() > static_cast<size_t>(kMaxSafetensorsTensors) + names.count("__metadata__"))
+          throw std::invalid_argument(where + ": header lists more than " +
+                                      std::to_string(kMaxSafetensorsTensors) +
+                                      " tensors; allowed: at most that many (a model's weights and an optimizer's "
+                                      "state take far fewer)");
+        return true;
+      }
+      const bool entry_done = depth == 1 && (event == Json::parse_event_t::object_end ||
+                                             event == Json::parse_event_t::array_end ||
+                                             event == Json::parse_event_t::value);
+      if (!entry_done || key == "__metadata__") return true;
+      entries.push_back(parse_entry(key, parsed, data_size, where));
+      return false;  // checked: not kept in the tree
+    });
+    if (!header.is_object())
+      throw std::invalid_argument(where + ": header is JSON but not an object (got " +
+                                  std::string(header.type_name()) + ")");
+    if (const auto meta = header.find("__metadata__"); meta != header.end()) {
+      if (!meta->is_object())
         throw std::invalid_argument(where + ": \"__metadata__\" is not an object of strings");
-      for (const auto& [k, v] : value.items()) {
+      for (const auto& [k, v] : meta->items()) {
         if (!v.is_string())
           throw std::invalid_argument(where + ": \"__metadata__\" value for '" + k + "' is not a string");
         out.metadata[k] = v.get<std::string>();
       }
-      continue;
     }
-    entries.push_back(parse_entry(key, value, data_size, where));
+  } catch (const Json::exception& e) {
+    throw std::invalid_argument(where + ": header is not valid JSON: " + e.what());
   }
 
   // The spec: "the byte buffer needs to be entirely indexed, and cannot contain holes".
@@ -292,6 +319,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape);
     read_all_at(fd.get(), reinterpret_cast<char*>(t.data()), e.end - e.begin, data_start + e.begin, path);
+    check_finite(e.name, t, where);
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;

@@ -23,6 +23,9 @@ namespace quartet::engine {
 
 // A larger header is refused before anything is allocated for it.
 inline constexpr int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// A header listing more tensors is refused as soon as its parser passes the limit: a
+// model's weights with an optimizer's state are far fewer.
+inline constexpr int64_t kMaxSafetensorsTensors = 65'536;
 
 struct SafetensorsFile {
   NamedTensors tensors;  // in data-section order
@@ -53,14 +56,17 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 //     (which is the order save_safetensors was given), and the "__metadata__" strings
 //   - memory allocated is bounded by the file's size: every size is checked against
 //     the file before anything is allocated for it
+//   - time grows with the header's size, not its square (each entry is checked as parsed)
+//   - every value is finite
 // throws std::invalid_argument naming the path and the problem when the file is not
 // valid F32 safetensors: shorter than 8 bytes; a header length past the end of the file
-// or over kMaxSafetensorsHeaderBytes; a header that is not a JSON object; an entry
+// or over kMaxSafetensorsHeaderBytes; a header that is not a JSON object, or that lists
+// more than kMaxSafetensorsTensors tensors; an entry
 // without dtype, shape or data_offsets; a dtype other than F32; a shape with negative
 // sizes or more than kMaxDims dims; data_offsets that are not [begin, end] with
 // begin <= end within the data section and end - begin == 4 * numel; regions that
-// overlap or leave holes. Throws std::runtime_error naming the path when it cannot be
-// opened or read.
+// overlap or leave holes; a value that is NaN or infinite (naming the tensor). Throws
+// std::runtime_error naming the path when it cannot be opened or read.
 SafetensorsFile read_safetensors(const std::string& path);
 
 // read_safetensors(path).tensors.

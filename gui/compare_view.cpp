@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "analysis/repeats.h"
+#include "analysis/summary.h"
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 #include "gui/folders.h"
@@ -130,7 +131,10 @@ void CompareView::fill_item(QTreeWidgetItem* top, const RunResults& run, const Q
   top->setText(2, QString::fromStdString(run.status));
   for (const ArmResults& a : run.arms) {
     auto* item = new QTreeWidgetItem(top, {QString::fromStdString(a.name), QString::fromStdString(a.regime),
-                                           QString::fromStdString(a.status), repeats_count(a)});
+                                           QString::fromStdString(a.status == "degraded"
+                                                                      ? analysis::status_text(a.summary)
+                                                                      : a.status),
+                                           repeats_count(a)});
     if (const QString tip = repeats_tooltip(a); !tip.isEmpty())
       for (int c = 0; c < 4; ++c) item->setToolTip(c, tip);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);

@@ -4,15 +4,21 @@
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcdict.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcstack.h>
 #include <dcmtk/dcmdata/dcxfer.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
+#include <string_view>
 
 #include "medical3d/io_support.h"
 
@@ -79,15 +85,116 @@ std::optional<double> get_f64(DcmDataset& ds, const DcmTagKey& tag, unsigned lon
   return v;
 }
 
-// Reads the header of `path`; nullopt (with a note) when it is not a DICOM image slice.
-std::optional<Slice> read_slice_header(const std::string& path, std::vector<std::string>& notes) {
-  if (!looks_like_dicom(path)) {
-    notes.push_back("skipped " + name_of(path) + ": not a DICOM file");
-    return std::nullopt;
+
+// DCMTK parses a sequence by recursing into its items, about 2 KiB of stack a level (a
+// slice of 8,000 nested sequences overflowed a thread's 8 MiB). A data set nests no
+// deeper than it has items, and an item starts with the tag (FFFE,E000) in the file's
+// bytes whatever its encoding, so counting those bounds the stack DCMTK needs before it
+// runs: a file is parsed on a thread with kStackPerItem for each (four times what a level
+// takes), and its nesting is checked once it is parsed. Deflated data sets hide their
+// tags; they are refused.
+constexpr int64_t kMaxSequenceItems = 10'000;
+constexpr int kMaxSequenceDepth = 32;
+constexpr size_t kBaseStackBytes = size_t{8} << 20;
+constexpr size_t kStackPerItem = size_t{8} << 10;
+constexpr std::string_view kDeflatedXfer = "1.2.840.10008.1.2.1.99";
+
+struct ItemScan {
+  int64_t items = 0;  // item tags, in either byte order
+  bool deflated = false;  // the deflated transfer syntax's UID appears
+};
+
+ItemScan scan_items(const std::string& path) {
+  static constexpr char kLittle[4] = {'\xFE', '\xFF', '\x00', '\xE0'}, kBig[4] = {'\xFF', '\xFE', '\xE0', '\x00'};
+  const std::string_view little(kLittle, 4), big(kBig, 4);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open the file");
+  ItemScan scan;
+  std::vector<char> chunk(size_t{1} << 20);
+  std::string window;  // the last bytes of the previous chunk, then this chunk
+  const size_t keep = kDeflatedXfer.size() - 1;
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const size_t got = static_cast<size_t>(in.gcount());
+    if (got == 0) break;
+    const size_t carried = window.size();
+    window.append(chunk.data(), got);
+    const std::string_view w(window);
+    // A tag counts where it ends in the new bytes: one inside the carried bytes was counted.
+    for (const std::string_view tag : {little, big})
+      for (size_t at = w.find(tag, carried >= 3 ? carried - 3 : 0); at != std::string_view::npos; at = w.find(tag, at + 1))
+        ++scan.items;
+    scan.deflated = scan.deflated || w.find(kDeflatedXfer) != std::string_view::npos;
+    window.erase(0, window.size() > keep ? window.size() - keep : 0);
   }
-  DcmFileFormat file;
-  // Values longer than DCM_MaxReadLength (the pixel data) are left on disk for now.
-  const OFCondition status = file.loadFile(path.c_str());
+  return scan;
+}
+
+// Runs `f` on a thread of its own with a stack of `bytes`; its exception is rethrown here.
+void on_stack(size_t bytes, const std::function<void()>& f) {
+  struct Call {
+    const std::function<void()>* f;
+    std::exception_ptr error;
+  } call{&f, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, &attr,
+      [](void* p) -> void* {
+        Call& c = *static_cast<Call*>(p);
+        try {
+          (*c.f)();
+        } catch (...) {
+          c.error = std::current_exception();
+        }
+        return nullptr;
+      },
+      &call);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("cannot start a thread to parse DICOM: " + std::string(std::strerror(rc)));
+  pthread_join(thread, nullptr);
+  if (call.error) std::rethrow_exception(call.error);
+}
+
+// Sequences on the deepest path of `ds`: a walk of DCMTK's own, with a stack of its own.
+int sequence_depth(DcmDataset& ds) {
+  DcmStack stack;
+  unsigned long deepest = 0;
+  while (ds.nextObject(stack, OFTrue).good()) deepest = std::max(deepest, stack.card());
+  return static_cast<int>(deepest / 2);  // the data set, then a sequence and an item a level
+}
+
+// Parses `path` with DCMTK and hands loadFile's status and the file to `use`, on a stack
+// that holds the file's nesting; the file (whose destructor recurses as its parser did)
+// is gone when this returns. Throws naming the file when it holds more than
+// kMaxSequenceItems items, is deflated, or nests deeper than kMaxSequenceDepth.
+void parse_dicom(const std::string& path, const std::function<void(OFCondition, DcmFileFormat&)>& use) {
+  const ItemScan scan = scan_items(path);
+  if (scan.deflated)
+    fail(path, "a deflated data set (transfer syntax " + std::string(kDeflatedXfer) +
+                   ") is not read; allowed: uncompressed data sets (inflate it first, e.g. with dcmconv +te)");
+  if (scan.items > kMaxSequenceItems)
+    fail(path, "holds " + std::to_string(scan.items) + " sequence items; allowed: at most " +
+                   std::to_string(kMaxSequenceItems) + " (an image slice holds a few)");
+  on_stack(kBaseStackBytes + kStackPerItem * static_cast<size_t>(scan.items), [&] {
+    DcmFileFormat file;
+    // Values longer than DCM_MaxReadLength (the pixel data) are left on disk for now.
+    const OFCondition status = file.loadFile(path.c_str());
+    if (status.good()) {
+      const int depth = sequence_depth(*file.getDataset());
+      if (depth > kMaxSequenceDepth)
+        fail(path, "sequences nest " + std::to_string(depth) + " deep; allowed: at most " +
+                       std::to_string(kMaxSequenceDepth) + " (an image slice nests a few)");
+    }
+    use(status, file);
+  });
+}
+
+// What a parsed file says about itself; nullopt (with a note) when it is not a DICOM image slice.
+std::optional<Slice> slice_from(const std::string& path, OFCondition status, DcmFileFormat& file,
+                                std::vector<std::string>& notes) {
   if (status.bad()) {
     // A file with the DICOM preamble that does not parse is a broken slice, not a stray file.
     if (has_dicom_magic(path)) fail(path, std::string("truncated or corrupt DICOM file (") + status.text() + ")");
@@ -128,12 +235,22 @@ std::optional<Slice> read_slice_header(const std::string& path, std::vector<std:
       problem("no ImageOrientationPatient");
       break;
     }
+    if (!std::isfinite(*v)) {
+      problem("ImageOrientationPatient[" + std::to_string(i) + "] is " + header_number_text(*v) +
+              "; allowed: six finite direction cosines");
+      break;
+    }
     (i < 3 ? s.row_cosine[i] : s.col_cosine[i - 3]) = *v;
   }
   for (int i = 0; i < 3; ++i) {
     const auto v = get_f64(ds, DCM_ImagePositionPatient, i);
     if (!v) {
       problem("no ImagePositionPatient");
+      break;
+    }
+    if (!std::isfinite(*v)) {
+      problem("ImagePositionPatient[" + std::to_string(i) + "] is " + header_number_text(*v) +
+              "; allowed: three finite coordinates in mm");
       break;
     }
     s.position[i] = *v;
@@ -162,6 +279,18 @@ std::optional<Slice> read_slice_header(const std::string& path, std::vector<std:
   if (ds.findAndGetUint16(DCM_BitsStored, s.bits_stored).bad() || s.bits_stored == 0) s.bits_stored = s.bits_allocated;
   s.bits_stored = std::min(s.bits_stored, s.bits_allocated);
   ds.findAndGetUint16(DCM_PixelRepresentation, s.pixel_representation);
+  if (s.problem.empty()) {
+    // Every stored value must stay a finite float once rescaled.
+    const bool is_signed = s.pixel_representation == 1;
+    const double lo = is_signed ? -std::ldexp(1.0, s.bits_stored - 1) : 0.0;
+    const double hi = is_signed ? std::ldexp(1.0, s.bits_stored - 1) - 1 : std::ldexp(1.0, s.bits_stored) - 1;
+    const double a = lo * s.slope + s.intercept, b = hi * s.slope + s.intercept;
+    if (!(std::abs(a) <= FLT_MAX && std::abs(b) <= FLT_MAX))
+      problem("RescaleSlope " + header_number_text(s.slope) + " and RescaleIntercept " +
+              header_number_text(s.intercept) + " turn stored values " + header_number_text(lo) + " to " +
+              header_number_text(hi) + " into " + header_number_text(a) + " to " + header_number_text(b) +
+              "; allowed: a rescale that keeps them within a float's range (" + header_number_text(FLT_MAX) + ")");
+  }
   if (DcmXfer(ds.getOriginalXfer()).isEncapsulated())
     problem(std::string("compressed pixel data (") + DcmXfer(ds.getOriginalXfer()).getXferName() +
             "); decompress it first, e.g. with dcmdjpeg");
@@ -169,6 +298,17 @@ std::optional<Slice> read_slice_header(const std::string& path, std::vector<std:
     problem("pixel data holds " + std::to_string(pixels->getLength()) + " bytes, Rows x Columns needs " +
             std::to_string(uint64_t{s.rows} * s.cols * (s.bits_allocated / 8)));
   return s;
+}
+
+// Reads the header of `path`; nullopt (with a note) when it is not a DICOM image slice.
+std::optional<Slice> read_slice_header(const std::string& path, std::vector<std::string>& notes) {
+  if (!looks_like_dicom(path)) {
+    notes.push_back("skipped " + name_of(path) + ": not a DICOM file");
+    return std::nullopt;
+  }
+  std::optional<Slice> slice;
+  parse_dicom(path, [&](OFCondition status, DcmFileFormat& file) { slice = slice_from(path, status, file, notes); });
+  return slice;
 }
 
 // The slices of the series to read, or a refusal listing the series found.
@@ -232,10 +372,8 @@ void check_agreement(const std::vector<Slice>& slices) {
   }
 }
 
-// Reads one slice's stored values into `dst` (Rows x Columns, x fastest) as modality values.
-void read_pixels(const Slice& s, float* dst) {
-  DcmFileFormat file;
-  const OFCondition status = file.loadFile(s.path.c_str());
+// One slice's stored values from its parsed file into `dst` as modality values.
+void pixels_from(const Slice& s, OFCondition status, DcmFileFormat& file, float* dst) {
   if (status.bad()) fail(s.path, std::string("truncated or corrupt DICOM file (") + status.text() + ")");
   DcmDataset& ds = *file.getDataset();
   const uint64_t n = uint64_t{s.rows} * s.cols;
@@ -260,6 +398,11 @@ void read_pixels(const Slice& s, float* dst) {
     const int64_t stored = s.pixel_representation == 1 && (u & sign) ? int64_t{u} - (int64_t{mask} + 1) : int64_t{u};
     dst[i] = static_cast<float>(static_cast<double>(stored) * s.slope + s.intercept);
   }
+}
+
+// Reads one slice's stored values into `dst` (Rows x Columns, x fastest) as modality values.
+void read_pixels(const Slice& s, float* dst) {
+  parse_dicom(s.path, [&](OFCondition status, DcmFileFormat& file) { pixels_from(s, status, file, dst); });
 }
 
 }  // namespace

@@ -47,8 +47,9 @@ std::vector<engine::Tensor> sliding_window_logits(engine::Model& model, const st
         for (int64_t x : xs) windows.push_back({i, Box{{x, y, z}, w}});
   }
   const int64_t window_voxels = w[0] * w[1] * w[2];
-  // Per image: the sum of the logits of the windows over each voxel, and their count.
-  std::vector<std::vector<float>> sums(images.size());
+  // Per image: the sum of the logits of the windows over each voxel, and their count. The
+  // sums become the means in place: a volume's logits are held once.
+  std::vector<engine::Tensor> sums(images.size());
   std::vector<std::vector<int32_t>> counts(images.size());
   for (size_t i = 0; i < images.size(); ++i) counts[i].assign(static_cast<size_t>(images[i]->grid.voxel_count()), 0);
   int64_t classes = 0;
@@ -68,7 +69,7 @@ std::vector<engine::Tensor> sliding_window_logits(engine::Model& model, const st
     if (classes == 0) {
       classes = y.size(1);
       for (size_t i = 0; i < images.size(); ++i)
-        sums[i].assign(static_cast<size_t>(classes * images[i]->grid.voxel_count()), 0.0f);
+        sums[i] = engine::Tensor::zeros({classes, images[i]->nz(), images[i]->ny(), images[i]->nx()});
     }
     const float* py = y.data();
     for (size_t k = first; k < last; ++k) {
@@ -95,18 +96,15 @@ std::vector<engine::Tensor> sliding_window_logits(engine::Model& model, const st
       }
     }
   }
-  std::vector<engine::Tensor> out;
   for (size_t i = 0; i < images.size(); ++i) {
     const int64_t voxels = images[i]->grid.voxel_count();
-    engine::Tensor t = engine::Tensor::empty({classes, images[i]->nz(), images[i]->ny(), images[i]->nx()});
-    float* pt = t.data();
-    const float* sum = sums[i].data();
+    float* mean = sums[i].data();
     const int32_t* count = counts[i].data();
     for (int64_t c = 0; c < classes; ++c)
-      for (int64_t v = 0; v < voxels; ++v) pt[c * voxels + v] = sum[c * voxels + v] / static_cast<float>(count[v]);
-    out.push_back(t);
+      for (int64_t v = 0; v < voxels; ++v) mean[c * voxels + v] /= static_cast<float>(count[v]);
+    std::vector<int32_t>().swap(counts[i]);
   }
-  return out;
+  return sums;
 }
 
 LabelVolume argmax_labels(const engine::Tensor& logits, const Grid& grid) {

@@ -7,12 +7,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/byte_source.h"
@@ -162,6 +166,26 @@ bool is_supported_datatype(int dt) {
   }
 }
 
+// The values an integer datatype holds; nullopt for floats.
+std::optional<std::pair<double, double>> integer_range(int dt) {
+  auto of = [](auto t) {
+    using T = decltype(t);
+    return std::make_pair(static_cast<double>(std::numeric_limits<T>::lowest()),
+                          static_cast<double>(std::numeric_limits<T>::max()));
+  };
+  switch (dt) {
+    case DT_UINT8: return of(uint8_t{});
+    case DT_INT8: return of(int8_t{});
+    case DT_UINT16: return of(uint16_t{});
+    case DT_INT16: return of(int16_t{});
+    case DT_UINT32: return of(uint32_t{});
+    case DT_INT32: return of(int32_t{});
+    case DT_UINT64: return of(uint64_t{});
+    case DT_INT64: return of(int64_t{});
+    default: return std::nullopt;
+  }
+}
+
 template <class T>
 void convert(const void* src, int64_t n, double slope, double inter, float* dst) {
   const T* p = static_cast<const T*>(src);
@@ -279,6 +303,25 @@ void check_header(const Header& h, const std::string& path, uint64_t file_bytes,
            std::to_string(h.datatype) + (bytes_per_voxel > 0 ? " (" + datatype_name(h.datatype) + ")"
                                                               : " (not a NIfTI datatype)"),
            "a real scalar type: uint8, int8, uint16, int16, uint32, int32, uint64, int64, float32, float64");
+
+  // Scaling applies when scl_slope is finite and not 0 (as the standard says, and nibabel
+  // reads it); it then needs a finite scl_inter, and must keep every stored integer a
+  // finite float (float data out of range shows as voxels that are not finite).
+  if (std::isfinite(h.scl_slope) && h.scl_slope != 0) {
+    if (!std::isfinite(h.scl_inter))
+      refuse(path, "scl_inter", header_number_text(h.scl_inter),
+             "a finite number (scl_slope is " + header_number_text(h.scl_slope) + ": the voxels are scaled)");
+    if (const std::optional<std::pair<double, double>> range = integer_range(h.datatype)) {
+      const double a = range->first * h.scl_slope + h.scl_inter, b = range->second * h.scl_slope + h.scl_inter;
+      if (!(std::abs(a) <= FLT_MAX && std::abs(b) <= FLT_MAX))
+        refuse(path, "scl_slope, scl_inter",
+               header_number_text(h.scl_slope) + ", " + header_number_text(h.scl_inter) + ", which turn " +
+                   datatype_name(h.datatype) + " values " + header_number_text(range->first) + " to " +
+                   header_number_text(range->second) + " into " + header_number_text(a) + " to " +
+                   header_number_text(b),
+               "a scaling that keeps them within a float's range (" + header_number_text(FLT_MAX) + ")");
+    }
+  }
 
   // Spacing, for the axes the image has; an axis it lacks is one voxel of 1 mm.
   for (int64_t d = 1; d <= std::min<int64_t>(ndim, 3); ++d)

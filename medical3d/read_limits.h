@@ -16,18 +16,26 @@ namespace quartet::medical3d {
 // `quartet predict`, 24 bytes a voxel).
 inline constexpr int64_t kBytesPerReadVoxel = 32;
 
+// What one voxel costs `quartet predict` with a model of `classes` classes at its peak:
+// the normalised image (4 bytes), the windows' per-class sums that become the mean logits
+// in place (4 a class), the windows' counts (4) and the mask (1), with 7 to spare (the
+// image as read, 4, is freed once normalised).
+int64_t predict_bytes_per_voxel(int64_t classes);
+
 struct ReadLimits {
   int64_t max_voxels = kMaxVoxels;                     // voxels of one image, at most kMaxVoxels
   std::string basis = "the most any volume may have";  // where the limit comes from, for messages
 
-  // Half of this machine's memory at kBytesPerReadVoxel a voxel, at most kMaxVoxels.
+  // Half of this machine's memory at `bytes_per_voxel` a voxel, at most kMaxVoxels.
   // `way_past` says how a user goes past it ("--max-voxels"), or is empty.
-  static ReadLimits of_this_machine(const std::string& way_past = "");
+  static ReadLimits of_this_machine(const std::string& way_past = "", int64_t bytes_per_voxel = kBytesPerReadVoxel);
   // An explicit limit: requires 1 <= voxels <= kMaxVoxels (std::invalid_argument otherwise).
   static ReadLimits at_most(int64_t voxels, const std::string& basis);
 
-  // A command's option: 0 means of_this_machine(option), another value at_most(voxels, option).
-  static ReadLimits from_option(int64_t voxels, const std::string& option);
+  // A command's option: 0 means of_this_machine(option, bytes_per_voxel), another value
+  // at_most(voxels, option).
+  static ReadLimits from_option(int64_t voxels, const std::string& option,
+                                int64_t bytes_per_voxel = kBytesPerReadVoxel);
 
   // "at most N voxels (BASIS)", for a refusal's "allowed:".
   std::string allowed() const;

@@ -1,6 +1,7 @@
 #include "medical3d/volume.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace quartet::medical3d {
 
@@ -38,6 +39,18 @@ void check_grid(const Grid& g, const std::string& what) {
       throw std::invalid_argument(what + ": direction of axis " + axis[a] + " has length " +
                                   std::to_string(std::sqrt(norm2)) + ", expected a unit vector");
   }
+  // Axes that are (nearly) parallel map several voxels to one place: a singular affine.
+  const auto& d = g.direction;
+  const double det = d[0] * (d[4] * d[8] - d[5] * d[7]) - d[1] * (d[3] * d[8] - d[5] * d[6]) +
+                     d[2] * (d[3] * d[7] - d[4] * d[6]);
+  if (!(std::abs(det) >= kMinDirectionDeterminant)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g", det);
+    static_assert(kMinDirectionDeterminant == 0.01, "the message below says 0.01");
+    throw std::invalid_argument(what + ": the axes' directions have determinant " + text +
+                                ": the affine is singular (two axes point the same way); expected three independent "
+                                "axes, |determinant| >= 0.01");
+  }
 }
 
 bool same_grid(const Grid& a, const Grid& b, double tolerance) {
@@ -72,6 +85,22 @@ std::array<int64_t, 256> class_counts(const LabelVolume& v) {
   std::array<int64_t, 256> counts{};
   for (uint8_t c : v.voxels) ++counts[c];
   return counts;
+}
+
+int64_t non_finite_voxels(const Volume& v) {
+  int64_t n = 0;
+  for (float x : v.voxels) n += std::isfinite(x) ? 0 : 1;
+  return n;
+}
+
+int64_t replace_non_finite(Volume& v, float value) {
+  int64_t n = 0;
+  for (float& x : v.voxels)
+    if (!std::isfinite(x)) {
+      x = value;
+      ++n;
+    }
+  return n;
 }
 
 }  // namespace quartet::medical3d

@@ -44,9 +44,14 @@ struct Grid {
   Vec3 world(double i, double j, double k) const;
 };
 
+// Unit axes whose determinant is smaller (in size) than this are taken as parallel: the
+// affine is singular. An oblique but sound grid has |det| near 1.
+inline constexpr double kMinDirectionDeterminant = 0.01;
+
 // Throws std::invalid_argument, prefixed with `what`, unless every size is in
 // [1, kMaxVoxels] with a product of at most kMaxVoxels, the spacing is finite and > 0,
-// and the direction is finite with unit-length columns (tolerance 1e-3).
+// and the direction is finite with unit-length columns (tolerance 1e-3) whose
+// determinant is at least kMinDirectionDeterminant in size.
 void check_grid(const Grid& grid, const std::string& what = "grid");
 
 // Same dims, and spacing, origin and direction within `tolerance` (mm, or cosines).
@@ -90,5 +95,11 @@ LabelVolume to_labels(const Volume& v, const std::string& what = "label volume")
 
 // How many voxels hold each class: counts[c] for c in [0, 255].
 std::array<int64_t, 256> class_counts(const LabelVolume& v);
+
+// The voxels of an image that are NaN or infinite (a model given them answers with
+// garbage: they are refused where images come in, or replaced).
+int64_t non_finite_voxels(const Volume& v);
+// Sets every voxel that is NaN or infinite to `value`; returns how many there were.
+int64_t replace_non_finite(Volume& v, float value);
 
 }  // namespace quartet::medical3d

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -157,6 +158,18 @@ struct ArmOutcome {
   json summary;
 };
 
+// The coordinator's host and port from --listen (HOST or HOST:PORT; port 0: a fresh one).
+// Throws InputError naming --listen when it is not an address and port this host can take.
+std::pair<std::string, uint16_t> listen_address(const std::string& listen) {
+  std::pair<std::string, uint16_t> out{listen, 0};
+  try {
+    if (listen.rfind(':') != std::string::npos) out = transport::parse_host_port(listen);
+  } catch (const std::invalid_argument& e) {
+    throw InputError("--listen " + listen + ": " + e.what());
+  }
+  return out;
+}
+
 // The run's coordinator and what it hears: remote roles' records go into the same
 // record files as local roles' own appends; vanished roles fail their arm.
 class RunCoordinator {
@@ -166,24 +179,21 @@ class RunCoordinator {
       : run_dir_(run_dir) {
     transport::CoordinatorOptions o;
     o.tls = std::move(tls);
-    const auto colon = listen.rfind(':');
-    if (colon == std::string::npos) {
-      o.host = listen;
-    } else {
-      try {
-        std::tie(o.host, o.port) = transport::parse_host_port(listen);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(std::string("--listen: ") + e.what());
-      }
-    }
+    std::tie(o.host, o.port) = listen_address(listen);
     if (const char* t = std::getenv("QUARTET_TOKEN"); t && *t) o.token = t;
     o.on_record = [this](const transport::RoleId& from, std::string_view record) { write(from, record); };
     o.on_vanished = [this](const transport::RoleId& role, const std::string& reason) {
       std::lock_guard lock(mutex_);
       vanished_[role.arm + "/" + role.role] = reason;
     };
+    // A role that cannot be served (out of threads) cannot take part: the arm fails.
+    o.on_thread_failure = [this](const std::string& why) {
+      std::lock_guard lock(mutex_);
+      if (thread_failure_.empty()) thread_failure_ = "the coordinator " + why;
+    };
     const std::string host =
         !advertise.empty() ? advertise : transport::is_any_address(o.host) ? transport::routable_address() : o.host;
+    listens_beyond_this_host_ = o.host != "localhost" && !o.host.starts_with("127.");
     try {
       coordinator_ = std::make_unique<transport::Coordinator>(std::move(o));
     } catch (const std::exception& e) {
@@ -191,6 +201,9 @@ class RunCoordinator {
     }
     advertised_ = host + ":" + std::to_string(coordinator_->port());
   }
+
+  // Whether roles on other hosts can reach it (it listens on more than loopback).
+  bool listens_beyond_this_host() const { return listens_beyond_this_host_; }
 
   const transport::Coordinator& coordinator() const { return *coordinator_; }
   // HOST:PORT for roles on other hosts (RunOptions::advertise).
@@ -202,6 +215,20 @@ class RunCoordinator {
     std::lock_guard lock(mutex_);
     auto it = vanished_.find(arm + "/" + role);
     return it == vanished_.end() ? "" : it->second;
+  }
+
+  // Why a remote role's record of `arm` could not be written, or why a role's connection
+  // could not be served; "" while neither has happened.
+  std::string coordinator_failure(const std::string& arm) const {
+    std::lock_guard lock(mutex_);
+    if (!thread_failure_.empty()) return thread_failure_;
+    auto it = write_failures_.find(arm);
+    return it == write_failures_.end() ? "" : it->second;
+  }
+  // An arm starts with no connection failure of the arm before it.
+  void forget_thread_failure() {
+    std::lock_guard lock(mutex_);
+    thread_failure_.clear();
   }
 
   // Whether a remote role has joined, and whether it has said goodbye.
@@ -223,21 +250,32 @@ class RunCoordinator {
     std::lock_guard lock(mutex_);
     const std::string key = from.arm + "/" + from.role;
     auto& w = writers_[key];
-    if (!w) {
-      const fs::path dir = run_dir_ / from.arm / "roles";
-      if (!fs::is_directory(dir)) return;  // an arm this run does not have
-      w = std::make_unique<trainers::JsonlWriter>(trainers::records_path(run_dir_ / from.arm, from.role).string());
+    try {
+      if (!w) {
+        const fs::path dir = run_dir_ / from.arm / "roles";
+        if (!fs::is_directory(dir)) return;  // an arm this run does not have
+        w = std::make_unique<trainers::JsonlWriter>(trainers::records_path(run_dir_ / from.arm, from.role).string());
+      }
+      w->write(j);
+    } catch (const std::exception& e) {
+      // A record that cannot be kept (a full disk) fails its arm, naming the cause.
+      write_failures_.emplace(from.arm, "cannot keep role " + from.role + "'s records: " + e.what());
     }
-    w->write(j);
   }
 
   fs::path run_dir_;
+  bool listens_beyond_this_host_ = false;
+  std::map<std::string, std::string> write_failures_;  // by arm: the first record it could not write
+  std::string thread_failure_;  // a role's connection that could not be served, and why
   std::unique_ptr<transport::Coordinator> coordinator_;
   std::string advertised_;
   mutable std::mutex mutex_;
   std::map<std::string, std::string> vanished_;
   std::map<std::string, std::unique_ptr<trainers::JsonlWriter>> writers_;
 };
+
+// How long a role asked to stop (SIGTERM) has before it is killed (SIGKILL).
+constexpr auto kStopGrace = std::chrono::seconds(10);
 
 // How long a remote role may take to join before its arm fails.
 constexpr auto kRemoteJoinTimeout = std::chrono::minutes(10);
@@ -296,7 +334,16 @@ int64_t planned_samples(const ArmSpec& arm, int64_t train_size) {
 ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const ExperimentSpec& spec, const ArmSpec& arm,
                    int index, int64_t train_size, bool resume, Progress& progress, RunCoordinator& rc) {
   const fs::path arm_dir = run_dir / arm.name;
-  fs::create_directories(arm_dir / "roles");
+  std::error_code made;
+  fs::create_directories(arm_dir / "roles", made);
+  if (made) {
+    ArmOutcome out;
+    out.status = "failed";
+    out.summary = {{"arm", arm.name}, {"regime", arm.regime}, {"status", out.status},
+                   {"error", "cannot make " + (arm_dir / "roles").string() + ": " + made.message()}};
+    progress.error(arm.name, out.summary["error"].get<std::string>());
+    return out;
+  }
   const trainers::TrainConfig& cfg = arm.train;
   const trainers::Regime* regime = &arm.regime_entry();
   const std::vector<std::string> roles = regime->roles(*arm.settings);
@@ -315,10 +362,12 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     }
   }
   declare_arm(rc, spec, arm);
+  rc.forget_thread_failure();
 
   progress.arm_started(arm.name, index, planned_samples(arm, train_size), trainers::clock_role_name(roles));
 
   std::vector<Child> children;
+  std::string spawn_failure;
   for (const std::string& role : roles) {
     Child c;
     c.role = role;
@@ -331,20 +380,35 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     if (c.remote) {
       std::cerr << "quartet: arm " << arm.name << " waits for role " << c.role
                 << " from another host (a cluster's `quartet launch` there, or by hand):\n"
-                << "  QUARTET_TOKEN=<the run's token> "
+                << "  QUARTET_TOKEN="
+                << (fs::exists(run_dir / "token") ? "$(cat " + (run_dir / "token").string() + ")" : "<the run's token>")
+                << " "
                 << (rc.coordinator().tls() ? "QUARTET_TLS_CERT=<cert> QUARTET_TLS_KEY=<key> QUARTET_TLS_CA=<ca> " : "")
                 << "quartet role --coordinator "
                 << rc.advertised() << " --arm " << arm.name << " --role " << c.role << "\n";
       continue;
     }
-    spawn_role(c, exe, run_dir, arm.name, resume, threads, rc.coordinator());
+    try {
+      spawn_role(c, exe, run_dir, arm.name, resume, threads, rc.coordinator());
+    } catch (const std::exception& e) {
+      // Out of processes or threads (EAGAIN): the arm fails now, naming the role.
+      spawn_failure = "cannot start role " + c.role + ": " + e.what();
+      c.done = true;
+      break;
+    }
   }
+  for (Child& c : children)
+    if (c.pid < 0 && !c.remote) c.done = true;  // never started
 
-  std::string failure;
+  std::string failure = spawn_failure;
   bool interrupted = false;
   const auto started = std::chrono::steady_clock::now();
+  bool stepped = false;  // a step record has come: the arm has started training
   auto drain = [&](Child& c) {
-    for (const json& r : read_new_records(c)) progress.step(arm.name, r);
+    for (const json& r : read_new_records(c)) {
+      stepped = stepped || r.value("type", "") == "step";
+      progress.step(arm.name, r);
+    }
   };
   // A role lost: the arm fails, unless the regime can do without that role.
   // When several roles fail together, one that vanished (a remote role's connection lost
@@ -354,7 +418,10 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
   std::vector<std::string> lost_roles;  // roles the arm went on without: it ends degraded
   auto lost = [&](const Child& c, const std::string& why, bool cause = false) {
     if (g_signal) return;
-    if (!regime->essential(c.role)) {
+    // A role the regime can do without may be lost once the arm trains; lost before its
+    // first step (it could not start: out of tasks, say), it leaves the others waiting
+    // for it, and the arm fails.
+    if (!regime->essential(c.role) && stepped) {
       if (!stopping_roles) lost_roles.push_back(why);
       progress.error(arm.name, why + "; the arm carries on without it");
     } else if (failure.empty()) failure = why;
@@ -366,6 +433,7 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     if (failure.empty() && !g_signal) failure = why;
   };
   for (;;) {
+    if (const std::string why = rc.coordinator_failure(arm.name); !why.empty()) fail(why);
     bool all_done = true;
     for (Child& c : children) {
       drain(c);
@@ -412,25 +480,29 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     bool essentials_running = false;
     for (const Child& c : children) essentials_running = essentials_running || (!c.done && regime->essential(c.role));
     if (!essentials_running && !essentials_done) essentials_done = std::chrono::steady_clock::now();
-    if (essentials_done && std::chrono::steady_clock::now() - *essentials_done > std::chrono::seconds(30))
+    if (essentials_done && std::chrono::steady_clock::now() - *essentials_done > std::chrono::seconds(30)) {
+      const bool insist = std::chrono::steady_clock::now() - *essentials_done > std::chrono::seconds(30) + kStopGrace;
       for (Child& c : children)
         if (!c.done && !c.remote) {
           stopping_roles = true;
-          kill(c.pid, SIGTERM);
+          kill(c.pid, insist ? SIGKILL : SIGTERM);
         }
+    }
     if (g_signal || !failure.empty()) {
       interrupted = interrupted || g_signal;
+      if (!failed_at) failed_at = std::chrono::steady_clock::now();
+      // A role that does not stop when asked (stopped, or stuck in the kernel) is killed.
+      const bool insist = std::chrono::steady_clock::now() - *failed_at > kStopGrace;
       bool local_left = false;
       for (Child& c : children)
         if (!c.done && !c.remote) {
           stopping_roles = true;
-          kill(c.pid, SIGTERM);
+          kill(c.pid, insist ? SIGKILL : SIGTERM);
           local_left = true;
         }
       // Remote roles cannot be stopped from here; they stop when the coordinator closes.
       // A remote role that vanished at the same moment may be the cause: a second more to
       // hear of it.
-      if (!failed_at) failed_at = std::chrono::steady_clock::now();
       if (!local_left && (g_signal || std::chrono::steady_clock::now() - *failed_at > std::chrono::seconds(1)))
         break;
     }
@@ -459,7 +531,15 @@ ArmOutcome run_arm(const fs::path& exe, const fs::path& run_dir, const Experimen
     out.summary["problem"] = failure;
     progress.error(arm.name, out.status + ": " + failure);
   }
-  write_json_atomically(arm_dir / "summary.json", out.summary);
+  try {
+    write_json_atomically(arm_dir / "summary.json", out.summary);
+  } catch (const std::exception& e) {
+    // The arm's figures are lost with its summary: it failed, whatever its roles did.
+    out.status = "failed";
+    out.summary["status"] = out.status;
+    out.summary["error"] = std::string("cannot write the arm's summary: ") + e.what();
+    progress.error(arm.name, out.summary["error"].get<std::string>());
+  }
   progress.arm_finished(arm.name, out.summary);
   return out;
 }
@@ -576,33 +656,65 @@ void make_repeat_folder(const fs::path& run_dir, const ExperimentSpec& spec, int
   write_json_atomically(dir / "run.json", {{"status", "running"}, {"arms", json::object()}});
 }
 
+// The coordinator of the pass over the arms in `dir`, listening, with the first arm to
+// run declared at once: a remote role that joins before its processes start (ranks
+// started by a cluster launcher come in any order) still gets its spec.
+std::unique_ptr<RunCoordinator> pass_coordinator(const fs::path& dir, const ExperimentSpec& spec, bool resume,
+                                                 const RunOptions& opt,
+                                                 const std::shared_ptr<const transport::Tls>& tls) {
+  auto coordinator = std::make_unique<RunCoordinator>(dir, opt.listen, opt.advertise, tls);
+  const json status = read_status(dir);
+  for (const ArmSpec& arm : spec.arms)
+    if (!kept_arm(status, dir, arm, resume)) {
+      declare_arm(*coordinator, spec, arm);
+      break;
+    }
+  return coordinator;
+}
+
 struct PassOutcome {
   std::vector<json> summaries;  // the arms that ran or were kept, in the spec's order
   bool failed = false, interrupted = false;
+  std::string write_error;  // the first file the coordinator could not write, and why
 };
 
 // One pass over the arms in `dir` (the run folder, or a repeat's), with a coordinator of
 // its own: the arms a resume keeps are read back, the others run. dir's run.json and
 // summary.md say how it went.
 PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resume, int64_t train_size,
-                     const RunOptions& opt, const std::shared_ptr<const transport::Tls>& tls, Progress& progress) {
+                     const RunOptions& opt, const std::shared_ptr<const transport::Tls>& tls, Progress& progress,
+                     std::unique_ptr<RunCoordinator> started, const std::function<void()>& set_up) {
   const fs::path exe = self_executable();
   json status = read_status(dir);
-  RunCoordinator coordinator(dir, opt.listen, opt.advertise, tls);
+  std::unique_ptr<RunCoordinator> own =
+      started ? std::move(started) : pass_coordinator(dir, spec, resume, opt, tls);
+  RunCoordinator& coordinator = *own;
   // An arm a resume keeps as it was.
   auto kept = [&](const ArmSpec& arm) { return kept_arm(status, dir, arm, resume); };
-  // The first arm to run is declared now: a remote role that joins before its processes
-  // start (ranks started by a cluster launcher come in any order) still gets its spec.
-  for (const ArmSpec& arm : spec.arms)
-    if (!kept(arm)) {
-      declare_arm(coordinator, spec, arm);
-      break;
-    }
-  if (!std::getenv("QUARTET_TOKEN")) {
+  const bool own_token = std::getenv("QUARTET_TOKEN") == nullptr;
+  if (own_token) {
     // Roles on other hosts need the token: it waits in the run folder, readable by its owner only.
     write_file_atomically(dir / "token", coordinator.coordinator().token() + "\n", 0600);
   }
+  if (coordinator.listens_beyond_this_host())
+    std::cerr << "quartet: the coordinator listens on " << coordinator.coordinator().address()
+              << ", open to other hosts, which reach it at " << coordinator.advertised() << "; a role joins with "
+              << (own_token ? "the run's token, in " + (dir / "token").string() + " (readable by you only)"
+                            : std::string("the QUARTET_TOKEN given to this run"))
+              << "\n";
+  set_up();
   PassOutcome out;
+  // A file the coordinator cannot write (a full disk) ends the pass failed, with the cause.
+  auto save = [&](const auto& write_it) {
+    try {
+      write_it();
+      return true;
+    } catch (const std::exception& e) {
+      if (out.write_error.empty()) out.write_error = e.what();
+      out.failed = true;
+      return false;
+    }
+  };
   for (size_t i = 0; i < spec.arms.size(); ++i) {
     const ArmSpec& arm = spec.arms[i];
     if (kept(arm)) {
@@ -610,7 +722,7 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
       continue;
     }
     status["arms"][arm.name] = "running";
-    write_json_atomically(dir / "run.json", status);
+    if (!save([&] { write_json_atomically(dir / "run.json", status); })) break;
     ArmOutcome outcome = run_arm(exe, dir, spec, arm, static_cast<int>(i), train_size, resume, progress, coordinator);
     status["arms"][arm.name] = outcome.status;
     out.summaries.push_back(outcome.summary);
@@ -627,8 +739,10 @@ PassOutcome run_pass(const fs::path& dir, const ExperimentSpec& spec, bool resum
   coordinator.close_writers();
   // The pass's status is its worst arm's; a run that went badly never says finished.
   status["status"] = run_status(out.interrupted, out.failed, out.summaries);
-  write_json_atomically(dir / "run.json", status);
-  write_file_atomically(dir / "summary.md", analysis::summary_table(spec.name, out.summaries));
+  if (!out.write_error.empty()) status["error"] = out.write_error;
+  save([&] { write_json_atomically(dir / "run.json", status); });
+  save([&] { write_file_atomically(dir / "summary.md", analysis::summary_table(spec.name, out.summaries)); });
+  if (!out.write_error.empty()) progress.error("", "cannot write the run's files: " + out.write_error);
   return out;
 }
 
@@ -657,6 +771,8 @@ void add_repeat_statistics(const fs::path& run_dir, const ExperimentSpec& spec, 
 
 }  // namespace
 
+void check_experiment(const ExperimentSpec& spec) { check_batches_fit(spec, workload_train_size(spec)); }
+
 int run_experiment(const RunOptions& opt) {
   const std::shared_ptr<const transport::Tls> tls = load_tls(opt.tls);  // bad settings fail before the run folder
   std::unique_ptr<Progress> progress = make_progress(opt.progress);
@@ -683,15 +799,20 @@ int run_experiment(const RunOptions& opt) {
   std::unique_ptr<workloads::Workload> wl = load_workload(spec);
   const int64_t train_size = wl->train_size();
   check_batches_fit(spec, train_size);
+  // The first pass's coordinator listens before the folder is made: an address that
+  // cannot be taken (--listen with a busy port, or not this host's) leaves nothing behind.
+  std::unique_ptr<RunCoordinator> first_coordinator = pass_coordinator(run_dir, repeat_spec(spec, 1), resume, opt, tls);
+  // Removes a folder this run made if set-up fails (a bad --init, a full disk) before the
+  // first arm starts.
+  std::optional<UnmadeRunFolder> unmade;
   if (!resume) {
     make_run_folder(run_dir, "--out");
+    unmade.emplace(run_dir);
     lock = std::make_unique<RunFolderLock>(run_dir, "--out");
-    UnmadeRunFolder unmade(run_dir);  // a bad --init or a full disk leaves nothing behind
     write_json_atomically(run_dir / "spec.json", {{"spec", spec.json}, {"environment", environment()}});
     write_initial_weights(spec, *wl, opt.init, run_dir);
     write_json_atomically(run_dir / "run.json", {{"status", "running"}, {"arms", json::object()}});
     for (int k = 2; k <= spec.repeats; ++k) make_repeat_folder(run_dir, spec, k, *wl, opt.init);
-    unmade.dismiss();
   }
   // A resume of a run cut short while it made its repeats' folders makes the rest.
   for (int k = 2; k <= spec.repeats; ++k) make_repeat_folder(run_dir, spec, k, *wl, "");
@@ -709,6 +830,7 @@ int run_experiment(const RunOptions& opt) {
   progress->run_started(run_dir.string(), static_cast<int>(spec.arms.size()), planned);
   std::vector<json> summaries;
   bool failed = false, interrupted = false;
+  std::string write_error;  // a file the coordinator could not write: the run failed
   // Repeat after repeat, each over every arm: a machine that slows down over the run
   // slows every arm's repeats alike.
   for (int k = 1; k <= spec.repeats && !interrupted; ++k) {
@@ -716,10 +838,13 @@ int run_experiment(const RunOptions& opt) {
       std::cerr << "quartet: repeat " << k << " of " << spec.repeats << " (seed "
                 << analysis::repeat_seed(spec.seed, k) << ")\n";
     PassOutcome pass = run_pass(analysis::repeat_dir(run_dir, k), repeat_spec(spec, k), resume, train_size, opt, tls,
-                                *progress);
+                                *progress, std::move(first_coordinator), [&] {
+                                  if (unmade) unmade->dismiss();
+                                });
     if (k == 1) summaries = pass.summaries;
     failed = failed || pass.failed;
     interrupted = pass.interrupted;
+    if (write_error.empty()) write_error = pass.write_error;
   }
   if (spec.repeats > 1) add_repeat_statistics(run_dir, spec, summaries);
   // The run's status is its worst arm's over every repeat.
@@ -730,14 +855,20 @@ int run_experiment(const RunOptions& opt) {
         everything.push_back(read_json(p));
   json status = read_status(run_dir);
   status["status"] = run_status(interrupted, failed, everything);
-  write_json_atomically(run_dir / "run.json", status);
   std::string table = analysis::summary_table(spec.name, summaries);
   const std::vector<std::string> hints = training_hints(spec, summaries);
   if (!hints.empty()) {
     table += "\nHints:\n\n";
     for (const std::string& h : hints) table += "- " + h + "\n";
   }
-  write_file_atomically(run_dir / "summary.md", table);
+  try {
+    write_json_atomically(run_dir / "run.json", status);
+    write_file_atomically(run_dir / "summary.md", table);
+  } catch (const std::exception& e) {
+    progress->error("", std::string("cannot write the run's files: ") + e.what());
+    status["status"] = "failed";
+  }
+  if (!write_error.empty()) status["status"] = "failed";
   progress->run_finished({status["status"].get<std::string>(), spec.name, table, summaries, hints});
   if (interrupted) {
     std::cerr << "quartet: interrupted; finished arms are kept. Continue with: quartet run --resume "
@@ -750,12 +881,18 @@ int run_experiment(const RunOptions& opt) {
 
 namespace {
 
+// How long a role refused as a twin of a connected one keeps trying: a restarted role's
+// old connection, from a host that went down, lasts until the coordinator's heartbeat
+// timeout (15 s).
+constexpr auto kTwinGrace = std::chrono::seconds(30);
+
 // A remote role's connection, tried again until opt.join_within has passed: on a cluster
 // the ranks start in any order, and a token file on a shared filesystem may lag.
 std::unique_ptr<transport::CoordinatorClient> join_coordinator(transport::ClientOptions co, const RoleOptions& opt,
                                                                const std::string& address) {
   const auto give_up = std::chrono::steady_clock::now() + opt.join_within;
   const auto started = fs::file_time_type::clock::now();
+  std::optional<std::chrono::steady_clock::time_point> twin_since;
   for (bool said = false;; said = true) {
     std::string why;
     if (!opt.token_file.empty()) {
@@ -768,6 +905,17 @@ std::unique_ptr<transport::CoordinatorClient> join_coordinator(transport::Client
     if (opt.token_file.empty() || !co.token.empty()) {
       try {
         return std::make_unique<transport::CoordinatorClient>(co);
+      } catch (const transport::CoordinatorRefused& e) {
+        why = e.what();
+        // Another process runs this role: trying again cannot help once the coordinator
+        // has had time to notice that an old connection of a restarted role is gone.
+        if (e.twin()) {
+          const auto now = std::chrono::steady_clock::now();
+          if (!twin_since) twin_since = now;
+          if (now - *twin_since >= kTwinGrace || opt.join_within.count() == 0)
+            throw InputError("role " + opt.role + ": " + why + "; another process runs this role (a rank started "
+                             "twice?): stop it, or give each process its own rank");
+        }
       } catch (const std::runtime_error& e) {
         why = e.what();
       }

@@ -34,6 +34,12 @@ struct RunOptions {
 // kept, the run marked interrupted).
 int run_experiment(const RunOptions& options);
 
+// What `quartet run` checks of a spec before it makes a run folder, so that `quartet
+// validate` agrees with it: the workload's data (its folder's contents; phantoms and
+// synthetic samples are counted, not made) and every arm's batch against the training
+// set. Throws InputError naming what is wrong.
+void check_experiment(const ExperimentSpec& spec);
+
 // The compute threads each of an arm's local processes gets: its `threads`, else this
 // machine's cores shared among them (run_experiment gives fewer where other work keeps
 // cores busy when the arm starts).

@@ -32,6 +32,7 @@ using namespace quartet::runner;
 
 int cmd_validate(const std::string& path) {
   const ExperimentSpec spec = load_spec_file(path);
+  check_experiment(spec);  // what `quartet run` checks before it starts
   std::cout << path << ": ok, experiment \"" << spec.name << "\" with " << spec.arms.size() << " arm"
             << (spec.arms.size() == 1 ? "" : "s") << "\n";
   return 0;

@@ -1,7 +1,13 @@
 #include "runner/predict_command.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <vector>
@@ -28,6 +34,17 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 bool nifti_name(const std::string& path) { return ends_with(path, ".nii") || ends_with(path, ".nii.gz"); }
 
+// The folder `path` goes into exists and takes files: checked before any inference.
+void check_writable_folder(const std::string& path) {
+  std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec))
+    throw InputError("--out: the folder " + folder.string() + " of " + path + " does not exist; make it first");
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw InputError("--out: cannot write into " + folder.string() + ": " + std::strerror(errno));
+}
+
 #endif
 
 }  // namespace
@@ -45,7 +62,9 @@ CLI::App* add_predict_command(CLI::App& app, PredictOptions& o) {
   cmd->add_option("--overlap", o.overlap, "fraction of a window shared with the next, in [0, 1); default 0.5");
   cmd->add_option("--max-voxels", o.max_voxels,
                   "the most voxels the image may have, 1 to 2^30; default: what half of this machine's memory "
-                  "holds at 32 bytes a voxel");
+                  "holds at what predict needs a voxel (16 bytes and 4 a class)");
+  cmd->add_option("--nan-as", o.nan_as,
+                  "read voxels that are NaN or infinite as this value; default: such an image is refused");
   return cmd;
 }
 
@@ -75,13 +94,15 @@ int predict_main([[maybe_unused]] const PredictOptions& o) {
   if (o.batch < 1) throw InputError("--batch: expected at least 1 window, got " + std::to_string(o.batch));
   if (!(o.overlap >= 0.0 && o.overlap < 1.0))
     throw InputError("--overlap: expected a fraction in [0, 1), got " + std::to_string(o.overlap));
-  medical3d::ReadLimits limits;
   try {
-    limits = medical3d::ReadLimits::from_option(o.max_voxels, "--max-voxels");
+    if (o.max_voxels != 0) (void)medical3d::ReadLimits::at_most(o.max_voxels, "--max-voxels");
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
+  if (o.nan_as && !std::isfinite(*o.nan_as))
+    throw InputError("--nan-as: expected a finite value, got " + std::to_string(*o.nan_as));
   if (!nifti_name(o.out)) throw InputError("--out: expected a name ending in .nii or .nii.gz, got \"" + o.out + "\"");
+  check_writable_folder(o.out);
   if (!nifti_name(o.image))
     throw InputError(o.image + ": expected a NIfTI image, a name ending in .nii or .nii.gz");
 
@@ -92,9 +113,9 @@ int predict_main([[maybe_unused]] const PredictOptions& o) {
     throw InputError(o.weights + ": " + e.what());
   }
   std::shared_ptr<engine::Model> model;
+  int classes = workloads::model_info(o.model).num_classes;
   try {
     // unet3d trained on a Decathlon task has that task's classes: its head says how many.
-    int classes = workloads::model_info(o.model).num_classes;
     for (const auto& [name, t] : weights)
       if (o.model == "unet3d" && name == "head.0.bias" && t.dim() == 1) classes = static_cast<int>(t.numel());
     model = workloads::make_model(o.model, 0, classes);
@@ -104,14 +125,24 @@ int predict_main([[maybe_unused]] const PredictOptions& o) {
   } catch (const std::exception& e) {
     throw InputError(o.weights + ": " + e.what());
   }
+  // The image is read only when what predict needs for it fits (it depends on the classes).
   medical3d::Volume image;
   try {
+    const medical3d::ReadLimits limits = medical3d::ReadLimits::from_option(
+        o.max_voxels, "--max-voxels", medical3d::predict_bytes_per_voxel(classes));
     image = medical3d::read_nifti(o.image, limits);
   } catch (const std::exception& e) {
     throw InputError(e.what());
   }
-  const medical3d::LabelVolume mask =
-      workloads::segment_volume(*model, workloads::normalise_image(kind, image), o.patch, o.overlap, o.batch);
+  if (const int64_t bad = medical3d::non_finite_voxels(image); bad > 0) {
+    if (!o.nan_as)
+      throw InputError(o.image + ": " + std::to_string(bad) + " of " + std::to_string(image.grid.voxel_count()) +
+                       " voxels are not finite (NaN or infinite); allowed: finite voxels, or --nan-as VALUE to "
+                       "read them as VALUE");
+    medical3d::replace_non_finite(image, static_cast<float>(*o.nan_as));
+  }
+  image = workloads::normalise_image(kind, image);  // the image as read is not kept beside it
+  const medical3d::LabelVolume mask = workloads::segment_volume(*model, image, o.patch, o.overlap, o.batch);
   try {
     medical3d::write_nifti(o.out, mask);
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 // image's grid.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace CLI {
@@ -24,6 +25,7 @@ struct PredictOptions {
   int64_t batch = 4;        // windows per forward pass
   double overlap = 0.5;
   int64_t max_voxels = 0;   // the most voxels the image may have; 0: what half of this machine's memory holds
+  std::optional<double> nan_as;  // voxels that are NaN or infinite read as this; unset: refused
 };
 
 // Adds the `predict` subcommand to `app`, bound to `options`.
@@ -31,9 +33,12 @@ CLI::App* add_predict_command(CLI::App& app, PredictOptions& options);
 
 // Writes the mask and prints one line: its size and voxels per class. Returns 0.
 // throws InputError (exit code 2) naming the argument for a model that does not segment
-// volumes, a bad kind, patch, batch, overlap or max_voxels, weights that do not load into the model,
-// an image that does not read, or an output name that is not .nii/.nii.gz or cannot be
-// written; in a build without NIfTI support, InputError saying what is missing.
+// volumes, a bad kind, patch, batch, overlap, max_voxels or nan_as, weights that do not
+// load into the model (or hold values that are not finite), an image that does not read
+// or holds voxels that are not finite (unless nan_as), or an output name that is not
+// .nii/.nii.gz or whose folder is missing or not writable (checked before inference), or
+// that cannot be written; in a build without NIfTI support, InputError saying what is
+// missing.
 int predict_main(const PredictOptions& options);
 
 }  // namespace quartet::runner

@@ -110,7 +110,7 @@ class Console : public Progress {
     // The arm's work is done: it moves from the arm's share to the run's, counted once.
     done_ += std::max(total_, samples_);
     total_ = samples_ = 0;
-    std::string line = tag() + " " + arm + ": " + status + ", " + analysis::fixed(s.value("samples_per_second", 0.0), 0) +
+    std::string line = tag() + " " + arm + ": " + analysis::status_text(s) + ", " + analysis::fixed(s.value("samples_per_second", 0.0), 0) +
                        " samples/s";
     if (s.contains("final_quality") && s["final_quality"].is_number())
       line += ", " + metric_ + " " + analysis::fixed(s["final_quality"].get<double>(), 4);

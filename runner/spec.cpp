@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/threads.h"
+#include "medical3d/inference.h"
 #include "medical3d/phantom.h"
 #include "transport/link.h"
 #include "workloads/models.h"
@@ -327,6 +328,37 @@ engine::Device arm_device(const std::string& text, const std::string& path) {
   return device;
 }
 
+// What a forward pass of unet3d without gradients holds a window voxel at its peak: its
+// full-resolution activations (1000 windows of 32^3 held 7.3 GB, about 220 bytes a voxel).
+constexpr int64_t kInferenceBytesPerWindowVoxel = 256;
+
+// A phantom arm's evaluation: eval_batch windows of the test volumes a pass, and the test
+// volumes' logits and window counts (4 bytes a class and 4 a voxel), beside the phantoms
+// (8 bytes a voxel, made up front by each of the arm's `processes`), must fit the memory
+// a workload may take. 2 phantoms of 256^3 with the default eval_batch of 1000 windows
+// validated, then held 7.3 GB in one process. Refused naming eval_batch, with the most
+// that fits.
+void check_phantom_evaluation(const ArmSpec& arm, const WorkloadSpec& w, int64_t processes,
+                              const std::string& eval_batch_path, const trainers::MachineLimits& limits) {
+  const int64_t patch = arm.patch > 0 ? arm.patch : w.patch;
+  const int64_t per_axis = static_cast<int64_t>(medical3d::window_starts(w.volume_size, patch, 0.5).size());
+  const int64_t windows = w.test_volumes * per_axis * per_axis * per_axis;
+  const int64_t per_window = patch * patch * patch * kInferenceBytesPerWindowVoxel;
+  const int64_t voxels = w.volume_size * w.volume_size * w.volume_size;
+  const int64_t phantoms = std::max<int64_t>(1, processes) * w.volumes * voxels * 8 +
+                           w.test_volumes * voxels * 4 * (medical3d::kPhantomClasses + 1);
+  const int64_t batch = std::min(arm.train.eval_batch, windows);
+  if (phantoms + batch * per_window <= limits.memory) return;
+  const int64_t fits = std::max<int64_t>(0, (limits.memory - phantoms) / per_window);
+  throw SpecError(eval_batch_path + ": " + std::to_string(batch) + " windows of " + std::to_string(patch) +
+                  "^3 voxels a forward pass (of the " + std::to_string(windows) + " the test volumes hold) take " +
+                  std::to_string((batch * per_window) >> 20) + " MiB beside " + std::to_string(phantoms >> 20) +
+                  " MiB of phantoms and logits, more than " + std::to_string(limits.memory >> 20) + " MiB (" + limits.basis +
+                  ", half its memory); allowed: " +
+                  (fits > 0 ? "eval_batch at most " + std::to_string(fits) : std::string("a smaller volume_size")) +
+                  " here, or \"override_limits\": true");
+}
+
 // Accuracy and Dice lie in [0, 1]; bits per character have no ceiling.
 void check_target(const trainers::TrainConfig& train, const std::string& workload, const std::string& path) {
   const std::string metric = workloads::workload_metric(workload);
@@ -361,6 +393,9 @@ ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const
                       std::to_string(arm.patch));
   }
 
+  const std::string eval_batch_path = a.contains("train") && a.at("train").contains("eval_batch")
+                                          ? path + ".train.eval_batch"
+                                          : "spec.train.eval_batch";
   json train = spec.at("train");
   if (a.contains("train")) train.merge_patch(a.at("train"));
   arm.train = trainers::TrainConfig::parse(train, path + ".train");
@@ -400,6 +435,9 @@ ArmSpec parse_arm(json& a, const json& spec, const WorkloadSpec& workload, const
   for (const auto& [key, value] : as_run.items()) a[key] = value;
 
   const std::vector<std::string> roles = regime.roles(*arm.settings);
+  if (limits && workloads::is_volume_workload(workload.name) && workload.name != "msd-folder")
+    check_phantom_evaluation(arm, workload, static_cast<int64_t>(roles.size() - arm.remote.size()), eval_batch_path,
+                             *limits);
   for (const std::string& role : arm.remote)
     if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
       std::string known;

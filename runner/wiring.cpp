@@ -47,9 +47,11 @@ trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::pa
 
 namespace {
 
-std::unique_ptr<workloads::Workload> load(const workloads::WorkloadConfig& config) {
+// f()'s result; a bad setting or missing data becomes an InputError.
+template <class F>
+auto as_input_error(F f) {
   try {
-    return workloads::make_workload(config);
+    return f();
   } catch (const std::invalid_argument& e) {
     throw InputError(std::string("spec.workload: ") + e.what());
   } catch (const std::runtime_error& e) {
@@ -57,9 +59,17 @@ std::unique_ptr<workloads::Workload> load(const workloads::WorkloadConfig& confi
   }
 }
 
+std::unique_ptr<workloads::Workload> load(const workloads::WorkloadConfig& config) {
+  return as_input_error([&] { return workloads::make_workload(config); });
+}
+
 }  // namespace
 
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec) { return load(workload_config(spec)); }
+
+int64_t workload_train_size(const ExperimentSpec& spec) {
+  return as_input_error([&] { return workloads::train_size_of(workload_config(spec)); });
+}
 
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, const ArmSpec& arm) {
   return load(workload_config(spec, arm));

@@ -27,6 +27,9 @@ trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::pa
 // Loads the workload; a missing or corrupt dataset becomes a SpecError-like InputError.
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec);
 std::unique_ptr<workloads::Workload> load_workload(const ExperimentSpec& spec, const ArmSpec& arm);
+// load_workload(spec)->train_size() without making the samples made from the seed
+// (workloads::train_size_of); the same InputErrors.
+int64_t workload_train_size(const ExperimentSpec& spec);
 
 // The workload and model an arm's weights were trained with, from the run folder they sit
 // in (RUN/ARM/final.safetensors or its checkpoint); nullopt when they are not in one.

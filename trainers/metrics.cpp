@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "engine/cpu/conv_kernel.h"
@@ -103,11 +104,29 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
   return j;
 }
 
+int64_t intact_records_bytes(const std::string& path, int64_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  int64_t bytes = 0;
+  std::string line;
+  while (bytes < limit && std::getline(in, line) && !in.eof()) {
+    const int64_t next = bytes + static_cast<int64_t>(line.size()) + 1;
+    if (next > limit) break;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) break;
+    bytes = next;
+  }
+  return bytes;
+}
+
 JsonlWriter::JsonlWriter(const std::string& path, std::optional<int64_t> keep_bytes) : path_(path) {
-  if (keep_bytes) {
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec)) std::filesystem::resize_file(path, static_cast<uintmax_t>(*keep_bytes), ec);
-    if (ec) throw std::runtime_error(path + ": cannot truncate for resume: " + ec.message());
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) {
+    // A crash or a power loss may have torn the end (a partial line, blocks of NUL bytes):
+    // new records follow the last intact one, never garbage.
+    const int64_t keep = intact_records_bytes(path, keep_bytes.value_or(static_cast<int64_t>(size)));
+    if (static_cast<uintmax_t>(keep) != size) std::filesystem::resize_file(path, static_cast<uintmax_t>(keep), ec);
+    if (ec) throw std::runtime_error(path + ": cannot truncate to its last intact record: " + ec.message());
   }
   file_ = std::fopen(path.c_str(), "ab");
   if (!file_) throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
@@ -117,6 +136,11 @@ JsonlWriter::JsonlWriter(const std::string& path, std::optional<int64_t> keep_by
 
 JsonlWriter::~JsonlWriter() {
   if (file_) std::fclose(file_);
+}
+
+void JsonlWriter::sync() {
+  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
+    throw std::runtime_error(path_ + ": cannot flush to disk: " + std::strerror(errno));
 }
 
 void JsonlWriter::write(const nlohmann::json& record) {

@@ -56,14 +56,24 @@ int64_t peak_rss_bytes();
 int64_t current_rss_bytes();
 
 // Appends JSON lines to a file, flushing each one.
+// The bytes of the complete lines at the start of `path` that are JSON objects, up to the
+// first that is not and at most `limit`: what is left intact of a record file whose end
+// a crash or a power loss tore (a partial line, blocks of NUL bytes).
+int64_t intact_records_bytes(const std::string& path, int64_t limit);
+
 class JsonlWriter {
  public:
-  // Opens for append; truncates the file to `keep_bytes` first when given (resume).
+  // Opens for append, after the file's intact records (intact_records_bytes): with
+  // `keep_bytes` (resume) at most that many, so records past a checkpoint are dropped.
   explicit JsonlWriter(const std::string& path, std::optional<int64_t> keep_bytes = std::nullopt);
   ~JsonlWriter();
   JsonlWriter(const JsonlWriter&) = delete;
   JsonlWriter& operator=(const JsonlWriter&) = delete;
+  // Appends one line and flushes it: a crash of this process loses nothing written.
   void write(const nlohmann::json& record);
+  // Makes what was written durable (fsync): called before a checkpoint records bytes(),
+  // so a power loss cannot leave the file shorter than a checkpoint says it is.
+  void sync();
   int64_t bytes() const { return bytes_; }  // file size after the last write
 
  private:

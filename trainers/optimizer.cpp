@@ -10,7 +10,7 @@ const SettingsTable<OptimizerConfig>& OptimizerConfig::table() {
     using O = OptimizerConfig;
     SettingsTable<O> t;
     t.add(&O::name, "name", "optimizer").allowed({"sgd", "adam", "adamw"});
-    t.add(&O::lr, "lr", "learning rate").above(0.0);
+    t.add(&O::lr, "lr", "learning rate; at most 1000 (a step that large diverges at once)").above(0.0).at_most(kMaxLr);
     t.add(&O::momentum, "momentum", "SGD momentum").at_least(0.0).at_most(1.0).applies_when("name", {"sgd"});
     t.add(&O::nesterov, "nesterov", "sgd: Nesterov momentum").applies_when("name", {"sgd"});
     t.add(&O::weight_decay, "weight_decay", "weight decay: L2 on the gradient (sgd, adam), decoupled (adamw)")

@@ -17,6 +17,10 @@ namespace quartet::trainers {
 
 // Rates and factors are kept as the spec writes them (double) and rounded to the
 // engine's float once, where the optimizer or schedule is made.
+// The largest learning rate a spec may give (server_lr too): larger steps diverge at once,
+// and a rate past float's range would be infinite.
+inline constexpr double kMaxLr = 1000.0;
+
 struct OptimizerConfig {
   std::string name = "sgd";  // sgd, adam, adamw
   double lr = 0.05;

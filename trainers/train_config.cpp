@@ -8,8 +8,13 @@ const SettingsTable<TrainConfig>& TrainConfig::table() {
   static const SettingsTable<TrainConfig> t = [] {
     using T = TrainConfig;
     SettingsTable<T> t;
-    t.add(&T::epochs, "epochs", "passes over the training set (epoch-equivalents)").at_least(1);
-    t.add(&T::batch, "batch", "samples behind one optimizer step of the global model").at_least(1).needed();
+    t.add(&T::epochs, "epochs", "passes over the training set (epoch-equivalents); at most a million, a run that ends")
+        .at_least(1)
+        .at_most(kMaxEpochs);
+    t.add(&T::batch, "batch", "samples behind one optimizer step of the global model; at most the training set")
+        .at_least(1)
+        .at_most(kMaxBatch)
+        .needed();
     // Bits per character have no ceiling: the spec checks accuracy and Dice targets against 1.
     t.add(&T::target, "target",
           "quality (the test metric: accuracy, mean Dice for volumes, bits per character for text; at most 1 but "
@@ -20,7 +25,10 @@ const SettingsTable<TrainConfig>& TrainConfig::table() {
     t.add(&T::schedule, "schedule", "learning-rate schedule over optimizer steps", ScheduleConfig::table());
     t.add(&T::clip_grad_norm, "clip_grad_norm", "clip gradients to this global L2 norm; 0 turns clipping off")
         .at_least(0.0);
-    t.add(&T::eval_batch, "eval_batch", "batch size for test-set evaluation").at_least(1);
+    t.add(&T::eval_batch, "eval_batch",
+          "batch size for test-set evaluation (a larger one than the test set evaluates it at once)")
+        .at_least(1)
+        .at_most(kMaxBatch);
     t.add(&T::eval_every, "eval_every",
           "training samples between test-set evaluations inside an epoch (every epoch's end evaluates too); 0: "
           "each epoch split in ceil(5 / epochs) parts, so a run of one epoch evaluates 5 times (federated arms "

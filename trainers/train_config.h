@@ -12,6 +12,17 @@
 
 namespace quartet::trainers {
 
+// What a spec may ask for and still run (the parser refuses more, naming the field): a
+// million passes over the data, or rounds, is a run that ends; a batch of 2^24 samples
+// is far past any training set here (the spec also checks it against the set's size).
+inline constexpr int64_t kMaxEpochs = 1'000'000;
+inline constexpr int64_t kMaxRounds = 1'000'000;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 24;
+// Seconds a deadline or timeout may be: at least 10 ms (a shorter one fails every round or
+// turn), at most a week.
+inline constexpr double kMinTimeoutSeconds = 0.01;
+inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600.0;
+
 struct TrainConfig {
   int64_t epochs = 1;
   int64_t batch = 64;          // samples behind one optimizer step of the global model

@@ -217,6 +217,7 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
     if (!capped && o.checkpoints) {
       pos.epochs_done = epoch + 1;
       pos.wall = wall0 + clock.seconds();
+      records.sync();  // the checkpoint never points past what a power loss keeps
       pos.records_bytes = records.bytes();
       pos.extra = o.checkpoint_extra;
       save_checkpoint(o.checkpoint, model, optimizer, pos);

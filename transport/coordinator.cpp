@@ -178,7 +178,8 @@ void Coordinator::Impl::handle_register(const std::shared_ptr<Peer>& peer, const
         // The same role again: a restart gets its old rank back, a twin is refused.
         const auto& old = arm.by_rank.at(it->second);
         if (old->open && !old->left)
-          refusal = "role " + m.role + " of arm " + m.arm + " is already connected from " + old->address;
+          refusal = "role " + m.role + " of arm " + m.arm + std::string(CoordinatorRefused::kAlreadyConnected) +
+                    old->address;
         else if (m.requested_rank >= 0 && m.requested_rank != it->second)
           refusal = "role " + m.role + " of arm " + m.arm + " had rank " + std::to_string(it->second) +
                     ", cannot take rank " + std::to_string(m.requested_rank);
@@ -315,6 +316,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(option
   so.tls = options_.tls;
   so.max_connections = options_.max_connections;
   so.log = options_.log;
+  so.on_thread_failure = options_.on_thread_failure;
   try {
     impl_->server = std::make_unique<Server>(so, [this](Connection& c, const Hello& h) { impl_->serve(c, h); });
   } catch (...) {

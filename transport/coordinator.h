@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -71,6 +72,8 @@ struct CoordinatorOptions {
   size_t max_connections = 1024;
   // The server's log lines (refusal summaries, failed handlers); default: stderr.
   std::function<void(const std::string&)> log;
+  // A role's connection could not be served: no thread for it (ServerOptions::on_thread_failure).
+  std::function<void(const std::string&)> on_thread_failure;
 };
 
 class Coordinator {
@@ -125,6 +128,21 @@ struct ClientOptions {
   // heartbeat_timeout (and reports a registered role vanished).
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
   std::chrono::milliseconds timeout = std::chrono::seconds(30);  // connect and each reply
+};
+
+// The coordinator refused a role's hello or registration (a refusal other than busy);
+// what() names the coordinator, the role and the coordinator's reason.
+class CoordinatorRefused : public std::runtime_error {
+ public:
+  CoordinatorRefused(const std::string& what, std::string reason)
+      : std::runtime_error(what), reason_(std::move(reason)) {}
+  const std::string& reason() const { return reason_; }
+  // The role is connected already, from another process: a twin of a running role.
+  bool twin() const { return reason_.find(kAlreadyConnected) != std::string::npos; }
+  static constexpr std::string_view kAlreadyConnected = " is already connected from ";
+
+ private:
+  std::string reason_;
 };
 
 // Parses "HOST:PORT" (IPv4 or a name); throws std::invalid_argument saying what is wrong.

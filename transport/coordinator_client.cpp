@@ -89,7 +89,7 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
         std::this_thread::sleep_for(wait);
         continue;
       }
-      throw std::runtime_error("the coordinator at " + where + " refused " + who + ": " + e.text());
+      throw CoordinatorRefused("the coordinator at " + where + " refused " + who + ": " + e.text(), e.text());
     } catch (const std::exception& e) {
       connection_->close();
       throw std::runtime_error(who + " could not join the coordinator at " + where + ": " + e.what());

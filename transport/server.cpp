@@ -382,18 +382,24 @@ void Server::reap_finished_locked() {
 }
 
 void Server::start_worker(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls, Hello hello) {
-  std::lock_guard lock(mutex_);
-  auto& worker = workers_.emplace_back();
-  try {
-    worker.thread = std::thread(
-        [this, &worker, s = std::move(socket), t = std::move(tls), h = std::move(hello)]() mutable {
-          serve(std::move(s), std::move(t), h, worker);
-        });
-  } catch (const std::system_error& e) {
-    workers_.pop_back();
-    refused_.fetch_add(1);
-    log(std::string("cannot start a connection thread: ") + e.what());
+  std::string failed;
+  {
+    std::lock_guard lock(mutex_);
+    auto& worker = workers_.emplace_back();
+    try {
+      worker.thread = std::thread(
+          [this, &worker, s = std::move(socket), t = std::move(tls), h = std::move(hello)]() mutable {
+            serve(std::move(s), std::move(t), h, worker);
+          });
+    } catch (const std::system_error& e) {
+      workers_.pop_back();
+      refused_.fetch_add(1);
+      failed = std::string("cannot start a connection thread: ") + e.what();
+    }
   }
+  if (failed.empty()) return;
+  log(failed);
+  if (options_.on_thread_failure) options_.on_thread_failure(failed);  // outside the lock: it may take its own
 }
 
 void Server::serve(asio::ip::tcp::socket socket, std::unique_ptr<TlsSession> tls, const Hello& hello,

@@ -58,6 +58,10 @@ struct ServerOptions {
   std::chrono::milliseconds refusal_log_interval = std::chrono::seconds(5);
   // Refusal lines and failed handlers; default: stderr.
   std::function<void(const std::string&)> log;
+  // Called (on the accepting thread) when a connection's handler thread cannot start
+  // (out of threads: EAGAIN), with why; the connection is refused either way. A role whose
+  // peers must all be served fails on it instead of waiting for them.
+  std::function<void(const std::string&)> on_thread_failure;
 };
 
 class Server {

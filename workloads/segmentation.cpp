@@ -167,9 +167,7 @@ medical3d::Volume normalise_image(medical3d::PhantomKind kind, const medical3d::
                                              : medical3d::zscore(image, medical3d::ZScoreOver::all);
 }
 
-std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
-  const medical3d::PhantomKind kind =
-      c.name == "phantom-ct-seg" ? medical3d::PhantomKind::ct : medical3d::PhantomKind::mri;
+int64_t phantom_train_volumes(const WorkloadConfig& c) {
   if (c.name != "phantom-ct-seg" && c.name != "phantom-mri-seg")
     throw std::invalid_argument("make_phantom_workload: \"" + c.name + "\" is not a phantom workload");
   const std::string model = c.model.empty() ? "unet3d" : c.model;
@@ -196,6 +194,14 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
   if (c.scanners < 1 || c.scanners > medical3d::kPhantomScanners)
     throw std::invalid_argument("scanners: expected 1 to " + std::to_string(medical3d::kPhantomScanners) +
                                 " (the phantom scanner profiles), got " + std::to_string(c.scanners));
+  return c.volumes - c.test_volumes;
+}
+
+std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
+  phantom_train_volumes(c);  // every setting checked before any phantom is made
+  const medical3d::PhantomKind kind =
+      c.name == "phantom-ct-seg" ? medical3d::PhantomKind::ct : medical3d::PhantomKind::mri;
+  const std::string model = c.model.empty() ? "unet3d" : c.model;
   std::vector<medical3d::Sample> train, test;
   for (int64_t i = 0; i < c.volumes; ++i) {
     medical3d::Sample s = medical3d::make_phantom(kind, c.volume_size, medical3d::phantom_case_seed(c.seed, i),
@@ -211,11 +217,18 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& c) {
   return std::make_unique<SegmentationWorkload>(c.name, std::move(train), std::move(test), o, model);
 }
 
-std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
-  if (c.name != "msd-folder") throw std::invalid_argument("make_msd_workload: \"" + c.name + "\" is not msd-folder");
-#if !QUARTET_WITH_MEDICAL_IO
-  throw std::runtime_error(medical3d::no_medical_io_message("msd-folder"));
-#else
+#if QUARTET_WITH_MEDICAL_IO
+namespace {
+
+// msd-folder's dataset.json, its cases and the settings checked against them: the first
+// `used` training cases are read, the last test_volumes of them held out.
+struct MsdPlan {
+  medical3d::MsdDataset ds;
+  std::string json_path;
+  int64_t used = 0;
+};
+
+MsdPlan plan_msd(const WorkloadConfig& c) {
   const std::string model = c.model.empty() ? "unet3d" : c.model;
   check_workload_model(c.name, model);
   if (c.data_dir.empty())
@@ -243,6 +256,32 @@ std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
   if (c.patch < 1 || c.patch % spatial_multiple(model) != 0)
     throw std::invalid_argument("patch: expected a positive multiple of " + std::to_string(spatial_multiple(model)) +
                                 " for " + model + ", got " + std::to_string(c.patch));
+  return {ds, json_path, used};
+}
+
+}  // namespace
+#endif
+
+int64_t msd_train_volumes(const WorkloadConfig& c) {
+  if (c.name != "msd-folder") throw std::invalid_argument("msd_train_volumes: \"" + c.name + "\" is not msd-folder");
+#if !QUARTET_WITH_MEDICAL_IO
+  throw std::runtime_error(medical3d::no_medical_io_message("msd-folder"));
+#else
+  const MsdPlan plan = plan_msd(c);
+  return plan.used - c.test_volumes;
+#endif
+}
+
+std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
+  if (c.name != "msd-folder") throw std::invalid_argument("make_msd_workload: \"" + c.name + "\" is not msd-folder");
+#if !QUARTET_WITH_MEDICAL_IO
+  throw std::runtime_error(medical3d::no_medical_io_message("msd-folder"));
+#else
+  const std::string model = c.model.empty() ? "unet3d" : c.model;
+  const MsdPlan plan = plan_msd(c);
+  const medical3d::MsdDataset& ds = plan.ds;
+  const std::string& json_path = plan.json_path;
+  const int64_t used = plan.used;
   std::string modality = ds.modality.empty() ? "" : ds.modality.begin()->second;
   std::transform(modality.begin(), modality.end(), modality.begin(), [](unsigned char ch) { return std::toupper(ch); });
   const medical3d::PhantomKind kind = modality == "CT" ? medical3d::PhantomKind::ct : medical3d::PhantomKind::mri;
@@ -253,6 +292,10 @@ std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& c) {
   for (int64_t i = 0; i < used; ++i) {
     const medical3d::MsdCase& mc = ds.training[static_cast<size_t>(i)];
     medical3d::Sample s{medical3d::read_nifti(mc.image), medical3d::read_nifti_labels(mc.label)};
+    if (const int64_t bad = medical3d::non_finite_voxels(s.image); bad > 0)
+      throw std::runtime_error(mc.image + ": " + std::to_string(bad) + " of " +
+                               std::to_string(s.image.grid.voxel_count()) +
+                               " voxels are not finite (NaN or infinite); allowed: finite voxels");
     if (s.image.grid.dims != s.labels.grid.dims)
       throw std::runtime_error(mc.label + ": " + std::to_string(s.labels.nx()) + "x" + std::to_string(s.labels.ny()) +
                                "x" + std::to_string(s.labels.nz()) + " voxels, its image " + mc.image + " has " +

@@ -104,6 +104,9 @@ medical3d::LabelVolume segment_volume(engine::Model& model, const medical3d::Vol
 // a phantom size, 1 <= patch <= volume_size, 1 <= scanners <= kPhantomScanners, and the
 // model fits.
 std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& config);
+// The training volumes make_phantom_workload(config) would make, after its checks,
+// without making any. Throws as it does.
+int64_t phantom_train_volumes(const WorkloadConfig& config);
 
 // "msd-folder": the Medical Segmentation Decathlon folder config.data_dir
 // (medical3d/msd.h), trained and scored as the phantoms are. Its training cases in
@@ -115,9 +118,14 @@ std::unique_ptr<Workload> make_phantom_workload(const WorkloadConfig& config);
 // throws std::invalid_argument for a missing data_dir, volumes past the listed cases, a
 // bad test_volumes or patch (a multiple of 4 for unet3d, at most every volume's size), or
 // more than kMaxVoxels voxels in all; std::runtime_error naming the file for an unreadable
-// folder or volume, an image and mask of different sizes, several modalities, or one class,
+// folder or volume, an image with voxels that are not finite (NaN or infinite), an image
+// and mask of different sizes, several modalities, or one class,
 // and saying what is missing when Quartet was built without NIfTI support
 // (medical3d/io_support.h).
 std::unique_ptr<Workload> make_msd_workload(const WorkloadConfig& config);
+// The training volumes make_msd_workload(config) would read, after its checks of the
+// settings and of dataset.json (every file it lists exists), without reading any volume.
+// Throws as it does.
+int64_t msd_train_volumes(const WorkloadConfig& config);
 
 }  // namespace quartet::workloads

@@ -39,6 +39,21 @@ std::vector<fs::path> text_files(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   if (out.empty()) throw std::runtime_error(no_corpus(dir, "holds no text files"));
+  // Sizes are checked before anything is read: a 6 GB (sparse) file is refused, not read.
+  uintmax_t total = 0;
+  for (const fs::path& p : out) {
+    const uintmax_t bytes = fs::file_size(p, ec);
+    if (ec) throw std::runtime_error(p.string() + ": cannot read its size: " + ec.message());
+    if (bytes > static_cast<uintmax_t>(kMaxTextFileBytes))
+      throw std::runtime_error(p.string() + ": " + std::to_string(bytes) + " bytes; allowed: at most " +
+                               std::to_string(kMaxTextFileBytes) + " bytes a file (" +
+                               std::to_string(kMaxTextFileBytes >> 20) + " MiB) in a text-lm data_dir");
+    total += bytes;
+    if (total > static_cast<uintmax_t>(kMaxTextCorpusBytes))
+      throw std::runtime_error(dir + ": its text files hold more than " + std::to_string(kMaxTextCorpusBytes) +
+                               " bytes; allowed: at most that many (" + std::to_string(kMaxTextCorpusBytes >> 20) +
+                               " MiB) in a text-lm data_dir");
+  }
   return out;
 }
 

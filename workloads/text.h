@@ -29,6 +29,10 @@ namespace quartet::workloads {
 // Where Debian's fortunes package installs its fortune files.
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 inline constexpr double kValidationFraction = 0.1;
+// What a data_dir may hold, checked from the files' sizes before any is read: the corpus
+// is held in memory (Debian's fortunes are about 2.5 MB in all).
+inline constexpr int64_t kMaxTextFileBytes = int64_t{64} << 20;
+inline constexpr int64_t kMaxTextCorpusBytes = int64_t{256} << 20;
 
 struct TextCorpus {
   std::vector<std::string> sources;   // file names, sorted
@@ -38,7 +42,8 @@ struct TextCorpus {
 
 // The corpus of `dir` split by `seed` as described above.
 // throws std::runtime_error saying how to get the fortunes package for a missing folder
-// or one without text files, and naming the file for an unreadable one.
+// or one without text files, and naming the file for an unreadable one, a file over
+// kMaxTextFileBytes or files over kMaxTextCorpusBytes in all (before reading any).
 TextCorpus read_text_corpus(const std::string& dir, uint64_t seed);
 
 class TextLmWorkload : public Workload {

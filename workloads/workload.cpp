@@ -156,6 +156,16 @@ DatasetSplits limited(DatasetSplits d, const WorkloadConfig& config) {
 
 }  // namespace
 
+int64_t train_size_of(const WorkloadConfig& config) {
+  if (config.name == "msd-folder") return msd_train_volumes(config);
+  if (is_volume_workload(config.name)) return phantom_train_volumes(config);
+  if (config.name == "synthetic") {
+    check_model_name(config.model.empty() ? "cnn" : config.model);
+    return config.train_limit > 0 ? config.train_limit : config.synthetic_train;
+  }
+  return make_workload(config)->train_size();
+}
+
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config) {
   if (config.name == "msd-folder") return make_msd_workload(config);
   if (is_volume_workload(config.name)) return make_phantom_workload(config);

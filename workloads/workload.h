@@ -162,6 +162,12 @@ void check_workload_model(const std::string& workload, const std::string& model)
 // std::runtime_error for unreadable data.
 std::unique_ptr<Workload> make_workload(const WorkloadConfig& config);
 
+// make_workload(config)->train_size() with make_workload's checks, but without making
+// what is made from the seed: the phantoms and synthetic samples are counted, not made,
+// and msd-folder's dataset.json and the files it lists are checked, not read. The data
+// on disk of fashion-mnist and text-lm is read. Throws as make_workload does.
+int64_t train_size_of(const WorkloadConfig& config);
+
 // make_partition over the workload's sample_classes(); the scanner kind partitions its
 // sample_scanners() instead (partition_scanner).
 Partition make_partition(const PartitionSpec& spec, const Workload& workload);

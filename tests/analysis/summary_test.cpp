@@ -132,6 +132,42 @@ TEST(Results, NonFiniteLossesDivergeAndShortStepsDegrade) {
   EXPECT_EQ(arm_status(false, none, whole), "finished");
 }
 
+// Rounds short of their clients record what they planned: at half the plan or more the
+// arm is degraded and says its share; below half it failed, saying what it trained.
+TEST(Results, AnArmThatLostWorkFailsBelowHalfItsPlanAndShowsItsShare) {
+  auto rounds = [](int64_t planned_per_round) {
+    std::vector<json> lines;
+    for (int64_t r = 1; r <= 4; ++r) {
+      json s = step("server", r, 0.5, kMiB, 10 * kMiB);  // samples: 100 a round
+      s["planned_samples"] = r * planned_per_round;
+      if (planned_per_round > 100) s["degraded"] = "round " + std::to_string(r) + ": 1 of 2 sampled clients' updates";
+      lines.push_back(s);
+    }
+    return summarize_arm("f", "federated", {lines}, std::nullopt, 1000);
+  };
+  json degraded = rounds(160);  // 400 of 640: 62 %
+  EXPECT_EQ(degraded["planned_samples"], 640);
+  EXPECT_DOUBLE_EQ(degraded["trained_share"].get<double>(), 0.625);
+  std::string why;
+  EXPECT_EQ(arm_status(false, why, degraded), "degraded");
+  EXPECT_EQ(why.rfind("trained 400 of 640 planned samples (62 %); 4 steps short", 0), 0u) << why;
+  degraded["status"] = "degraded";
+  EXPECT_EQ(status_text(degraded), "degraded (62 % trained)");
+
+  json failed = rounds(1000);  // 400 of 4000: 10 %
+  std::string failed_why;
+  EXPECT_EQ(arm_status(false, failed_why, failed), "failed");
+  EXPECT_EQ(failed_why.rfind("trained 400 of 4000 planned samples (10 %)", 0), 0u) << failed_why;
+  EXPECT_NE(failed_why.find("; less than 50 % of the plan"), std::string::npos) << failed_why;
+
+  // Nothing lost: the plan met, finished, whatever the share field says.
+  std::string none;
+  EXPECT_EQ(arm_status(false, none, rounds(100)), "finished");
+  json finished = rounds(100);
+  finished["status"] = "finished";
+  EXPECT_EQ(status_text(finished), "finished");
+}
+
 TEST(Results, FederatedArmReportsTheRoundThatReachedTheTarget) {
   const json s = summarize_arm("fed", "federated", federated_records(), 0.7, 1000);
   ASSERT_FALSE(s["to_target"].is_null());

@@ -1,9 +1,11 @@
 // Runs that went badly never say "finished": a client pool killed mid-run leaves the
-// federated and split arms degraded (rounds and turns short of their clients), weights
-// that are not numbers leave every arm diverged; both exit with code 3 and say why.
+// federated and split arms degraded (rounds and turns short of their clients), or failed
+// when what they trained is less than half the plan; weights whose sums overflow leave
+// every arm diverged (3); weights that are not numbers are refused as they are read (2).
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -69,6 +71,95 @@ TEST_F(WentBadly, AFederatedArmThatLostAPoolEndsDegraded) {
   EXPECT_EQ(last["round"]["pools"][0]["clients"].size(), 4u) << last.dump();
   EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "degraded");
   EXPECT_NE(file_bytes(dir_ / "launcher.log").find("pool1"), std::string::npos);
+  // The share of the plan it trained is said wherever the status is.
+  EXPECT_GE(summary["trained_share"].get<double>(), 0.5) << summary.dump();
+  EXPECT_NE(summary["problem"].get<std::string>().find(" planned samples ("), std::string::npos) << summary.dump();
+  EXPECT_NE(file_bytes(dir_ / "launcher.log").find("fed: degraded: trained "), std::string::npos)
+      << file_bytes(dir_ / "launcher.log");
+  EXPECT_NE(file_bytes(run / "summary.md").find("degraded ("), std::string::npos);
+}
+
+// The arm's only pool is killed after round 1: every later round finds no client. The
+// arm trained a tenth of the samples it planned: failed, saying so, not "degraded".
+TEST_F(WentBadly, AFederatedArmThatTrainedLessThanHalfItsPlanFails) {
+  const json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 2}, {"processes", 1},
+                       {"fraction", 1.0}, {"deadline_s", 2.0}, {"rounds", 10}},
+                      {{"batch", 16}, {"optimizer", {{"lr", 0.05}}}});
+  const fs::path run = dir_ / "run";
+  const pid_t launcher = cli_util::run_and_kill_role(write_spec(j), run, "fed", "pool0", dir_ / "launcher.log");
+  ASSERT_GT(launcher, 0) << file_bytes(dir_ / "launcher.log");
+  ASSERT_EQ(cli_util::wait_exit_within(launcher, std::chrono::seconds(300)), 1) << file_bytes(dir_ / "launcher.log");
+  const json summary = json::parse(file_bytes(run / "fed" / "summary.json"));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_EQ(summary["planned_samples"], 10 * 256);  // two clients of 128 samples, all of them each round
+  EXPECT_LT(summary["trained_share"].get<double>(), 0.5);
+  EXPECT_NE(summary["error"].get<std::string>().find("trained " + summary["samples"].dump() + " of 2560 planned "
+                                                     "samples ("),
+            std::string::npos)
+      << summary.dump();
+  EXPECT_NE(summary["error"].get<std::string>().find("less than 50 % of the plan"), std::string::npos)
+      << summary.dump();
+  EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "failed");
+}
+
+// The server dies while a pool is stopped (SIGSTOP: it cannot act on SIGTERM): the arm
+// fails and the pool is killed once it has had its grace; the run ends, it does not wait.
+TEST_F(WentBadly, ARoleThatDoesNotStopWhenAskedIsKilled) {
+  const json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 4}, {"processes", 2},
+                       {"fraction", 1.0}, {"rounds", 100000}},
+                      {{"batch", 16}, {"optimizer", {{"lr", 0.05}}}});
+  const fs::path run = dir_ / "run";
+  const fs::path log = dir_ / "launcher.log";
+  const pid_t launcher = cli_util::start_quartet({"run", write_spec(j).string(), "--out", run.string(),
+                                                  "--progress=none"},
+                                                 log);
+  ASSERT_FALSE(
+      cli_util::wait_for_line(run / "fed" / "roles" / "server.jsonl", "\"type\":\"step\"", std::chrono::seconds(120))
+          .empty())
+      << file_bytes(log);
+  const pid_t pool = cli_util::find_role_process(run, "pool1"), server = cli_util::find_role_process(run, "server");
+  ASSERT_GT(pool, 0);
+  ASSERT_GT(server, 0);
+  kill(pool, SIGSTOP);
+  kill(server, SIGKILL);
+  EXPECT_EQ(cli_util::wait_exit_within(launcher, std::chrono::seconds(120)), 1) << file_bytes(log);
+  EXPECT_NE(kill(pool, 0), 0) << "the stopped pool outlived its run";
+  EXPECT_EQ(json::parse(file_bytes(run / "fed" / "summary.json"))["status"], "failed");
+  EXPECT_NE(file_bytes(log).find("role server failed"), std::string::npos) << file_bytes(log);
+}
+
+// Out of tasks: the run's user may start only n processes and threads (RLIMIT_NPROC), so
+// a fork or a thread somewhere fails with EAGAIN: the launcher's own spawn of a role, or
+// the federated server's thread for a pool's connection, which left the server waiting
+// for that pool (run.json "running" until killed). Whichever fails, the arm ends at once,
+// failed, naming it. The limit binds only a user other than root: the run is that of
+// nobody (setpriv), which needs root.
+TEST_F(WentBadly, OutOfTasksEveryArmEndsPromptlyNamingTheCause) {
+  if (::geteuid() != 0) GTEST_SKIP() << "running the run as a user of its own (setpriv) needs root";
+  json j = spec({{"name", "fed"}, {"regime", "federated"}, {"clients", 4}, {"processes", 2}, {"rounds", 3}},
+                {{"batch", 32}});
+  j["override_limits"] = true;  // the spec's own check would refuse these limits first
+  const fs::path spec_file = write_spec(j);
+  fs::permissions(dir_, fs::perms::all);
+  int failed = 0;
+  for (int n = 8; n <= 18; n += 2) {
+    const fs::path run = dir_ / ("run" + std::to_string(n)), log = dir_ / ("run" + std::to_string(n) + ".log");
+    const pid_t pid = cli_util::start_quartet(
+        {"run", spec_file.string(), "--out", run.string(), "--progress=none"}, log, {},
+        {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "prlimit",
+         "--nproc=" + std::to_string(n) + ":" + std::to_string(n)});
+    const int code = cli_util::wait_exit_within(pid, std::chrono::seconds(90));
+    const std::string out = file_bytes(log);
+    ASSERT_NE(code, -1) << "ulimit -u " << n << ": the run hung\n" << out;
+    if (code == 0) continue;
+    ++failed;
+    EXPECT_EQ(code, 1) << n << ": " << out;
+    EXPECT_NE(out.find("Resource temporarily unavailable"), std::string::npos) << n << ": " << out;
+    if (fs::exists(run / "run.json")) {
+      EXPECT_EQ(json::parse(file_bytes(run / "run.json"))["status"], "failed") << n << ": " << out;
+    }
+  }
+  EXPECT_GT(failed, 0) << "no limit was tight enough to fail a spawn";
 }
 
 // Clients take turns; pool1's lose theirs after the kill, the others go on.
@@ -97,24 +188,26 @@ TEST_F(WentBadly, ASplitArmThatLostAPoolEndsDegraded) {
   EXPECT_NE(file_bytes(run / "sl" / "roles" / "server.log").find("loses its turn"), std::string::npos);
 }
 
-// One NaN in the initial weights: every loss is NaN in every arm, which ends diverged.
-TEST_F(WentBadly, NanInitialWeightsLeaveEveryArmDiverged) {
+// Initial weights that are all 3e38 (finite, so they load): the first layer's sums
+// overflow to infinity, every loss is NaN in every arm, which ends diverged.
+TEST_F(WentBadly, WeightsThatOverflowLeaveEveryArmDiverged) {
   const json train = {{"epochs", 1}, {"batch", 32}, {"max_steps", 3}};
   json j = spec({{"name", "single"}, {"regime", "single"}}, train);
   j["arms"].push_back({{"name", "ddp"}, {"regime", "data_parallel"}, {"ranks", 2}});
   j["arms"].push_back({{"name", "fed"}, {"regime", "federated"}, {"clients", 2}, {"rounds", 2}});
   const fs::path spec_file = write_spec(j);
-  // The run's own initial weights, with their first value made NaN.
   ASSERT_EQ(quartet({"run", spec_file.string(), "--out", (dir_ / "clean").string(), "--progress=none"}, dir_).code, 0);
   std::string bytes = file_bytes(dir_ / "clean" / "init.safetensors");
   uint64_t header = 0;
   std::memcpy(&header, bytes.data(), sizeof header);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
-  std::ofstream(dir_ / "nan.safetensors", std::ios::binary) << bytes;
+  const float huge = 3e38f;
+  ASSERT_GT(bytes.size(), 8 + header);
+  for (uint64_t at = 8 + header; at + sizeof huge <= bytes.size(); at += sizeof huge)
+    std::memcpy(bytes.data() + at, &huge, sizeof huge);
+  std::ofstream(dir_ / "huge.safetensors", std::ios::binary) << bytes;
 
   const cli_util::Result r = quartet({"run", spec_file.string(), "--out", (dir_ / "run").string(), "--init",
-                                      (dir_ / "nan.safetensors").string(), "--progress=none"},
+                                      (dir_ / "huge.safetensors").string(), "--progress=none"},
                                      dir_);
   EXPECT_EQ(r.code, 3) << r.out;
   for (const char* arm : {"single", "ddp", "fed"}) {
@@ -124,6 +217,30 @@ TEST_F(WentBadly, NanInitialWeightsLeaveEveryArmDiverged) {
   }
   EXPECT_EQ(json::parse(file_bytes(dir_ / "run" / "run.json"))["status"], "diverged");
   EXPECT_NE(r.out.find("diverged"), std::string::npos) << r.out;
+}
+
+// One NaN in the initial weights: refused as --init is read, naming the tensor, before
+// any folder is made (a NaN weight gave exit 0 and garbage out).
+TEST_F(WentBadly, NanInitialWeightsAreRefusedNamingTheTensor) {
+  const json j = spec({{"name", "single"}, {"regime", "single"}}, {{"epochs", 1}, {"batch", 32}, {"max_steps", 1}});
+  const fs::path spec_file = write_spec(j);
+  ASSERT_EQ(quartet({"run", spec_file.string(), "--out", (dir_ / "clean").string(), "--progress=none"}, dir_).code, 0);
+  std::string bytes = file_bytes(dir_ / "clean" / "init.safetensors");
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
+  std::ofstream(dir_ / "nan.safetensors", std::ios::binary) << bytes;
+  const cli_util::Result r = quartet({"run", spec_file.string(), "--out", (dir_ / "run").string(), "--init",
+                                      (dir_ / "nan.safetensors").string()},
+                                     dir_);
+  cli_util::expect_exit2_with(r, "that are not finite (NaN or infinite; the first at index 0 is nan)");
+  EXPECT_NE(r.out.find("--init " + (dir_ / "nan.safetensors").string() + ": "), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+  // eval reads weights the same way.
+  cli_util::expect_exit2_with(
+      quartet({"eval", (dir_ / "nan.safetensors").string(), "--workload", "synthetic", "--model", "mlp"}, dir_),
+      "that are not finite");
 }
 
 }  // namespace

@@ -193,4 +193,21 @@ TEST_F(InspectHostile, DicomSliceWithZeroSpacingIsRefused) {
                            ": PixelSpacing is 0\\0.6; allowed: two finite spacings > 0 mm");
 }
 
+// A slice of 8,000 nested sequences (289 KB, made here) crashed inspect with a stack
+// overflow in DCMTK's parser (exit 139): it is refused, exit 2, naming the file.
+TEST_F(InspectHostile, DicomSliceWithDeeplyNestedSequencesIsRefused) {
+  const fs::path folder = dir_ / "series";
+  fs::create_directory(folder);
+  medical3d::testing::SliceSpec s;
+  s.pixels.assign(size_t{s.rows} * s.cols, 0);
+  const std::string slice = (folder / "IM0").string();
+  medical3d::testing::write_slice(slice, s);
+  medical3d::testing::write_bytes(slice,
+                                  medical3d::testing::with_nested_sequences(medical3d::testing::read_bytes(slice), 8000));
+  ASSERT_GT(fs::file_size(slice), 280'000u);
+  const Result r = quartet({"inspect", folder.string()}, dir_);
+  expect_exit2_with(r, "quartet: " + slice + ": sequences nest ");
+  EXPECT_SAYS(r.out, "allowed: at most 32");
+}
+
 }  // namespace

@@ -320,6 +320,76 @@ TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {
   expect_exit2_with({code, file_bytes(log(1))}, "QUARTET_TOKEN: not set and no --token-file");
 }
 
+// A SLURM_NODELIST standing for ten billion hosts (two bracket ranges) is refused at once,
+// exit 2 naming the variable, without expanding it.
+TEST_F(Launch, ANodeListOfBillionsOfHostsExitsWith2Quickly) {
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t p = start_quartet({"launch", spec().string(), "--arm", "ddp", "--token-file", token_file_.string()},
+                                log(0), {},
+                                only({"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_LOCALID=0",
+                                      "SLURM_NODELIST=n[0-100000]x[0-100000]"}));
+  const int code = wait_exit_within(p, std::chrono::seconds(60));
+  expect_exit2_with({code, file_bytes(log(0))}, "SLURM_NODELIST");
+  EXPECT_NE(file_bytes(log(0)).find("stands for more than 100000 hosts"), std::string::npos) << file_bytes(log(0));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << "the list was expanded";
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
+// A rank started twice: the second is refused as a twin of the connected one, which no
+// retry mends; it exits 2 saying so after its grace (30 s), not after its join timeout.
+TEST_F(Launch, ARankStartedTwiceExitsWith2) {
+  const std::string port = std::to_string(unused_port());
+  auto vars = [&](int r) {
+    return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=4", "LOCAL_RANK=" + std::to_string(r),
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
+  };
+  const pid_t rank0 = start_rank(0, vars(0));
+  const pid_t rank1 = start_rank(1, vars(1));
+  // The twin starts once rank 1 has joined: rank 0's coordinator is up (its run folder
+  // is made after it listens), and rank 1 tries every half second.
+  ASSERT_FALSE(cli_util::wait_for_line(dir_ / "run" / "run.json", "running", std::chrono::seconds(120)).empty())
+      << file_bytes(log(0));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::vector<std::string> twin_vars = vars(1);
+  std::vector<std::string> all;
+  for (const std::string& a : only(twin_vars)) all.push_back(a);
+  const pid_t twin = start_quartet({"launch", spec().string(), "--arm", "ddp", "--token-file", token_file_.string(),
+                                    "--work-dir", (dir_ / "twin").string(), "--join-timeout", "300"},
+                                   dir_ / "logs" / "twin", {}, all);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_exit_within(twin, std::chrono::seconds(120)), 2) << file_bytes(dir_ / "logs" / "twin");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(100));
+  const std::string out = file_bytes(dir_ / "logs" / "twin");
+  EXPECT_NE(out.find("is already connected from"), std::string::npos) << out;
+  EXPECT_NE(out.find("another process runs this role"), std::string::npos) << out;
+  kill(rank0, SIGINT);
+  kill(rank1, SIGTERM);
+  wait_exit_within(rank0, std::chrono::seconds(120));
+  wait_exit_within(rank1, std::chrono::seconds(120));
+}
+
+// A second rank 0 on the same address cannot take the coordinator's port: it exits 2
+// naming the address, before it makes its run folder, and the first run is untouched.
+TEST_F(Launch, ASecondRankZeroExitsWith2AndLeavesNoFolder) {
+  const std::vector<std::string> vars = {"RANK=0", "WORLD_SIZE=4", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1",
+                                         "MASTER_PORT=" + std::to_string(unused_port())};
+  const pid_t first = start_rank(0, vars);
+  ASSERT_FALSE(cli_util::wait_for_line(dir_ / "run" / "run.json", "running", std::chrono::seconds(120)).empty())
+      << file_bytes(log(0));
+  std::vector<std::string> all;
+  for (const std::string& a : only(vars)) all.push_back(a);
+  const pid_t second =
+      start_quartet({"launch", spec().string(), "--arm", "ddp", "--out", (dir_ / "run2").string(), "--token-file",
+                     token_file_.string(), "--work-dir", (dir_ / "second").string(), "--join-timeout", "300"},
+                    dir_ / "logs" / "second", {}, all);
+  const int code = wait_exit_within(second, std::chrono::seconds(60));
+  expect_exit2_with({code, file_bytes(dir_ / "logs" / "second")}, "127.0.0.1:" + vars.back().substr(12));
+  EXPECT_FALSE(fs::exists(dir_ / "run2")) << file_bytes(dir_ / "logs" / "second");
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "run.json"));
+  kill(first, SIGINT);
+  wait_exit_within(first, std::chrono::seconds(120));
+}
+
 // No coordinator comes: the rank says it keeps trying, then gives up at its deadline.
 TEST_F(Launch, RankThatCannotReachTheCoordinatorRetriesUntilItsDeadline) {
   const std::string port = std::to_string(unused_port());

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "engine/safetensors.h"
 #include "medical3d/nifti.h"
 #include "medical3d/phantom.h"
+#include "medical3d/read_limits.h"
 #include "tests/cli/cli_util.h"
 #include "tests/medical3d/nifti_files.h"
 #include "workloads/models.h"
@@ -123,7 +125,8 @@ TEST_F(PredictCli, BadInputExitsWith2AndOneMessage) {
   expect_one_line({"predict", w, img, "--out", (dir_ / "mask.png").string()}, "--out: expected a name ending in .nii");
   expect_one_line({"predict", w, (dir_ / "none.nii.gz").string(), "--out", out}, "none.nii.gz");
   expect_one_line({"predict", w, junk.string(), "--out", out}, "junk.nii");
-  expect_one_line({"predict", w, img, "--out", (dir_ / "no" / "such" / "mask.nii.gz").string()}, "--out: ");
+  expect_one_line({"predict", w, img, "--out", (dir_ / "no" / "such" / "mask.nii.gz").string()},
+                  "--out: the folder " + (dir_ / "no" / "such").string() + " of ");
 }
 
 // A Decathlon folder as `quartet phantom` writes it trains under the runner, and the
@@ -192,6 +195,68 @@ TEST_F(VolumeCliHostile, PredictRefusesAForgedImageAndWritesNoMask) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
     EXPECT_FALSE(fs::exists(mask)) << "no mask of a refused image";
   }
+}
+
+// A 600^3 volume (a 210 KB .nii.gz) cost predict more than the readers' 32 bytes a voxel:
+// its cap counts predict's own working set for the model's classes, and an image over it
+// is refused from its header, before anything is allocated or inferred.
+TEST_F(VolumeCliHostile, PredictRefusesAnImageItsWorkingSetCannotHoldBeforeReadingIt) {
+  const medical3d::ReadLimits cap =
+      medical3d::ReadLimits::of_this_machine("--max-voxels", medical3d::predict_bytes_per_voxel(3));
+  if (cap.max_voxels >= 1'000'000'000) GTEST_SKIP() << "this machine's memory holds 1000^3 voxels: " << cap.basis;
+  EXPECT_EQ(medical3d::predict_bytes_per_voxel(3), 28);  // 4 + 3 x 4 + 4 + 1, 7 to spare
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "big.nii.gz", mask = dir_ / "mask.nii";
+  engine::save_safetensors(weights.string(), workloads::make_model("unet3d", 3)->state_dict());
+  medical3d::write_nifti(image.string(), oblique_ct());
+  forge(image, [](nifti_1_header& h) { h.dim[1] = h.dim[2] = h.dim[3] = 1000; });
+  ASSERT_LT(fs::file_size(image), 1'000'000u);
+  const auto started = std::chrono::steady_clock::now();
+  cli_util::expect_exit2_with(quartet({"predict", weights.string(), image.string(), "--out", mask.string()}, dir_),
+                              "dim[1..3] is 1000x1000x1000, 1000000000 voxels; allowed: at most " +
+                                  std::to_string(cap.max_voxels) + " voxels (half of this machine's ");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "read or inferred first";
+  EXPECT_FALSE(fs::exists(mask));
+}
+
+// A NaN voxel or a NaN weight gave an all-background mask and exit 0: both are refused,
+// the voxels counted, the tensor named; --nan-as reads such voxels as a value.
+TEST_F(VolumeCliHostile, NonFiniteVoxelsAndWeightsAreRefused) {
+  const fs::path weights = dir_ / "unet3d.safetensors", image = dir_ / "ct.nii", mask = dir_ / "mask.nii";
+  const std::shared_ptr<engine::Model> model = workloads::make_model("unet3d", 3);
+  engine::save_safetensors(weights.string(), model->state_dict());
+  medical3d::Volume v = oblique_ct();
+  v.voxels[5] = std::numeric_limits<float>::quiet_NaN();
+  v.voxels[77] = std::numeric_limits<float>::infinity();
+  medical3d::write_nifti(image.string(), v);
+  const std::vector<std::string> args = {"predict", weights.string(), image.string(), "--out", mask.string(),
+                                         "--patch", "16"};
+  cli_util::expect_exit2_with(quartet(args, dir_),
+                              "ct.nii: 2 of 40320 voxels are not finite (NaN or infinite); allowed: finite voxels, or "
+                              "--nan-as VALUE to read them as VALUE");
+  EXPECT_FALSE(fs::exists(mask));
+  std::vector<std::string> with_value = args;
+  with_value.insert(with_value.end(), {"--nan-as", "-1024"});
+  const Result ok = quartet(with_value, dir_);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  medical3d::Volume mended = medical3d::read_nifti(image.string());
+  medical3d::replace_non_finite(mended, -1024.0f);
+  EXPECT_EQ(medical3d::read_nifti_labels(mask.string()).voxels,
+            workloads::segment_volume(*model, workloads::normalise_image(medical3d::PhantomKind::ct, mended), 16, 0.5,
+                                      4)
+                .voxels);
+
+  // One NaN weight: refused naming the tensor.
+  engine::NamedTensors state = model->state_dict();
+  std::vector<float> values = state.front().second.to_vector();
+  values[0] = std::numeric_limits<float>::quiet_NaN();
+  state.front().second = engine::Tensor::from_vector(state.front().second.shape(), values);
+  engine::save_safetensors((dir_ / "nan.safetensors").string(), state);
+  fs::remove(mask);
+  cli_util::expect_exit2_with(
+      quartet({"predict", (dir_ / "nan.safetensors").string(), image.string(), "--out", mask.string(), "--nan-as", "0"},
+              dir_),
+      "tensor '" + state.front().first + "' holds 1 of ");
+  EXPECT_FALSE(fs::exists(mask));
 }
 
 TEST_F(VolumeCliHostile, RunAndEvalRefuseADecathlonFolderWithAForgedImage) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 namespace quartet::engine {
 namespace {
@@ -258,6 +259,51 @@ TEST_F(Safetensors, RefusesTensorNamedTwiceInHeader) {
   write_bytes(path("twice"), safetensors_bytes(header, f32_le({1, 2})));
   const std::string msg = thrown_message([&] { load_safetensors(path("twice")); });
   EXPECT_NE(msg.find("'a' twice"), std::string::npos) << msg;
+}
+
+// A header of `n` zero-size tensors ("t0" … ), each {"dtype":"F32","shape":[0],...}.
+std::string zero_size_tensors(int64_t n) {
+  std::string header = "{";
+  for (int64_t i = 0; i < n; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  return safetensors_bytes(header + "}", "");
+}
+
+// Entries are checked as they are parsed, not inserted one by one into an ordered map (a
+// linear search each: 100,000 entries took 116 s), so many of them parse in one pass.
+TEST_F(Safetensors, ManyTensorsParseInOnePass) {
+  write_bytes(path("many"), zero_size_tensors(60000));
+  const SafetensorsFile f = read_safetensors(path("many"));
+  ASSERT_EQ(f.tensors.size(), 60000u);
+  EXPECT_EQ(f.tensors[0].first, "t0");
+  EXPECT_EQ(f.tensors.back().first, "t59999");
+}
+
+using SafetensorsHostile = Safetensors;
+
+// More entries than any model and optimizer state hold: refused once the parser passes
+// the limit, naming it.
+TEST_F(SafetensorsHostile, MoreTensorsThanTheLimitAreRefused) {
+  write_bytes(path("too_many"), zero_size_tensors(kMaxSafetensorsTensors + 1));
+  const std::string msg = thrown_message([&] { read_safetensors(path("too_many")); });
+  EXPECT_NE(msg.find("too_many: header lists more than 65536 tensors; allowed: at most that many"), std::string::npos)
+      << msg;
+}
+
+// Weights that are not numbers gave exit 0 and garbage out; they are refused at load,
+// naming the tensor, how many values and where the first is.
+TEST_F(SafetensorsHostile, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    save_safetensors(path("w.safetensors"),
+                     {{"fc.bias", Tensor::from_vector({2}, {1, 2})}, {"fc.weight", Tensor::from_vector({3}, {0, bad, 1})}});
+    const std::string msg = thrown_message([&] { read_safetensors(path("w.safetensors")); });
+    EXPECT_NE(msg.find("tensor 'fc.weight' holds 1 of 3 values that are not finite (NaN or infinite; the first at "
+                       "index 1 is "),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("allowed: finite weights only"), std::string::npos) << msg;
+  }
 }
 
 TEST_F(Safetensors, MissingFileErrorNamesThePath) {

@@ -74,4 +74,26 @@ inline void write_slice(const std::string& path, const SliceSpec& s) {
   ASSERT_TRUE(file.saveFile(path.c_str(), EXS_LittleEndianExplicit).good());
 }
 
+// `bytes` of a slice write_slice wrote (explicit VR little endian) with a
+// ReferencedImageSequence (0008,1140) inserted where it belongs: `depth` sequences nested
+// in one another, each of undefined length with one item, the innermost holding
+// `items` empty items. As a hostile file nests them: 20 bytes a level.
+inline std::string with_nested_sequences(const std::string& bytes, int depth, int items = 1) {
+  static const std::string sq("\x08\x00\x40\x11SQ\x00\x00\xFF\xFF\xFF\xFF", 12);
+  static const std::string item("\xFE\xFF\x00\xE0\xFF\xFF\xFF\xFF", 8);
+  static const std::string item_end("\xFE\xFF\x0D\xE0\x00\x00\x00\x00", 8);
+  static const std::string sq_end("\xFE\xFF\xDD\xE0\x00\x00\x00\x00", 8);
+  std::string chain;
+  for (int d = 0; d < depth; ++d) chain += sq + (d + 1 < depth ? item : "");
+  for (int i = 0; i < items; ++i) chain += item + item_end;
+  for (int d = 0; d < depth; ++d) chain += sq_end + (d + 1 < depth ? item_end : "");
+  // Before StudyInstanceUID (0020,000D), the first element past group 0008 that write_slice writes.
+  const size_t at = bytes.find(std::string("\x20\x00\x0D\x00UI", 6));
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no StudyInstanceUID in the slice";
+    return bytes;
+  }
+  return bytes.substr(0, at) + chain + bytes.substr(at);
+}
+
 }  // namespace quartet::medical3d::testing

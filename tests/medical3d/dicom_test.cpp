@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/medical3d/dicom_files.h"
 #include "tests/medical3d/test_dir.h"
 
@@ -12,6 +14,7 @@ using testing::kSeries;
 using testing::read_bytes;
 using testing::SliceSpec;
 using testing::thrown_message;
+using testing::with_nested_sequences;
 using testing::write_bytes;
 using testing::write_slice;
 
@@ -244,6 +247,81 @@ TEST_F(DicomHostile, MoreVoxelsThanTheLimitAreRefusedBeforeReadingPixels) {
       [&] { read_dicom_series(dir_.string(), {}, ReadLimits::at_most(200, "the test's limit")); });
   EXPECT_EQ(msg, dir_.string() + ": series " + kSeries +
                      " is 6x5 (Columns x Rows) x 8 slices, 240 voxels; allowed: at most 200 voxels (the test's limit)");
+}
+
+// DCMTK parses a sequence by recursion: a slice of 8,000 nested sequences (289 KB)
+// overflowed the stack. It is refused naming the file, as is one with more items than a
+// slice needs, while a few levels of nesting read as before.
+TEST_F(DicomHostile, DeeplyNestedSequencesAreRefusedNamingTheSlice) {
+  write_series();
+  write_bytes(slice_path(3), with_nested_sequences(read_bytes(slice_path(3)), 8000));
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(3) + ": sequences nest "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" deep; allowed: at most 32"), std::string::npos) << msg;
+}
+
+TEST_F(DicomHostile, AFewNestedSequencesReadAsBefore) {
+  write_series();
+  for (int k = 0; k < kSlices; ++k) write_bytes(slice_path(k), with_nested_sequences(read_bytes(slice_path(k)), 3));
+  const DicomSeries s = read_dicom_series(dir_.string());
+  EXPECT_EQ(s.volume.grid.dims, (Dims3{6, 5, kSlices}));
+  EXPECT_FLOAT_EQ(s.volume.voxels[0], 2.0f * stored(0, 0, 0) - 1024.0f);
+}
+
+TEST_F(DicomHostile, MoreSequenceItemsThanASliceHoldsAreRefused) {
+  write_series();
+  write_bytes(slice_path(1), with_nested_sequences(read_bytes(slice_path(1)), 1, 20000));
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_EQ(msg, slice_path(1) + ": holds 20000 sequence items; allowed: at most 10000 (an image slice holds a few)");
+}
+
+TEST_F(DicomHostile, ADeflatedDataSetIsRefusedNamingTheSlice) {
+  write_series();
+  std::string bytes = read_bytes(slice_path(4));
+  const std::string explicit_le = "1.2.840.10008.1.2.1";
+  const size_t at = bytes.find(explicit_le);
+  ASSERT_NE(at, std::string::npos);
+  // The meta header's transfer syntax, as long as the deflated one's UID: "…1.2.1.99" fits
+  // the value's even length only with its padding byte, so the whole element is rewritten.
+  const std::string deflated = "1.2.840.10008.1.2.1.99";
+  bytes.replace(at, explicit_le.size() + 1, deflated);
+  bytes[at - 2] = static_cast<char>(deflated.size());
+  write_bytes(slice_path(4), bytes);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(4) + ": a deflated data set"), std::string::npos) << msg;
+}
+
+// A position or orientation that is not a number cannot place the slice: refused naming
+// the tag, not sorted as if it were in order.
+TEST_F(DicomHostile, NonFiniteGeometryNamesTheTag) {
+  write_series();
+  SliceSpec odd = slice(4);
+  odd.position = {-50, std::numeric_limits<double>::quiet_NaN(), 100};
+  write_slice(slice_path(4), odd);
+  std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(4) + ": ImagePositionPatient[1] is "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nan; allowed: three finite coordinates in mm"), std::string::npos) << msg;
+
+  write_series();
+  odd = slice(5);
+  odd.orientation = "1\\0\\0\\0\\inf\\-1";
+  write_slice(slice_path(5), odd);
+  msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(5) + ": ImageOrientationPatient[4] is inf"), std::string::npos) << msg;
+}
+
+// RescaleSlope 1e39 makes every voxel infinite as a float: refused with both fields named.
+TEST_F(DicomHostile, ARescaleBeyondFloatsRangeIsRefused) {
+  write_series();
+  SliceSpec odd = slice(6);
+  odd.slope = "1e39";
+  write_slice(slice_path(6), odd);
+  const std::string msg = thrown_message<std::runtime_error>([&] { read_dicom_series(dir_.string()); });
+  EXPECT_NE(msg.find(slice_path(6) + ": RescaleSlope 1e+39 and RescaleIntercept -1024 turn stored values -32768 to "
+                                     "32767 into"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("allowed: a rescale that keeps them within a float's range"), std::string::npos) << msg;
 }
 
 }  // namespace

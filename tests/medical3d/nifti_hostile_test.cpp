@@ -139,6 +139,44 @@ TEST_F(NiftiHostile, AnAffineInUseMustBeFinite) {
               "quatern_c is inf; allowed: a finite number (qform_code > 0: the qform is used)");
 }
 
+// libnifti read scl_inter = inf as 0; scaling applies (scl_slope finite, not 0), so it is
+// refused, as is a scaling past float's range; a non-finite scl_slope means unscaled.
+TEST_F(NiftiHostile, ScalingMustBeFiniteAndStayWithinFloatsRange) {
+  auto int16_image = [](nifti_1_header& h) {
+    h.datatype = DT_INT16;
+    h.bitpix = 16;
+    h.dim[3] = 2;  // 5x4x2 int16 voxels: the 240 bytes the file holds
+  };
+  EXPECT_SAYS(refusal([](nifti_1_header& h) {
+                h.scl_slope = 1;
+                h.scl_inter = kInf;
+              }),
+              "scl_inter is inf; allowed: a finite number (scl_slope is 1: the voxels are scaled)");
+  EXPECT_SAYS(refusal([&](nifti_1_header& h) {
+                int16_image(h);
+                h.scl_slope = 1e37f;
+              }),
+              "scl_slope, scl_inter is 1e+37, 0, which turn int16 values -32768 to 32767 into -3.2768e+41 to "
+              "3.2767e+41; allowed: a scaling that keeps them within a float's range");
+  write_bytes(path("unscaled.nii"), patched_nifti1(good_bytes(), [](nifti_1_header& h) {
+                h.scl_slope = kNaN;
+                h.scl_inter = kInf;
+              }));
+  EXPECT_EQ(read_nifti(path("unscaled.nii")).voxels[7], 7.0f);
+}
+
+// An sform whose axes point the same way ("RRS") maps several voxels to one place.
+TEST_F(NiftiHostile, ASingularAffineIsRefusedNamingIt) {
+  const std::string msg = refusal([](nifti_1_header& h) {
+    for (int c = 0; c < 4; ++c) h.srow_y[c] = 0;
+    h.srow_x[0] = 1;
+    h.srow_x[1] = 1;  // the y axis along x too
+    h.srow_z[2] = 1;
+  });
+  EXPECT_SAYS(msg, "sform: the axes' directions have determinant ");
+  EXPECT_SAYS(msg, ": the affine is singular (two axes point the same way)");
+}
+
 TEST_F(NiftiHostile, SizesMustBePositive) {
   // libnifti made a size of 0 or less in dim[2..] 1.
   EXPECT_SAYS(refusal([](nifti_1_header& h) { h.dim[2] = 0; }),

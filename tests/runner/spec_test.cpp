@@ -70,13 +70,13 @@ TEST(Spec, MissingFieldIsNamed) {
 TEST(Spec, WrongTypeNamesFieldFoundAndAllowed) {
   json j = valid();
   j["train"]["batch"] = "lots";
-  expect_error(j, "spec.train.batch: expected an integer ≥ 1, got \"lots\"");
+  expect_error(j, "spec.train.batch: expected an integer ≥ 1 and ≤ 16777216, got \"lots\"");
 }
 
 TEST(Spec, ZeroOrNegativeBatchIsRefused) {
   json j = valid();
   j["train"]["batch"] = 0;
-  expect_error(j, "spec.train.batch: expected an integer ≥ 1, got 0");
+  expect_error(j, "spec.train.batch: expected an integer ≥ 1 and ≤ 16777216, got 0");
   j["train"]["batch"] = -3;
   expect_error(j, "got -3");
 }
@@ -314,7 +314,7 @@ TEST(Spec, EmptyArmsAreRefused) {
 TEST(Spec, ArmOverrideIsValidatedWithItsPath) {
   json j = valid();
   j["arms"][0]["train"] = {{"batch", -1}};
-  expect_error(j, "spec.arms[0].train.batch: expected an integer ≥ 1, got -1");
+  expect_error(j, "spec.arms[0].train.batch: expected an integer ≥ 1 and ≤ 16777216, got -1");
 }
 
 TEST(Spec, CommentsAreAllowedInFiles) {

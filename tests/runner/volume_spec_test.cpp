@@ -41,6 +41,30 @@ TEST(VolumeSpec, PhantomDefaultsAreFilledSoTheSpecAsRunSaysWhatRan) {
   EXPECT_EQ(spec.workload.patch, 32);
 }
 
+// Evaluation batches windows of every test volume: 13,500 windows of 32^3 in a pass of a
+// 256^3 phantom arm would take 110 GB. Refused naming the field written, with the most
+// that fits; a pass of a few windows is fine.
+TEST(VolumeSpec, AnEvaluationThatCannotFitIsRefusedNamingEvalBatch) {
+  json j = phantom();
+  j["workload"]["volume_size"] = 256;
+  j["train"]["eval_batch"] = 1000000;
+  std::string msg = error_of(j);
+  EXPECT_EQ(msg.rfind("spec.train.eval_batch: 13500 windows of 32^3 voxels a forward pass (of the 13500 the test "
+                      "volumes hold) take ",
+                      0),
+            0u)
+      << msg;
+  EXPECT_NE(msg.find("allowed: eval_batch at most "), std::string::npos) << msg;
+  j["arms"][0]["train"] = {{"eval_batch", 1000000}};
+  msg = error_of(j);
+  EXPECT_EQ(msg.rfind("spec.arms[0].train.eval_batch: ", 0), 0u) << msg;
+  j["arms"][0]["train"] = {{"eval_batch", 2}};
+  EXPECT_EQ(error_of(j), "");
+  j["arms"][0]["override_limits"] = true;
+  j["arms"][0]["train"] = {{"eval_batch", 1000000}};
+  EXPECT_EQ(error_of(j), "");
+}
+
 TEST(VolumeSpec, FieldsReachTheWorkloadConfig) {
   json j = phantom();
   j["workload"]["volumes"] = 9;

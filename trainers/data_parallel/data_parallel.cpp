@@ -275,7 +275,10 @@ const SettingsTable<Settings>& Settings::table() {
           "intra-host bytes at (transport/link.h presets; its inter-host bytes go on each projected link)")
         .allowed(transport::link_profile_names())
         .applies_when("backend", {"hierarchical"});
-    t.add(&Settings::bucket_mb, "bucket_mb", "gradient bucket size in MiB (the default is PyTorch DDP's)").above(0.0);
+    t.add(&Settings::bucket_mb, "bucket_mb",
+          "gradient bucket size in MiB (the default is PyTorch DDP's), 0.001 (1 KiB, 256 gradients) to 4096")
+        .at_least(0.001)
+        .at_most(4096.0);
     t.add(&Settings::sync_bn, "sync_bn", "SyncBatchNorm: batch statistics over every rank");
     t.add(&Settings::zero, "zero",
           "ZeRO stage: 1 shards the optimizer state, 2 also the gradients, 3 also the parameters (each stage "

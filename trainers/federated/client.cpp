@@ -51,6 +51,11 @@ void corrupt_update(Params& weights, const Params& global, const std::string& at
   }
 }
 
+int64_t local_samples(int64_t partition_samples, int64_t batch, int64_t local_epochs) {
+  const int64_t b = std::min(batch, partition_samples);
+  return b < 1 ? 0 : local_epochs * workloads::batches_per_epoch(partition_samples, b) * b;
+}
+
 LocalResult train_client(engine::Model& model, const workloads::Workload& wl, const std::vector<int64_t>& indices,
                          const Params& global, const LocalConfig& cfg, int64_t client, int64_t round) {
   if (indices.empty()) throw std::invalid_argument("client " + std::to_string(client) + " has no samples");

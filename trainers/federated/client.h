@@ -39,6 +39,10 @@ struct LocalResult {
   double forward = 0.0, backward = 0.0, optimizer = 0.0, data = 0.0;  // seconds
 };
 
+// The samples a client with `partition_samples` samples processes in a round, as
+// train_client trains it: local_epochs epochs of whole batches of min(batch, partition).
+int64_t local_samples(int64_t partition_samples, int64_t batch, int64_t local_epochs);
+
 // Trains `model` from `global` on `indices` (training samples of wl) for
 // cfg.local_epochs epochs of min(cfg.batch, indices.size()) samples a step, the last
 // partial batch dropped. The order is seeded from (cfg.seed, client, round) only, so a

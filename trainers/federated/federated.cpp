@@ -78,6 +78,10 @@ class Federated final : public RegimeOf<Settings> {
     // The adaptive steps are about server_lr per coordinate whatever the update's size, so
     // they want a smaller rate than FedAvgM's (Flower's FedAdam and FedAdagrad: 0.1).
     if (!s.server_lr) s.server_lr = fedopt ? 0.1 : 1.0;
+    // FedAdam's bias correction divides by 1 - beta1^t.
+    if (s.strategy == "fedadam" && s.beta1 >= 1.0)
+      throw SettingsError(f.path + ".beta1: fedadam's bias correction divides by 1 - beta1^t; expected a number in "
+                          "[0, 1), got 1");
   }
 
   static void complete_aggregator(const Settings& s, const ArmFacts& f, const nlohmann::json& given) {

@@ -113,6 +113,20 @@ struct FlServer {
     std::fflush(stderr);
   }
 
+  // A pool's connection could not be served (no thread for it): the arm cannot run as
+  // planned, so the server stops with why instead of waiting for that pool.
+  void fail(const std::string& why) {
+    {
+      std::lock_guard lock(mutex_);
+      if (failure_.empty()) failure_ = why;
+    }
+    cv_.notify_all();
+  }
+  // Throws the failure, if any. requires mutex_ held.
+  void throw_if_failed_locked() const {
+    if (!failure_.empty()) throw std::runtime_error("federated server: " + failure_);
+  }
+
   // Frees the slot; a job it was handed but never sent goes back to the round's queue.
   void release(int64_t pool, const transport::Connection& conn) {
     {
@@ -291,6 +305,7 @@ struct FlServer {
   std::deque<Outcome> outcomes_;
   RoundJob round_job_;               // the open round's job, its client not yet set
   std::vector<int64_t> waiting_;     // the open round's clients no pool has taken yet, ascending
+  std::string failure_;              // why a pool's connection could not be served, once one could not
   bool round_open_ = false;
   bool stopping_ = false;
 
@@ -415,11 +430,13 @@ void run_server(const RoleContext& ctx, const Settings& s) {
 
   Position pos;
   nlohmann::json totals = {{"bytes_sent", 0}, {"bytes_received", 0}, {"messages", 0}};
+  int64_t planned_samples = 0;  // what the rounds so far would have trained had every sampled client answered
   if (ctx.resume) {
     Params strategy_state;
     if (load_server_checkpoint(checkpoint_path(ctx.arm_dir), state, global, strategy_state, pos)) {
       strategy->load_state(std::move(strategy_state));
       if (pos.extra.contains("totals")) totals = pos.extra["totals"];
+      planned_samples = pos.extra.value("planned_samples", int64_t{0});
       dp.resume(pos.extra.value("dp_rounds", int64_t{0}));
     }
   }
@@ -450,6 +467,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   so.tls = ctx.coordinator->options().tls;
   so.max_connections = static_cast<size_t>(s.pools()) + 16;
   so.log = [](const std::string& line) { std::fprintf(stderr, "federated server: %s\n", line.c_str()); };
+  so.on_thread_failure = [&fl](const std::string& why) { fl.fail(why); };
   transport::Server server(so, [&fl](transport::Connection& c, const transport::Hello& h) { fl.handle(c, h); });
   // However the rounds end (a checkpoint on a full disk throws), the handlers parked on
   // the clients' connections are released before the server joins them.
@@ -461,8 +479,10 @@ void run_server(const RoleContext& ctx, const Settings& s) {
   {
     std::unique_lock lock(fl.mutex_);
     fl.cv_.wait_for(lock, std::chrono::duration<double>(s.join_timeout_s), [&] {
-      return std::all_of(fl.slots_.begin(), fl.slots_.end(), [](const Slot& sl) { return sl.conn != nullptr; });
+      return !fl.failure_.empty() ||
+             std::all_of(fl.slots_.begin(), fl.slots_.end(), [](const Slot& sl) { return sl.conn != nullptr; });
     });
+    fl.throw_if_failed_locked();
   }
 
   const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, s.rounds);
@@ -498,9 +518,11 @@ void run_server(const RoleContext& ctx, const Settings& s) {
       {
         std::unique_lock lock(fl.mutex_);
         auto arrived = [&] {
-          return std::any_of(fl.outcomes_.begin(), fl.outcomes_.end(), [&](const Outcome& o) { return o.round == round; });
+          return !fl.failure_.empty() ||
+                 std::any_of(fl.outcomes_.begin(), fl.outcomes_.end(), [&](const Outcome& o) { return o.round == round; });
         };
         fl.cv_.wait_until(lock, deadline, arrived);
+        fl.throw_if_failed_locked();
         for (auto it = fl.outcomes_.begin(); it != fl.outcomes_.end();) {
           if (it->round == round) {
             fresh.push_back(std::move(*it));
@@ -583,7 +605,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
       }
       if (combined) {
         dp.release(*combined, round, average.added());
-        global = strategy->aggregate(global, std::move(*combined));
+        global = strategy->aggregate(global, std::move(*combined), round);
       }
     }
 #ifdef __GLIBC__
@@ -607,6 +629,8 @@ void run_server(const RoleContext& ctx, const Settings& s) {
 
     pos.step = round;
     pos.samples += round_samples;
+    for (const int64_t c : sampled)
+      planned_samples += local_samples(static_cast<int64_t>(partition.clients[c].size()), cfg.batch, s.local_epochs);
     totals["bytes_sent"] = totals["bytes_sent"].get<int64_t>() + round_down;
     totals["bytes_received"] = totals["bytes_received"].get<int64_t>() + round_up;
     totals["messages"] = totals["messages"].get<int64_t>() + round_messages;
@@ -623,6 +647,7 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     r.wall = wall0 + clock.seconds();
     nlohmann::json rec = to_json(r, ctx.arm, ctx.role, ctx.rank, round_mem);
     rec["eval"]["memory_peak"] = eval_memory_peak;
+    rec["planned_samples"] = planned_samples;
     rec["round"] = {
         {"index", round},
         {"rounds", s.rounds},
@@ -654,8 +679,9 @@ void run_server(const RoleContext& ctx, const Settings& s) {
     if (dp.enabled()) rec["privacy"] = dp.record();
     write(rec);
     pos.wall = wall0 + clock.seconds();
+    records.sync();  // the checkpoint never points past what a power loss keeps
     pos.records_bytes = records.bytes();
-    pos.extra = {{"totals", totals}, {"dp_rounds", dp.rounds()}};
+    pos.extra = {{"totals", totals}, {"dp_rounds", dp.rounds()}, {"planned_samples", planned_samples}};
     save_server_checkpoint(checkpoint_path(ctx.arm_dir), state, global, strategy->state(), pos);
   }
   load_params(*model, global);

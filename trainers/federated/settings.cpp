@@ -15,7 +15,7 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::clients, "clients", "logical clients K, each with its own partition and connection").at_least(1);
     t.add(&S::fraction, "fraction", "fraction C of the clients sampled each round (seeded)").above(0.0).at_most(1.0);
     t.add(&S::local_epochs, "local_epochs", "local epochs E per round, at the train batch").at_least(1);
-    t.add(&S::rounds, "rounds", "communication rounds").at_least(1);
+    t.add(&S::rounds, "rounds", "communication rounds; at most a million, a run that ends").at_least(1).at_most(kMaxRounds);
     t.add(&S::partition, "partition", "how the training set is split among the clients", partition_table());
     t.add(&S::strategy, "strategy", "how the server combines updates").allowed(strategy_names());
     t.add(&S::mu, "mu", "fedprox: weight of the proximal term (mu/2)||w - w_global||^2; other strategies take none")
@@ -28,6 +28,7 @@ const SettingsTable<Settings>& Settings::table() {
     t.add(&S::server_lr, "server_lr",
           "server learning rate eta of fedavgm (default 1.0) and fedadagrad, fedadam, fedyogi (default 0.1)")
         .above(0.0)
+        .at_most(kMaxLr)
         .applies_when("strategy", {"fedavgm", "fedadagrad", "fedadam", "fedyogi"});
     t.add(&S::beta1, "beta1", "fedadagrad, fedadam, fedyogi: server momentum of the pseudo-gradient")
         .at_least(0.0)
@@ -62,8 +63,10 @@ const SettingsTable<Settings>& Settings::table() {
           "sign_flip: global - s (w - global); scale: global + s (w - global), s = byzantine_scale")
         .allowed(byzantine_attacks());
     t.add(&S::byzantine_scale, "byzantine_scale", "the attack's factor s");
-    t.add(&S::deadline_s, "deadline_s", "seconds a round waits for its clients; later updates are left out")
-        .above(0.0);
+    t.add(&S::deadline_s, "deadline_s",
+          "seconds a round waits for its clients, 0.01 to a week (604800); later updates are left out")
+        .at_least(kMinTimeoutSeconds)
+        .at_most(kMaxTimeoutSeconds);
     t.add(&S::min_clients, "min_clients", "fewest updates a round averages (else it keeps the weights); <= clients")
         .at_least(1);
     t.add(&S::processes, "processes",

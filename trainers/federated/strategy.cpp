@@ -188,6 +188,11 @@ void fedopt_step(Params& global, const Params& average, Params& m, Params& v, Ad
   }
 }
 
+double fedadam_step_scale(double beta1, double beta2, int64_t round) {
+  const double t = static_cast<double>(round) + 1.0;
+  return std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
+}
+
 void add_proximal_gradient(std::span<float> grad, std::span<const float> weights, std::span<const float> global,
                            float mu) {
   if (grad.size() != weights.size() || weights.size() != global.size())
@@ -225,7 +230,7 @@ namespace {
 class FedAvg : public Strategy {
  public:
   std::string name() const override { return "fedavg"; }
-  Params aggregate(const Params&, Params average) override { return average; }
+  Params aggregate(const Params&, Params average, int64_t) override { return average; }
 };
 
 // FedProx changes the clients' objective only; the server averages as FedAvg does.
@@ -243,7 +248,7 @@ class FedAvgM : public Strategy {
  public:
   FedAvgM(double beta, double server_lr) : beta_(beta), server_lr_(server_lr) {}
   std::string name() const override { return "fedavgm"; }
-  Params aggregate(const Params& global, Params average) override {
+  Params aggregate(const Params& global, Params average, int64_t) override {
     Params next = global;
     server_momentum_step(next, average, velocity_, beta_, server_lr_);
     return next;
@@ -261,9 +266,10 @@ class FedOpt : public Strategy {
  public:
   FedOpt(std::string name, Adaptivity kind, const StrategyConfig& c) : name_(std::move(name)), kind_(kind), c_(c) {}
   std::string name() const override { return name_; }
-  Params aggregate(const Params& global, Params average) override {
+  Params aggregate(const Params& global, Params average, int64_t round) override {
     Params next = global;
-    fedopt_step(next, average, m_, v_, kind_, c_.server_lr, c_.beta1, c_.beta2, c_.tau);
+    const double scale = kind_ == Adaptivity::adam ? fedadam_step_scale(c_.beta1, c_.beta2, round) : 1.0;
+    fedopt_step(next, average, m_, v_, kind_, c_.server_lr * scale, c_.beta1, c_.beta2, c_.tau);
     return next;
   }
   Params state() const override {

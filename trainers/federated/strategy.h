@@ -85,18 +85,25 @@ void server_momentum_step(Params& global, const Params& average, Params& velocit
 
 // FedOpt (Reddi et al. 2021, "Adaptive Federated Optimization", Algorithm 2): the
 // pseudo-gradient d = average - global (a step towards the clients) drives an adaptive
-// server optimizer, elementwise, without bias correction (as Flower's strategies):
+// server optimizer, elementwise:
 //   m = beta1 m + (1 - beta1) d
 //   v = v + d^2                                  adagrad
 //   v = beta2 v + (1 - beta2) d^2                adam
 //   v = v - (1 - beta2) d^2 sign(v - d^2)        yogi (sign(0) = 0)
 //   global += server_lr m / (sqrt(v) + tau)
-// Empty m and v start at zero (Flower's choice; the paper asks v_{-1} >= tau^2, which
-// only matters where d stays 0). Each element is computed in double and stored as float.
+// This step has no bias correction (the paper's); the fedadam strategy scales server_lr
+// by fedadam_step_scale first, as Flower's FedAdam does. Empty m and v start at zero
+// (Flower's choice; the paper asks v_{-1} >= tau^2, which only matters where d stays 0).
+// Each element is computed in double and stored as float.
 // requires average shaped as global, m and v empty or shaped as global
 enum class Adaptivity { adagrad, adam, yogi };
 void fedopt_step(Params& global, const Params& average, Params& m, Params& v, Adaptivity kind, double server_lr,
                  double beta1, double beta2, double tau);
+
+// Flower's FedAdam bias correction (flwr/server/strategy/fedadam.py, aggregate_fit):
+// eta_t = eta sqrt(1 - beta2^(r + 1)) / (1 - beta1^(r + 1)) in server round r (from 1),
+// Kingma and Ba's alpha_t with t = r + 1. This returns the factor. requires beta1 < 1.
+double fedadam_step_scale(double beta1, double beta2, int64_t round);
 
 // FedProx (Li et al. 2020): the gradient of (mu / 2) ||w - w_global||^2 added to a local
 // gradient: grad += mu * (weights - global). requires equal sizes.
@@ -130,8 +137,9 @@ class Strategy {
   // The proximal weight clients add to their loss (FedProx); 0 for the others.
   virtual double proximal_mu() const { return 0.0; }
   // The next global weights from the current ones and the weighted mean of this round's
-  // results (OrderedAverage). requires average shaped as global
-  virtual Params aggregate(const Params& global, Params average) = 0;
+  // results (OrderedAverage), in server round `round` (from 1, as Flower counts; a round
+  // that kept the weights is counted too). requires average shaped as global
+  virtual Params aggregate(const Params& global, Params average, int64_t round) = 0;
   // Server state kept across rounds, for checkpoints: FedAvgM's velocity, FedOpt's m then
   // v; each a copy of the model's shapes, in its order. Empty when none (yet).
   virtual Params state() const { return {}; }

@@ -24,8 +24,10 @@ const SettingsTable<Settings>& Settings::table() {
           "gpipe (all forwards, then all backwards) or 1f1b (warm-up forwards, then one forward one backward, then "
           "cool-down backwards)")
         .allowed(schedule_names());
-    t.add(&S::step_timeout_s, "step_timeout_s", "seconds a stage waits for a neighbour before the arm fails")
-        .above(0.0);
+    t.add(&S::step_timeout_s, "step_timeout_s",
+          "seconds a stage waits for a neighbour before the arm fails, 0.01 to a week (604800)")
+        .at_least(kMinTimeoutSeconds)
+        .at_most(kMaxTimeoutSeconds);
     return t;
   }();
   return t;

@@ -26,7 +26,9 @@ std::string found(const json& v) {
   return s;
 }
 
+// Whole numbers in full ("16777216", not "1.67772e+07"), others as streams write them.
 std::string number_str(double v) {
+  if (std::floor(v) == v && std::abs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   std::ostringstream out;
   out << v;
   return out.str();

@@ -55,6 +55,15 @@ struct Slots {
   std::condition_variable cv;
   std::vector<transport::Connection*> conns;
   bool stopping = false;
+  std::string failure;  // why a client's connection could not be served (no thread for it)
+
+  void fail(const std::string& why) {
+    {
+      std::lock_guard lock(mutex);
+      if (failure.empty()) failure = why;
+    }
+    cv.notify_all();
+  }
 
   void handle(transport::Connection& conn, const transport::Hello& hello, const std::string& link) {
     const int64_t client = parse_client_role(hello.role, kClientRolePrefix);
@@ -115,6 +124,7 @@ struct TurnOutcome {
   federated::Params server_half;  // splitfed per_client: this client's server half after the turn
   std::shared_ptr<Traffic> traffic = std::make_shared<Traffic>();
   int64_t steps = 0;       // completed on the server
+  int64_t planned_steps = 0;  // the turn's steps, had none been lost
   double loss_sum = 0.0;
   double forward = 0.0, backward = 0.0, optimizer = 0.0;  // server compute, seconds
   std::vector<engine::Shape> cut_shapes;  // what crossed the cut (U-shaped: both cuts), per step
@@ -259,6 +269,7 @@ void SplitServer::serve_step(transport::Connection& conn, const Turn& turn, int6
 TurnOutcome SplitServer::run_turn(int64_t client, const Turn& turn, const engine::NamedTensors& start, Half half) {
   TurnOutcome out;
   out.client = client;
+  out.planned_steps = turn.steps;
   transport::Connection* conn = slots_.get(client);
   if (!conn) {
     out.error = "not connected";
@@ -354,6 +365,8 @@ void SplitServer::run() {
   so.tls = ctx_.coordinator->options().tls;
   so.max_connections = static_cast<size_t>(s_.clients) + 16;
   so.log = [](const std::string& line) { log(line); };
+  // A client that cannot be served fails the arm now, not after join_timeout_s.
+  so.on_thread_failure = [this](const std::string& why) { slots_.fail(why); };
   transport::Server server(so, [this](transport::Connection& c, const transport::Hello& h) {
     slots_.handle(c, h, ctx_.link);
   });
@@ -365,17 +378,21 @@ void SplitServer::run() {
   {
     std::unique_lock lock(slots_.mutex);
     slots_.cv.wait_for(lock, std::chrono::duration<double>(s_.join_timeout_s), [&] {
-      return std::all_of(slots_.conns.begin(), slots_.conns.end(), [](auto* c) { return c != nullptr; });
+      return !slots_.failure.empty() ||
+             std::all_of(slots_.conns.begin(), slots_.conns.end(), [](auto* c) { return c != nullptr; });
     });
+    if (!slots_.failure.empty()) throw std::runtime_error("split server: " + slots_.failure);
   }
 
   Position pos;
   int64_t bytes_sent = 0, bytes_received = 0, messages = 0;
+  int64_t planned_samples = 0;  // what the turns so far would have trained had none been lost
   const int64_t train_size = wl.train_size();
   auto base_record = [&](const std::vector<const TurnOutcome*>& turns, int64_t epoch) {
     StepRecord r;
     double loss_sum = 0.0;
     int64_t steps = 0;
+    for (const TurnOutcome* o : turns) planned_samples += o->planned_steps * cfg.batch;
     for (const TurnOutcome* o : turns) {
       const Traffic::Count t = o->traffic->total();
       bytes_sent += t.sent;
@@ -405,7 +422,8 @@ void SplitServer::run() {
                                        {"server_halves", parallel ? s_.server_halves.value_or("") : ""},
                                        {"epoch", epoch},
                                        {"client_half_bytes", client_half_floats_ * 4},
-                                       {"turns", detail}}}};
+                                       {"turns", detail}}},
+                           {"planned_samples", planned_samples}};
     // A step with a lost turn is a degraded step.
     for (const TurnOutcome* o : turns)
       if (!o->ok) {

@@ -44,8 +44,9 @@ const SettingsTable<Settings>& Settings::table() {
           "turns), splitfed min(cores, clients)")
         .at_least(1);
     t.add(&S::step_timeout_s, "step_timeout_s",
-          "seconds a silent client or server may take in a turn before it is dropped")
-        .above(0.0);
+          "seconds a silent client or server may take in a turn before it is dropped, 0.01 to a week (604800)")
+        .at_least(kMinTimeoutSeconds)
+        .at_most(kMaxTimeoutSeconds);
     return t;
   }();
   return t;

@@ -96,7 +96,7 @@ TEST(FlStrategy, FedAvgMWithoutMomentumEqualsFedAvg) {
                                  {.client = 1, .samples = 2, .weights = {{3.0f, 5.0f}}}};
   auto m = make_strategy({.name = "fedavgm", .server_momentum = 0.0, .server_lr = 1.0});
   auto a = make_strategy({.name = "fedavg"});
-  EXPECT_EQ(m->aggregate({{0.0f, 0.0f}}, weighted_average(r)), a->aggregate({{0.0f, 0.0f}}, weighted_average(r)));
+  EXPECT_EQ(m->aggregate({{0.0f, 0.0f}}, weighted_average(r), 1), a->aggregate({{0.0f, 0.0f}}, weighted_average(r), 1));
   EXPECT_FALSE(m->state().empty());
 }
 
@@ -150,6 +150,57 @@ TEST(FlStrategy, FedYogiTwoRoundsByHand) {
   EXPECT_NEAR(global[0][0], 2.2307102f, 1e-6);
 }
 
+// FedAdam as Flower's FedAdam.aggregate_fit computes it (flwr 1.42, with its bias
+// correction eta sqrt(1 - beta2^(r+1)) / (1 - beta1^(r+1)) in round r), three rounds of
+// one client, eta 0.1 and tau 1e-3. The expected weights are Flower's own output, from
+// this script run against `pip install flwr==1.42.0`:
+//   import numpy as np
+//   from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+//   from flwr.server.strategy import FedAdam
+//   def run(beta_1, beta_2):
+//       w0 = [np.array([1.0, -2.0, 0.5], dtype=np.float32)]
+//       s = FedAdam(initial_parameters=ndarrays_to_parameters(w0), eta=0.1, tau=1e-3,
+//                   beta_1=beta_1, beta_2=beta_2)
+//       for r, avg in enumerate([[1.5, -1.0, 0.25], [2.0, -1.5, 0.0], [1.0, 0.5, 1.0]], start=1):
+//           res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([np.array(avg, dtype=np.float32)]), 1, {})
+//           params, _ = s.aggregate_fit(r, [(None, res)], [])
+//           print(beta_1, beta_2, r, ", ".join(f"{x:.9g}" for x in parameters_to_ndarrays(params)[0]))
+//   run(0.9, 0.99)
+//   run(0.5, 0.9)
+TEST(FlStrategy, FedAdamMatchesFlowersFedAdam) {
+  const std::vector<std::vector<float>> averages = {{1.5f, -1.0f, 0.25f}, {2.0f, -1.5f, 0.0f}, {1.0f, 0.5f, 1.0f}};
+  struct Case {
+    double beta1, beta2;
+    std::vector<std::vector<float>> flower;  // the weights after rounds 1, 2 and 3
+  };
+  const std::vector<Case> cases = {
+      {0.9, 0.99, {{1.07279018f, -1.92648913f, 0.428609636f}, {1.15524042f, -1.84927753f, 0.346392816f},
+                   {1.21381729f, -1.77044934f, 0.350945046f}}},
+      {0.5, 0.9, {{1.09131612f, -1.90839601f, 0.409254197f}, {1.19732278f, -1.82591476f, 0.30371108f},
+                  {1.23527999f, -1.71710594f, 0.354757001f}}},
+  };
+  for (const Case& c : cases) {
+    auto adam = make_strategy({.name = "fedadam", .server_lr = 0.1, .beta1 = c.beta1, .beta2 = c.beta2, .tau = 1e-3});
+    Params g = {{1.0f, -2.0f, 0.5f}};
+    for (int64_t round = 1; round <= 3; ++round) {
+      g = adam->aggregate(g, {averages[static_cast<size_t>(round - 1)]}, round);
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_NEAR(g[0][k], c.flower[static_cast<size_t>(round - 1)][k], 1e-6)
+            << "beta " << c.beta1 << "/" << c.beta2 << ", round " << round << ", weight " << k;
+    }
+  }
+}
+
+// The correction is Kingma and Ba's alpha_t with t = round + 1, as Flower counts: at
+// round 1 with beta 0.9/0.99 the step is sqrt(1 - 0.99^2) / (1 - 0.9^2) = 0.7425 of the
+// uncorrected one, and it tends to 1.
+TEST(FlStrategy, FedAdamStepScaleIsFlowersBiasCorrection) {
+  EXPECT_NEAR(fedadam_step_scale(0.9, 0.99, 1), std::sqrt(1 - 0.99 * 0.99) / (1 - 0.9 * 0.9), 1e-15);
+  EXPECT_NEAR(fedadam_step_scale(0.9, 0.99, 1), 0.742459, 1e-6);
+  EXPECT_NEAR(fedadam_step_scale(0.5, 0.9, 1), std::sqrt(1 - 0.81) / 0.75, 1e-15);
+  EXPECT_NEAR(fedadam_step_scale(0.9, 0.99, 100000), 1.0, 1e-9);
+}
+
 // The strategy object keeps m and v between rounds and hands them over whole: a strategy
 // restored from another's state() continues bit for bit.
 TEST(FlStrategy, FedOptStateRoundTripsForCheckpoints) {
@@ -158,12 +209,12 @@ TEST(FlStrategy, FedOptStateRoundTripsForCheckpoints) {
     auto a = make_strategy(c);
     EXPECT_TRUE(a->state().empty());
     Params g = {{0.0f, 1.0f}, {2.0f}};
-    g = a->aggregate(g, {{0.5f, 0.75f}, {2.5f}});
+    g = a->aggregate(g, {{0.5f, 0.75f}, {2.5f}}, 1);
     ASSERT_EQ(a->state().size(), 4u) << name;  // m and v, two tensors each
     auto b = make_strategy(c);
     b->load_state(a->state());
     const Params next = {{0.25f, 1.5f}, {1.0f}};
-    EXPECT_EQ(a->aggregate(g, next), b->aggregate(g, next)) << name;
+    EXPECT_EQ(a->aggregate(g, next, 2), b->aggregate(g, next, 2)) << name;
     EXPECT_THROW(b->load_state({{1.0f}}), std::invalid_argument);
   }
 }
