@@ -268,7 +268,7 @@ class SpecEditorTest : public QObject {
   // An arm's regime fields come from the schema's branches, which the regime table makes.
   void RegimeFieldsAreReadFromTheSchemasBranches() {
     const auto members = regime_members(quartet::runner::spec_json_schema()["properties"]["arms"]["items"]);
-    QCOMPARE(members.at("ranks").size(), size_t{3});
+    QCOMPARE(members.at("ranks").size(), size_t{4});
     QVERIFY(members.at("ranks").count("data_parallel"));
     QVERIFY(members.at("ranks").count("tensor_parallel"));
     QVERIFY(members.at("ranks").count("context_parallel"));
