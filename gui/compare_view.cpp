@@ -15,6 +15,7 @@
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 #include "gui/folders.h"
+#include "gui/tone.h"
 
 namespace quartet::gui {
 
@@ -78,7 +79,7 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   buttons->addWidget(remove);
   lv->addLayout(buttons);
   error_ = new QLabel(left);
-  error_->setStyleSheet("color: #b00020;");
+  set_text_tone(error_, Tone::error);
   error_->setWordWrap(true);
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   error_->hide();

@@ -14,6 +14,7 @@
 #include "gui/chart_panel.h"
 #include "gui/charts.h"
 #include "gui/run_controller.h"
+#include "gui/tone.h"
 
 namespace quartet::gui {
 
@@ -31,7 +32,7 @@ RunView::RunView(RunController* controller, QWidget* parent) : QWidget(parent), 
   status_ = new QLabel(this);
   status_->setWordWrap(true);
   error_ = new QLabel(this);
-  error_->setStyleSheet("color: #b00020;");
+  set_text_tone(error_, Tone::error);
   error_->setWordWrap(true);
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   error_->hide();
@@ -181,7 +182,7 @@ void RunView::show_snapshot(const RunResults& run, const QString& errors, const 
     if (const QString times = elapsed_and_eta(a); !times.isEmpty()) detail += " · " + times;
     if (!a.error.empty()) detail += " · " + QString::fromStdString(a.error);
     it->second.detail->setText(detail);
-    it->second.detail->setStyleSheet(a.status == "failed" ? "color: #b00020;" : QString());
+    set_text_tone(it->second.detail, a.status == "failed" ? Tone::error : Tone::plain);
   }
   charts_->show_arms(run.arms);
 }

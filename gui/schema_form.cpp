@@ -1,4 +1,5 @@
 #include "gui/schema_form.h"
+#include "gui/tone.h"
 
 #include <QComboBox>
 #include <QFormLayout>
@@ -24,8 +25,6 @@ using nlohmann::json;
 
 namespace {
 
-const char* kErrorStyle = "color: #b00020;";
-const char* kEditorErrorStyle = "border: 1px solid #b00020;";
 
 enum class Kind { line, choice, object, list };
 
@@ -176,7 +175,7 @@ void SchemaForm::build_object(Node& node, QWidget* container) {
   QBoxLayout* outer = qobject_cast<QBoxLayout*>(container->layout());
   if (!outer) outer = new QVBoxLayout(container);
   node.error = new WrappedLabel(container);
-  node.error->setStyleSheet(kErrorStyle);
+  set_text_tone(node.error, Tone::error);
   node.error->hide();
   outer->addWidget(node.error);
   auto* form = new QFormLayout;
@@ -299,7 +298,7 @@ QWidget* SchemaForm::build_field(Node& n) {
   }
   show_schema(n);
   n.error = new WrappedLabel(row);
-  n.error->setStyleSheet(kErrorStyle);
+  set_text_tone(n.error, Tone::error);
   n.error->hide();
   v->addWidget(n.error);
   return row;
@@ -581,7 +580,7 @@ std::string SchemaForm::show_error(const std::string& path, const QString& messa
   }
   Node* n = index_.at(at);
   static_cast<WrappedLabel*>(n->error)->show_text(message);
-  if (QWidget* e = n->editor()) e->setStyleSheet(kEditorErrorStyle);
+  if (QWidget* e = n->editor()) set_field_tone(e, Tone::error);
   // Show the tabs on the way down to it.
   for (const auto& [p, node] : index_)
     if (node->kind == Kind::list && at.rfind(p + "[", 0) == 0) {
@@ -598,7 +597,7 @@ void SchemaForm::clear_errors() {
       n->error->hide();
       n->error->setMinimumHeight(0);
     }
-    if (QWidget* e = n->editor()) e->setStyleSheet(QString());
+    if (QWidget* e = n->editor()) set_field_tone(e, Tone::plain);
   }
 }
 

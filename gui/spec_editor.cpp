@@ -10,6 +10,7 @@
 #include "runner/results.h"
 #include "runner/spec.h"
 #include "gui/schema_form.h"
+#include "gui/tone.h"
 #include "gui/wheel_guard.h"
 #include "workloads/models.h"
 #include "workloads/workload.h"
@@ -146,7 +147,7 @@ bool SpecEditor::validate() {
   try {
     const runner::ExperimentSpec parsed = runner::parse_spec(spec());
     problem_.clear();
-    status_->setStyleSheet("color: #1b5e20;");
+    set_text_tone(status_, Tone::ok);
     status_->setText(tr("Valid: experiment \"%1\" with %n arm(s).", nullptr, static_cast<int>(parsed.arms.size()))
                          .arg(QString::fromStdString(parsed.name)));
     emit validity_changed(true, QString());
@@ -154,7 +155,7 @@ bool SpecEditor::validate() {
   } catch (const std::exception& e) {
     problem_ = QString::fromStdString(e.what());
     form_->show_error(error_path(e.what()), problem_);
-    status_->setStyleSheet("color: #b00020;");
+    set_text_tone(status_, Tone::error);
     status_->setText(problem_);
     emit validity_changed(false, problem_);
     return false;

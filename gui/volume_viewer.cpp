@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPalette>
 #include <QPushButton>
 #include <QSlider>
 #include <QVBoxLayout>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "gui/tone.h"
 #include "medical3d/io_support.h"
 
 #if QUARTET_WITH_MEDICAL_IO
@@ -131,7 +133,7 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
   lines->addWidget(readout_);
   layout->addLayout(lines);
   error_ = new QLabel(this);
-  error_->setStyleSheet("color: #b00020;");
+  set_text_tone(error_, Tone::error);
   error_->setWordWrap(true);
   error_->hide();
   layout->addWidget(error_);
@@ -146,7 +148,10 @@ VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent) {
     views_[p]->setAlignment(Qt::AlignCenter);
     views_[p]->setMinimumSize(160, 160);
     views_[p]->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
-    views_[p]->setStyleSheet("background: black;");
+    views_[p]->setAutoFillBackground(true);
+    QPalette black = views_[p]->palette();
+    black.setColor(QPalette::Window, Qt::black);
+    views_[p]->setPalette(black);
     views_[p]->setToolTip(tr("Wheel: page the slices. Click: the crosshair there, the other views on its slices. "
                              "Right-drag: window (sideways) and level (up and down)."));
     sliders_[p] = new QSlider(Qt::Horizontal, this);

@@ -2,6 +2,7 @@
 // changes the spec; validation errors appear at the field they name.
 
 #include <QComboBox>
+#include <QApplication>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -431,6 +432,10 @@ class SpecEditorTest : public QObject {
     for (QLabel* l : e.form()->findChildren<QLabel*>())
       if (l->text() == message && l->isVisible()) shown = l;
     QVERIFY(shown);
+    // In the error colour, and the field it is about tinted.
+    QCOMPARE(shown->palette().color(QPalette::WindowText), QColor(0xb0, 0x00, 0x20));
+    QWidget* field = e.form()->editor("spec.workload.model");
+    QVERIFY(field->palette().color(QPalette::Base) != QApplication::palette(field).color(QPalette::Base));
     QVERIFY2(shown->heightForWidth(shown->width()) > 2 * shown->fontMetrics().height(), "a message of three lines or more");
     // Once the layout has settled (a deadline, not a timing).
     QTRY_VERIFY2_WITH_TIMEOUT(shown->height() >= shown->heightForWidth(shown->width()),
