@@ -112,21 +112,14 @@ class RingHook final : public Reducer {
     r.bytes_sent = ring.bytes + grad_counters_.bytes;
     r.bytes_received = r.bytes_sent;
     r.messages = ring.messages + grad_counters_.messages;
-    const int64_t ring_bytes = ring.bytes - ring_before_.bytes, grad_bytes = grad_counters_.bytes - grad_before_.bytes;
-    const double seconds = (ring.seconds - ring_before_.seconds) + (grad_counters_.seconds - grad_before_.seconds);
-    return {{"comm",
-             {{"backend", s_.backend},
-              {"algorithmic", true},
-              {"messages", (ring.messages - ring_before_.messages) + (grad_counters_.messages - grad_before_.messages)},
-              {"bytes", ring_bytes + grad_bytes},
-              {"ring_bytes", ring_bytes},
-              {"ring_messages", ring.messages - ring_before_.messages},
-              {"ring_wait", ring_.wait_seconds - wait_before_},
-              {"gradient_bytes", grad_bytes},
-              {"buckets", grads_->num_buckets()},
-              {"seconds", seconds},
-              {"exposed", r.comm_exposed},
-              {"busbw", seconds > 0.0 ? static_cast<double>(ring_bytes + grad_bytes) / seconds : 0.0}}}};
+    const CommCounters ring_step = ring.since(ring_before_), grad_step = grad_counters_.since(grad_before_);
+    nlohmann::json comm = step_comm_json(s_.backend, ring_step + grad_step, r.comm_exposed);
+    comm["ring_bytes"] = ring_step.bytes;
+    comm["ring_messages"] = ring_step.messages;
+    comm["ring_wait"] = ring_.wait_seconds - wait_before_;
+    comm["gradient_bytes"] = grad_step.bytes;
+    comm["buckets"] = grads_->num_buckets();
+    return {{"comm", comm}};
   }
 
  private:

@@ -20,6 +20,16 @@ void CommCounters::add(CollectiveKind kind, int64_t buffer_bytes, const transpor
   seconds += op_seconds;
 }
 
+nlohmann::json step_comm_json(const std::string& backend, const CommCounters& step, double exposed) {
+  return {{"backend", backend},
+          {"algorithmic", true},
+          {"messages", step.messages},
+          {"bytes", step.bytes},
+          {"seconds", step.seconds},
+          {"exposed", exposed},
+          {"busbw", step.seconds > 0.0 ? static_cast<double>(step.bytes) / step.seconds : 0.0}};
+}
+
 namespace {
 
 constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;

@@ -23,6 +23,8 @@
 // ranks * ceil(n / ranks) and rank r owns chunk r. Padding is zero and stays zero.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -40,7 +42,17 @@ struct CommCounters {
   // counted as comm counts it (Collectives::sent_bytes).
   void add(transport::CollectiveKind kind, int64_t buffer_bytes, const transport::Collectives& comm,
            double op_seconds, transport::Wire wire = transport::Wire::f32);
+  // What was counted since `before`, and two counts together.
+  CommCounters since(const CommCounters& before) const {
+    return {bytes - before.bytes, messages - before.messages, seconds - before.seconds};
+  }
+  CommCounters operator+(const CommCounters& o) const { return {bytes + o.bytes, messages + o.messages, seconds + o.seconds}; }
 };
+
+// The "comm" fields of a step record that the rank regimes of activations (tensor,
+// context, expert parallel) share, for `step`'s counts: the backend, algorithmic bytes and
+// messages, seconds, the exposed seconds and the bus bandwidth. Each adds its own fields.
+nlohmann::json step_comm_json(const std::string& backend, const CommCounters& step, double exposed);
 
 struct ReducerOptions {
   int64_t bucket_bytes = 0;  // a bucket closes once it holds this many bytes (at least one parameter)

@@ -167,18 +167,11 @@ class ExpertHook final : public Reducer {
     r.bytes_sent = a2a_.bytes + reduce_.bytes;
     r.bytes_received = r.bytes_sent;
     r.messages = a2a_.messages + reduce_.messages;
-    const int64_t a2a = a2a_.bytes - before_a2a_.bytes, reduce = reduce_.bytes - before_reduce_.bytes;
-    const double seconds = (a2a_.seconds - before_a2a_.seconds) + (reduce_.seconds - before_reduce_.seconds);
-    return {{"comm",
-             {{"backend", s_.backend},
-              {"algorithmic", true},
-              {"messages", (a2a_.messages - before_a2a_.messages) + (reduce_.messages - before_reduce_.messages)},
-              {"bytes", a2a + reduce},
-              {"all_to_all_bytes", a2a},
-              {"all_reduce_bytes", reduce},
-              {"seconds", seconds},
-              {"exposed", r.comm_exposed},
-              {"busbw", seconds > 0.0 ? static_cast<double>(a2a + reduce) / seconds : 0.0}}},
+    const CommCounters a2a = a2a_.since(before_a2a_), reduce = reduce_.since(before_reduce_);
+    nlohmann::json comm = step_comm_json(s_.backend, a2a + reduce, r.comm_exposed);
+    comm["all_to_all_bytes"] = a2a.bytes;
+    comm["all_reduce_bytes"] = reduce.bytes;
+    return {{"comm", comm},
             {"moe", {{"choices", stats_->choices}, {"dropped", stats_->dropped}, {"load", stats_->load}}}};
   }
 

@@ -177,17 +177,9 @@ class SliceHook final : public Reducer {
     r.bytes_sent = counters_.bytes;
     r.bytes_received = counters_.bytes;
     r.messages = counters_.messages;
-    const int64_t step_bytes = counters_.bytes - before_.bytes;
-    const double step_seconds = counters_.seconds - before_.seconds;
-    return {{"comm",
-             {{"backend", s_.backend},
-              {"algorithmic", true},
-              {"sequence_parallel", s_.sequence_parallel},
-              {"messages", counters_.messages - before_.messages},
-              {"bytes", step_bytes},
-              {"seconds", step_seconds},
-              {"exposed", r.comm_exposed},
-              {"busbw", step_seconds > 0.0 ? static_cast<double>(step_bytes) / step_seconds : 0.0}}}};
+    nlohmann::json comm = step_comm_json(s_.backend, counters_.since(before_), r.comm_exposed);
+    comm["sequence_parallel"] = s_.sequence_parallel;
+    return {{"comm", comm}};
   }
 
  private:
