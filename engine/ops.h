@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "engine/random.h"
@@ -185,9 +186,16 @@ Tensor all_reduce_forward(const Tensor& x, StatsReducer& group);
 // ---- sequence parallelism (Korthikanti et al. 2022): f and g split by the sequence ----
 // Between the split regions each of the group's `ranks` processes holds a slice of the
 // sequence: process r the positions [r S, (r+1) S) of x (B, S, W).
-// Where the slices enter a split region: all-gathers them into (B, ranks S, W) forward;
-// backward reduce-scatters the gradient (sums it over the group, keeps this slice's).
-Tensor gather_sequence(const Tensor& x, StatsReducer& group, int ranks);
+// Where the slices enter a split region, the column-parallel linears, as Megatron-LM runs
+// them: gathers
+// x (B, S, W) into (B, ranks S, W) and returns each layer's (weight (out, in), bias or
+// undefined) output (B, ranks S, out), keeping only this process's slice for backward.
+// The first output's backward all-gathers the sequence again for the weights'
+// gradients; the last reduce-scatters the input's gradient, summed over the outputs.
+// So the whole sequence lives only while it is used, at one more all-gather.
+// requires: every output reaches the loss (its backward runs), else x gets no gradient.
+TensorList gathered_linears(const Tensor& x, const std::vector<std::pair<Tensor, Tensor>>& layers, StatsReducer& group,
+                            int ranks);
 // Where a split region's partial sums x (B, T, W) leave: sums them over the group and
 // keeps this process's slice (B, T / ranks, W) forward; backward all-gathers the gradient.
 Tensor scatter_sequence(const Tensor& x, StatsReducer& group, int ranks);

@@ -19,11 +19,10 @@ Tensor linear_rows(Linear& layer, const Tensor& x) {
   return engine::reshape(y, {s[0], s[1], y.size(1)});
 }
 
-// f before a split region, the identity without a group; with sequence parallelism the
-// ranks' slices of the sequence gathered.
+// f before a split region, the identity without a group. (With sequence parallelism the
+// column-parallel layers gather their input themselves: engine::gathered_linears.)
 Tensor enter_split(const Tensor& x, const TensorParallelGroup& g) {
-  if (g.size == 1) return x;
-  return g.sequence_parallel ? engine::gather_sequence(x, *g.reducer, g.size) : engine::all_reduce_backward(x, *g.reducer);
+  return g.size == 1 ? x : engine::all_reduce_backward(x, *g.reducer);
 }
 // g after it: the partial sums of the group's slices added up (with sequence parallelism,
 // only this rank's slice of the sequence kept).
@@ -84,8 +83,16 @@ class Attention final : public Module {
     register_module("out", out_);
   }
   Tensor forward(const Tensor& x) override {
-    const Tensor in = enter_split(x, group_);
-    const Tensor q = linear_rows(*query_, in), k = linear_rows(*key_, in), v = linear_rows(*value_, in);
+    Tensor q, k, v;
+    if (group_.sequence_parallel && group_.size > 1) {
+      const engine::TensorList qkv = engine::gathered_linears(
+          x, {{query_->weight, query_->bias}, {key_->weight, key_->bias}, {value_->weight, value_->bias}}, *group_.reducer,
+          group_.size);
+      q = qkv[0], k = qkv[1], v = qkv[2];
+    } else {
+      const Tensor in = enter_split(x, group_);
+      q = linear_rows(*query_, in), k = linear_rows(*key_, in), v = linear_rows(*value_, in);
+    }
     const Tensor a = ring_ ? engine::ring_attention(q, k, v, heads_, *ring_) : engine::causal_attention(q, k, v, heads_);
     return leave_split(linear_rows(*out_, a), group_);
   }
@@ -108,7 +115,10 @@ class Mlp final : public Module {
     register_module("down", down_);
   }
   Tensor forward(const Tensor& x) override {
-    const Tensor h = engine::gelu(linear_rows(*up_, enter_split(x, group_)));
+    const Tensor up = group_.sequence_parallel && group_.size > 1
+                          ? engine::gathered_linears(x, {{up_->weight, up_->bias}}, *group_.reducer, group_.size)[0]
+                          : linear_rows(*up_, enter_split(x, group_));
+    const Tensor h = engine::gelu(up);
     return leave_split(linear_rows(*down_, h), group_);
   }
 

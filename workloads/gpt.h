@@ -52,7 +52,7 @@ struct TensorParallelGroup {
   engine::StatsReducer* reducer = nullptr;  // sums over the group; needed when size > 1
   // Sequence parallelism (Korthikanti et al. 2022): between the split regions each rank
   // holds positions [rank T/size, (rank+1) T/size) of every sequence, its input those
-  // bytes; f and g become gather_sequence and scatter_sequence (engine/ops.h).
+  // bytes; f and g become gathered_linears and scatter_sequence (engine/ops.h).
   bool sequence_parallel = false;
 };
 

@@ -2,6 +2,8 @@
 #include <string>
 
 #include "engine/autograd.h"
+#include "engine/cpu/dense.h"
+#include "engine/dispatch.h"
 #include "engine/memory.h"
 #include "engine/ops.h"
 #include "engine/ops/op_checks.h"
@@ -62,18 +64,74 @@ void check_sequence(const Tensor& x, int ranks, int64_t per_rank_multiple, const
 
 }  // namespace
 
-Tensor gather_sequence(const Tensor& x, StatsReducer& group, int ranks) {
-  check_sequence(x, ranks, 1, "gather_sequence");
-  Tensor out = gathered(x, group, ranks);
-  record(out, "gather_sequence", {x}, [&group, ranks](const Tensor& g) { return TensorList{scattered(g, group, ranks)}; });
-  return out;
-}
-
 Tensor scatter_sequence(const Tensor& x, StatsReducer& group, int ranks) {
   check_sequence(x, ranks, ranks, "scatter_sequence");
   Tensor out = scattered(x, group, ranks);
   record(out, "scatter_sequence", {x}, [&group, ranks](const Tensor& g) { return TensorList{gathered(g, group, ranks)}; });
   return out;
+}
+
+namespace {
+
+// What the outputs of one gathered_linears call share in backward: the slice they were
+// computed from, the sequence gathered from it again when the first output's backward
+// runs, and the input's gradient summed over the outputs until the last one scatters it.
+struct GatheredInput {
+  Tensor slice;  // (B, S, W), this process's positions
+  StatsReducer& group;
+  int ranks;
+  int pending;    // outputs whose backward has not run yet
+  Tensor whole;   // (B T, W) rows, between the first output's backward and the last
+  Tensor grad;    // (B T, W) rows, the sum so far
+};
+
+}  // namespace
+
+TensorList gathered_linears(const Tensor& x, const std::vector<std::pair<Tensor, Tensor>>& layers, StatsReducer& group,
+                            int ranks) {
+  check_sequence(x, ranks, 1, "gathered_linears");
+  if (layers.empty()) detail::fail("gathered_linears", "at least one layer expected");
+  const int64_t b = x.size(0), t = x.size(1) * ranks, w = x.size(2);
+  TensorList outs;
+  {
+    NoGradScope plain;  // the whole sequence is freed on return; backward gathers it again
+    const Tensor rows = reshape(gathered(x, group, ranks), {b * t, w});
+    for (const auto& [weight, bias] : layers) outs.push_back(reshape(linear(rows, weight, bias), {b, t, weight.size(0)}));
+  }
+  auto shared = std::make_shared<GatheredInput>(GatheredInput{x.detach(), group, ranks, static_cast<int>(layers.size()), {}, {}});
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Tensor& weight = layers[i].first;
+    const Tensor& bias = layers[i].second;
+    const bool gw = weight.requires_grad(), gbias = bias.defined() && bias.requires_grad(), gx = x.requires_grad();
+    record(outs[i], "gathered_linears", {x, weight, bias},
+           [shared, w_ = weight.detach(), bshape = bias.defined() ? bias.shape() : Shape{}, gw, gbias, gx,
+            b, t, w](const Tensor& g_out) {
+             GatheredInput& in = *shared;
+             const Tensor g = reshape(g_out, {b * t, w_.size(0)});
+             if (!in.whole.defined()) in.whole = reshape(gathered(in.slice, in.group, in.ranks), {b * t, w});
+             Tensor dw, db, dx;
+             if (gw) {  // dW = G^T X over the whole sequence
+               dw = Tensor::empty(w_.shape(), g.device());
+               QUARTET_DISPATCH(g.device(), gemm, g, true, in.whole, false, dw, 1.0f, 0.0f);
+             }
+             if (gbias) {
+               db = Tensor::empty(bshape, g.device());
+               QUARTET_DISPATCH(g.device(), sum_rows, g, db);
+             }
+             if (gx) {  // dX = G W, summed over the outputs
+               const float beta = in.grad.defined() ? 1.0f : 0.0f;
+               if (!in.grad.defined()) in.grad = Tensor::empty({b * t, w}, g.device());
+               QUARTET_DISPATCH(g.device(), gemm, g, false, w_, false, in.grad, 1.0f, beta);
+             }
+             if (--in.pending == 0) {
+               if (gx) dx = scattered(reshape(in.grad, {b, t, w}), in.group, in.ranks);
+               in.whole = Tensor();
+               in.grad = Tensor();
+             }
+             return TensorList{dx, dw, db};
+           });
+  }
+  return outs;
 }
 
 Tensor all_reduce_backward(const Tensor& x, StatsReducer& group) {

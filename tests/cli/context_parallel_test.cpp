@@ -95,10 +95,10 @@ TEST_F(ContextParallelCli, RanksHoldOneNthOfTheActivationsAndSendTheRingsBlocks)
     EXPECT_GE(worst, 0.0) << arm << ": the weights differ in count";
     EXPECT_LT(worst, 2e-6) << arm;
   }
-  // Sequence-parallel tensor parallelism (docs/tensor_parallel.md): per token of the batch,
-  // each block's two gathered inputs whole and the rest 1/N; embeddings and head 1/N.
+  // Sequence-parallel tensor parallelism (docs/tensor_parallel.md): every activation 1/N,
+  // the column-parallel layers' gathered inputs gathered again in backward, not kept.
   const int64_t n = 2;
-  const int64_t sp_floats = batch * kT * kL * 2 * kW + batch * kT / n * (kL * (14 * kW + kH + 4) + 2 * kW + 2 * kV + 4);
+  const int64_t sp_floats = batch * kT / n * (kL * (16 * kW + kH + 4) + 2 * kW + 2 * kV + 4);
   for (const char* role : {"rank0", "rank1"})
     EXPECT_EQ(last_step("tp-2-sp", role)["memory"]["activations"]["peak"], activation_bytes(0, 0) + 4 * sp_floats +
                                                                                    4 * batch * kT)

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "engine/ops.h"
@@ -55,6 +58,94 @@ TEST(TensorParallelOps, TheGradientAnotherConsumerSeesIsNotSummedInPlace) {
   Tensor y = add(all_reduce_backward(x, group), x);
   y.backward(Tensor::full({1}, 1.0f));
   EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{3.0f}));
+}
+
+
+// `ranks` processes that hold the same slice of every sequence, seen from process 0: the
+// all-gather repeats the slice, the reduce-scatter keeps `ranks` times process 0's part.
+class SameSliceGroup final : public StatsReducer {
+ public:
+  explicit SameSliceGroup(int ranks) : ranks_(ranks) {}
+  void all_reduce_sum(Tensor&) override { ADD_FAILURE() << "no all-reduce expected"; }
+  void all_gather(const Tensor& part, Tensor& whole) override {
+    ++gathers;
+    for (int r = 0; r < ranks_; ++r) copy_range(whole, r * part.numel(), part, 0, part.numel());
+  }
+  void reduce_scatter_sum(const Tensor& whole, Tensor& part) override {
+    ++scatters;
+    copy_range(part, 0, whole, 0, part.numel());
+    scale_(part, static_cast<float>(ranks_));
+  }
+  int gathers = 0, scatters = 0;
+
+ private:
+  int ranks_;
+};
+
+Tensor counting(int64_t n, float scale, float offset) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = offset + scale * static_cast<float>((i * 7) % 11);
+  return Tensor::from_vector({n}, v);
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  float worst = x.size() == y.size() ? 0.0f : INFINITY;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  return worst;
+}
+
+// The outputs and gradients of linears on the gathered sequence, computed as plain ops on
+// the sequence built by concat; the whole sequence gathered once more in backward, and
+// the input's gradient, summed over the three outputs, reduce-scattered once.
+TEST(TensorParallelOps, GatheredLinearsEqualLinearsOnTheWholeSequence) {
+  const int ranks = 2;
+  const int64_t b = 2, s = 3, w = 4;
+  SameSliceGroup group(ranks);
+  Tensor x = reshape(counting(b * s * w, 0.1f, -0.5f), {b, s, w});
+  x.set_requires_grad(true);
+  std::vector<std::pair<Tensor, Tensor>> layers;
+  for (int64_t out : {5, 2, 3}) {
+    Tensor weight = reshape(counting(out * w, 0.05f, -0.2f * static_cast<float>(out)), {out, w});
+    Tensor bias = counting(out, 0.3f, 0.1f);
+    weight.set_requires_grad(true), bias.set_requires_grad(true);
+    layers.emplace_back(weight, bias);
+  }
+  const TensorList outs = gathered_linears(x, layers, group, ranks);
+  EXPECT_EQ(group.gathers, 1);
+  Tensor loss = Tensor();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor term = sum(mul(outs[i], reshape(counting(outs[i].numel(), 0.2f, -1.0f), outs[i].shape())));
+    loss = loss.defined() ? add(loss, term) : term;
+  }
+  loss.backward(Tensor::full({1}, 1.0f));
+  EXPECT_EQ(group.gathers, 2) << "backward gathers the sequence again";
+  EXPECT_EQ(group.scatters, 1) << "one reduce-scatter for the three outputs";
+
+  // The same on plain ops: the whole sequence is process 0's slice then process 1's.
+  Tensor x0 = x.detach().clone(), x1 = x.detach().clone();
+  x0.set_requires_grad(true), x1.set_requires_grad(true);
+  const Tensor rows = reshape(concat({x0, x1}, 1), {b * s * ranks, w});
+  Tensor ref_loss = Tensor();
+  std::vector<std::pair<Tensor, Tensor>> ref_layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Tensor weight = layers[i].first.detach().clone(), bias = layers[i].second.detach().clone();
+    weight.set_requires_grad(true), bias.set_requires_grad(true);
+    ref_layers.emplace_back(weight, bias);
+    const Tensor y = reshape(linear(rows, weight, bias), outs[i].shape());
+    EXPECT_LT(max_abs_diff(y, outs[i]), 1e-6f) << "output " << i;
+    const Tensor term = sum(mul(y, reshape(counting(y.numel(), 0.2f, -1.0f), y.shape())));
+    ref_loss = ref_loss.defined() ? add(ref_loss, term) : term;
+  }
+  ref_loss.backward(Tensor::full({1}, 1.0f));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    EXPECT_LT(max_abs_diff(layers[i].first.grad(), ref_layers[i].first.grad()), 1e-5f) << "weight " << i;
+    EXPECT_LT(max_abs_diff(layers[i].second.grad(), ref_layers[i].second.grad()), 1e-5f) << "bias " << i;
+  }
+  // Process 0's gradient: the sum over the processes of the gradient at its positions.
+  Tensor expected = x0.grad().clone();
+  scale_(expected, static_cast<float>(ranks));
+  EXPECT_LT(max_abs_diff(x.grad(), expected), 1e-5f);
 }
 
 }  // namespace

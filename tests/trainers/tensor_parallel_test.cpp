@@ -122,8 +122,10 @@ TEST_F(TensorParallel, SequenceParallelTwoAndFourRanksEqualSingle) {
 }
 
 // Per block, forward and backward, two all-gathers and two reduce-scatters of the
-// (4, 128, 128) activations replace the two all-reduces: (N-1)/N of S each, the same bytes
-// in twice the messages; then the whole parameters' gradients are summed once.
+// (4, 128, 128) activations replace the two all-reduces, and backward gathers the two
+// column-parallel layers' inputs again: ten collectives of (N-1)/N of S each, where
+// tensor parallelism sends four of 2 (N-1)/N; then the whole parameters' gradients are
+// summed once.
 TEST_F(TensorParallel, SequenceParallelGatherAndScatterMoveTheAllReducesBytes) {
   run_single();
   EXPECT_LT(diff_from_single("sp2", 2, json{{"backend", "gloo"}, {"sequence_parallel", true}}), kSameUpdate);
@@ -141,8 +143,8 @@ TEST_F(TensorParallel, SequenceParallelGatherAndScatterMoveTheAllReducesBytes) {
     for (const json& r : records("sp2", role)) {
       if (r.value("type", "") != "step") continue;
       ++steps;
-      EXPECT_EQ(r["comm"]["bytes"], 32 * 4 * 128 * 128 * 4 / 2 + whole_floats * 4) << role;
-      EXPECT_EQ(r["comm"]["messages"], 32 + 2 * whole_tensors) << role;
+      EXPECT_EQ(r["comm"]["bytes"], 40 * 4 * 128 * 128 * 4 / 2 + whole_floats * 4) << role;
+      EXPECT_EQ(r["comm"]["messages"], 40 + 2 * whole_tensors) << role;
       EXPECT_EQ(r["comm"]["sequence_parallel"], true);
     }
     EXPECT_EQ(steps, 3) << role;
