@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -140,6 +141,39 @@ class Launch : public cli_util::FolderTest {
     ASSERT_GT(a.size(), 200000u);
     double worst = 0.0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    EXPECT_LT(worst, 2e-6);
+  }
+
+  // Launches `arm` (its ranks given by `vars(rank)`) of a small text-lm experiment on
+  // `model` and checks its final weights against single's, run on its own.
+  void launch_text_arm_like_single(const std::string& model, const json& arm, int ranks,
+                                   const std::function<std::vector<std::string>(int)>& vars) {
+    quartet::test_util::write_word_corpus(dir_ / "corpus", 3);
+    json j = {{"name", "launch-" + arm["name"].get<std::string>()},
+              {"workload",
+               {{"name", "text-lm"}, {"model", model}, {"data_dir", (dir_ / "corpus").string()}, {"test_samples", 4}}},
+              {"seed", 3},
+              {"threads", 1},
+              {"train", {{"epochs", 1}, {"batch", 8}, {"max_steps", 2}, {"eval_batch", 4},
+                         {"optimizer", {{"lr", 0.05}, {"momentum", 0.9}}}}},
+              {"arms", json::array({{{"name", "single"}, {"regime", "single"}}, arm})}};
+    write_file_atomically(dir_ / "spec.json", j.dump(2));
+    arm_ = arm["name"];
+    std::vector<pid_t> started;
+    for (int r = ranks - 1; r >= 0; --r) started.insert(started.begin(), start_rank(r, vars(r)));
+    for (size_t r = 0; r < started.size(); ++r)
+      EXPECT_EQ(wait_exit_within(started[r], std::chrono::seconds(600)), 0) << file_bytes(log(static_cast<int>(r)));
+    const json summary = json::parse(file_bytes(dir_ / "run" / arm_ / "summary.json"));
+    EXPECT_EQ(summary["status"], "finished");
+    EXPECT_EQ(summary["processes"], ranks);
+    j["arms"] = json::array({j["arms"][0]});
+    std::ofstream(dir_ / "single.json") << j.dump();
+    const cli_util::Result r = cli_util::quartet(
+        {"run", (dir_ / "single.json").string(), "--out", (dir_ / "single").string(), "--progress=none"}, dir_);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const double worst = cli_util::max_abs_diff(dir_ / "single" / "single" / "final.safetensors",
+                                                dir_ / "run" / arm_ / "final.safetensors");
+    EXPECT_GE(worst, 0.0) << "the weights differ in count";
     EXPECT_LT(worst, 2e-6);
   }
 };
@@ -456,37 +490,27 @@ TEST_F(Launch, TorchrunsVariablesWithItsAgentOnMasterPortTrainLikeSingle) {
 // context_parallel's ranks split every sequence of gpt-mini and pass key/value blocks
 // between them: launched by torchrun's variables, two ranks train like single.
 TEST_F(Launch, TorchrunStyleContextParallelRanksTrainLikeSingle) {
-  quartet::test_util::write_word_corpus(dir_ / "corpus", 3);
-  json j = {{"name", "launch-cp"},
-            {"workload",
-             {{"name", "text-lm"}, {"model", "gpt-mini"}, {"data_dir", (dir_ / "corpus").string()}, {"test_samples", 4}}},
-            {"seed", 3},
-            {"threads", 1},
-            {"train", {{"epochs", 1}, {"batch", 8}, {"max_steps", 2}, {"eval_batch", 4},
-                       {"optimizer", {{"lr", 0.05}, {"momentum", 0.9}}}}},
-            {"arms", json::array({{{"name", "single"}, {"regime", "single"}},
-                                  {{"name", "cp"}, {"regime", "context_parallel"}, {"ranks", 2}, {"backend", "gloo"}}})}};
-  write_file_atomically(dir_ / "spec.json", j.dump(2));
-  arm_ = "cp";
   const std::string port = std::to_string(unused_port());
-  std::vector<pid_t> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back(start_rank(r, {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
-                                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
-  for (size_t r = 0; r < ranks.size(); ++r)
-    EXPECT_EQ(wait_exit_within(ranks[r], std::chrono::seconds(600)), 0) << file_bytes(log(static_cast<int>(r)));
-  const json summary = json::parse(file_bytes(dir_ / "run" / "cp" / "summary.json"));
-  EXPECT_EQ(summary["status"], "finished");
-  EXPECT_EQ(summary["processes"], 2);
-  j["arms"] = json::array({j["arms"][0]});
-  std::ofstream(dir_ / "single.json") << j.dump();
-  const cli_util::Result r = cli_util::quartet(
-      {"run", (dir_ / "single.json").string(), "--out", (dir_ / "single").string(), "--progress=none"}, dir_);
-  ASSERT_EQ(r.code, 0) << r.out;
-  const double worst =
-      cli_util::max_abs_diff(dir_ / "single" / "single" / "final.safetensors", dir_ / "run" / "cp" / "final.safetensors");
-  EXPECT_GE(worst, 0.0) << "the weights differ in count";
-  EXPECT_LT(worst, 2e-6);
+  launch_text_arm_like_single("gpt-mini",
+                              {{"name", "cp"}, {"regime", "context_parallel"}, {"ranks", 2}, {"backend", "gloo"}}, 2,
+                              [&](int r) {
+                                return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=2",
+                                                                "LOCAL_RANK=" + std::to_string(r),
+                                                                "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
+                              });
+}
+
+// expert_parallel's ranks hold two of gpt-moe-dropless's four experts each and send the
+// tokens to them by all-to-all: launched by Slurm's variables, they train like single.
+TEST_F(Launch, SlurmStyleExpertParallelRanksTrainLikeSingle) {
+  const std::string port = std::to_string(unused_port());
+  launch_text_arm_like_single("gpt-moe-dropless",
+                              {{"name", "ep"}, {"regime", "expert_parallel"}, {"ranks", 2}, {"backend", "gloo"}}, 2,
+                              [&](int r) {
+                                return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=2",
+                                                                "SLURM_LOCALID=" + std::to_string(r),
+                                                                "SLURM_NODELIST=127.0.0.1", "MASTER_PORT=" + port};
+                              });
 }
 
 // mpirun inside a Slurm job (sbatch -n4 running mpirun -np 4): every rank also inherits the
