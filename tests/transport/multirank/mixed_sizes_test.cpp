@@ -143,10 +143,12 @@ std::vector<double> best_times(const std::string& backend, int ranks, const std:
 
 class MixedSizes : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
-// Empty: no operation of `step` took more than 8 times its lone time plus 20 ms and the
+// Empty: no operation of `step` took more than 25 times its lone time plus 50 ms and the
 // lone time of the operation before it (a rank that finished that one early waits in
 // this one for the others: with more ranks than cores the slowest rank's time carries
-// the skew the previous operation left); else the ones that did, with the table.
+// the skew the previous operation left); else the ones that did, with the table. The
+// stalls this guards against took 250 to 500 times their lone time; a loaded machine's
+// noise stays well inside 25.
 std::string stalls(const std::string& backend, int ranks, const std::vector<Op>& step) {
   std::vector<double> lone;
   for (const Op& op : step) lone.push_back(best_times(backend, ranks, {op}, 4).front());
@@ -156,7 +158,7 @@ std::string stalls(const std::string& backend, int ranks, const std::vector<Op>&
   for (size_t o = 0; o < step.size(); ++o) {
     table << "  " << step[o].name << ": alone " << lone[o] * 1e3 << " ms, in a step " << mixed[o] * 1e3 << " ms\n";
     const double before = lone[(o + step.size() - 1) % step.size()];
-    if (mixed[o] > 8.0 * lone[o] + 0.02 + before) stalled += (stalled.empty() ? "" : ", ") + step[o].name;
+    if (mixed[o] > 25.0 * lone[o] + 0.05 + before) stalled += (stalled.empty() ? "" : ", ") + step[o].name;
   }
   return stalled.empty() ? "" : stalled + "\n" + table.str();
 }
