@@ -257,20 +257,23 @@ class MoeExpert(nn.Module):
 class MoeMlp(nn.Module):
     """E experts, top-k routing, capacity ceil(cf * R * k / E) per expert (first choices
     before second ones, each in token order), the Switch load-balancing loss
-    alpha * E * sum_i f_i * P_i kept in self.aux after each forward."""
+    alpha * E * sum_i f_i * P_i plus the router z-loss beta * mean(logsumexp(logits)^2)
+    (ST-MoE) kept in self.aux after each forward."""
 
-    def __init__(self, width, experts=4, top_k=2, capacity_factor=1.25, aux_loss=0.01):
+    def __init__(self, width, experts=4, top_k=2, capacity_factor=1.25, aux_loss=0.01, z_loss=0.001):
         super().__init__()
         self.router = nn.Linear(width, experts, bias=False)
         self.experts = nn.ModuleList(MoeExpert(width) for _ in range(experts))
         self.top_k, self.capacity_factor, self.aux_loss = top_k, capacity_factor, aux_loss
+        self.z_loss = z_loss
         self.aux = None
 
     def forward(self, x):
         n, t, c = x.shape
         rows, e, k = n * t, len(self.experts), self.top_k
         x = x.reshape(rows, c)
-        probs = self.router(x).softmax(-1)
+        logits = self.router(x)
+        probs = logits.softmax(-1)
         gates, chosen = probs.topk(k, dim=-1)  # falling order
         if k > 1:
             gates = gates / gates.sum(-1, keepdim=True)
@@ -289,6 +292,7 @@ class MoeMlp(nn.Module):
                 out = out.index_add(0, r, gates[r, j, None] * expert(x[r]))
         f = torch.bincount(chosen[:, 0], minlength=e).to(probs.dtype) / rows
         self.aux = self.aux_loss * e * (f * probs.mean(0)).sum()
+        self.aux = self.aux + self.z_loss * logits.logsumexp(-1).square().mean()
         return out.reshape(n, t, c)
 
 

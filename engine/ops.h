@@ -150,6 +150,9 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64
 // ---- mixture of experts ----
 // Softmax over the last dim, x (..., F): a router's probabilities over its experts.
 Tensor softmax(const Tensor& x);
+// log sum exp over the last dim, x (..., F) -> (...) ((1) for a vector): a router's
+// z-loss (ST-MoE, Zoph et al. 2022) squares it. Its gradient is softmax(x).
+Tensor logsumexp(const Tensor& x);
 // Each row's k largest probabilities: experts (R * K, row-major) the chosen columns in
 // falling order (the lower index first on a tie), gates (R, K) their probabilities,
 // divided by the row's sum of the k when normalize (GShard's top-2). The gradient flows

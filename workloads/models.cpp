@@ -198,7 +198,8 @@ struct Entry {
 
 // gpt-moe's registered settings (docs/models.md), and gpt-moe-dropless's: no capacity
 // limit and no balance loss, so what a token meets does not depend on the other tokens
-// of its forward pass (expert_parallel equals single on it).
+// of its forward pass (expert_parallel equals single on it). Both keep the router
+// z-loss: a mean over tokens, it splits over micro-batches and ranks as the main loss does.
 MoeConfig gpt_moe() { return MoeConfig{}; }
 MoeConfig gpt_moe_dropless() { return MoeConfig{.capacity_factor = 0.0, .aux_loss = 0.0}; }
 

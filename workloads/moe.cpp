@@ -103,7 +103,8 @@ class MoeMlp final : public Module {
     const engine::Shape& shape = input.shape();
     const int64_t rows = shape[0] * shape[1], width = shape[2], e = config_.experts, k = config_.top_k;
     const Tensor x = engine::reshape(input, {rows, width});
-    const Tensor probs = engine::softmax(router_->forward(x));
+    const Tensor logits = router_->forward(x);
+    const Tensor probs = engine::softmax(logits);
     const engine::TopKGates top = engine::top_k_gates(probs, k, k > 1);
     const int64_t capacity =
         config_.capacity_factor > 0.0
@@ -120,6 +121,10 @@ class MoeMlp final : public Module {
     Tensor y = engine::combine_rows(expert_out, top.gates, routing.slots);
     if (config_.aux_loss > 0.0 && engine::grad_enabled() && probs.requires_grad())
       y = engine::add_side_loss(y, balance_loss(probs, top.experts, rows));
+    if (config_.z_loss > 0.0 && engine::grad_enabled() && logits.requires_grad()) {
+      const Tensor lse = engine::logsumexp(logits);
+      y = engine::add_side_loss(y, engine::scale(engine::mean(engine::mul(lse, lse)), static_cast<float>(config_.z_loss)));
+    }
     for (const Tensor& idle : idle_) y = engine::add_side_loss(y, idle);
     idle_.clear();
     return engine::reshape(y, shape);
@@ -228,6 +233,8 @@ void check_moe_config(const MoeConfig& m, int group_size) {
   if (m.every < 1) throw std::invalid_argument("gpt-moe: every must be >= 1, got " + std::to_string(m.every));
   if (!(m.aux_loss >= 0.0) || !std::isfinite(m.aux_loss))
     throw std::invalid_argument("gpt-moe: aux_loss must be >= 0, got " + std::to_string(m.aux_loss));
+  if (!(m.z_loss >= 0.0) || !std::isfinite(m.z_loss))
+    throw std::invalid_argument("gpt-moe: z_loss must be >= 0, got " + std::to_string(m.z_loss));
   if (group_size < 1 || m.experts % group_size != 0)
     throw std::invalid_argument("gpt-moe: " + std::to_string(group_size) + " expert-parallel ranks do not divide " +
                                 std::to_string(m.experts) + " experts (ep must divide the experts)");

@@ -11,8 +11,10 @@
 // nothing: the residual stream carries the token on). capacity_factor 0: no limit.
 // The Switch load-balancing loss alpha * E * sum_i f_i * P_i (f_i the fraction of tokens
 // whose first choice is expert i, P_i the mean probability of expert i) is added to the
-// training loss through engine::add_side_loss. docs/moe.md has the formulas and the
-// PyTorch definition is in docs/models.md.
+// training loss through engine::add_side_loss, and so is the router z-loss of ST-MoE
+// (Zoph et al. 2022), beta * mean over the tokens of (log sum_i exp(router logit_i))^2,
+// which keeps the router's logits small. docs/moe.md has the formulas and the PyTorch
+// definition is in docs/models.md.
 //
 // With an expert-parallel group of N processes each holds E/N experts (rank r experts
 // r E/N .. (r+1) E/N - 1); the tokens a rank routes to another rank's experts travel
@@ -35,6 +37,7 @@ struct MoeConfig {
   double capacity_factor = 1.25; // 0: no limit, nothing dropped
   int64_t every = 2;             // blocks every-1, 2 every-1, ...: every other block; 1: every block
   double aux_loss = 0.01;        // alpha; 0: none
+  double z_loss = 0.001;         // beta of the router z-loss; 0: none
 };
 
 // Routing counts summed over every forward pass since reset: choices made (tokens x k),
@@ -60,7 +63,7 @@ bool is_moe_block(const MoeConfig& moe, int64_t block);
 
 // Throws std::invalid_argument naming the rule when the settings do not make a model:
 // experts >= 1, 1 <= top_k <= min(2, experts), capacity_factor >= 0, every >= 1, aux_loss >= 0,
-// and a group whose size divides the experts.
+// z_loss >= 0, and a group whose size divides the experts.
 void check_moe_config(const MoeConfig& moe, int group_size);
 
 }  // namespace quartet::workloads

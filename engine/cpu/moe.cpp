@@ -49,6 +49,38 @@ void softmax_backward(const Tensor& grad_out, const Tensor& p, Tensor& grad_in) 
       serial_rows(f));
 }
 
+void logsumexp(const Tensor& x, Tensor& out) {
+  const int64_t f = x.size(-1), rows = x.numel() / f;
+  const float* px = x.data();
+  float* po = out.data();
+  for_slices(
+      rows,
+      [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = px + r * f;
+          const float m = *std::max_element(xr, xr + f);
+          double s = 0.0;
+          for (int64_t j = 0; j < f; ++j) s += std::exp(static_cast<double>(xr[j]) - m);
+          po[r] = static_cast<float>(m + std::log(s));
+        }
+      },
+      serial_rows(f));
+}
+
+void logsumexp_backward(const Tensor& grad_out, const Tensor& x, const Tensor& out, Tensor& grad_in) {
+  const int64_t f = x.size(-1), rows = x.numel() / f;
+  const float *pg = grad_out.data(), *px = x.data(), *po = out.data();
+  float* pd = grad_in.data();
+  for_slices(
+      rows,
+      [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t j = 0; j < f; ++j)
+            pd[r * f + j] = static_cast<float>(pg[r] * std::exp(static_cast<double>(px[r * f + j]) - po[r]));
+      },
+      serial_rows(f));
+}
+
 void top_k_gates(const Tensor& probs, int64_t k, bool normalize, Tensor& experts, Tensor& gates) {
   const int64_t e = probs.size(1), rows = probs.size(0);
   const float* pp = probs.data();

@@ -16,6 +16,10 @@ namespace quartet::engine::cpu {
 void softmax(const Tensor& x, Tensor& out);
 // grad_in = p (grad_out - sum_j grad_out_j p_j) per row; p is softmax's output.
 void softmax_backward(const Tensor& grad_out, const Tensor& p, Tensor& grad_in);
+// x (rows, F) -> out (rows): log sum_j exp(x_j) per row, as max + log sum exp(x - max).
+void logsumexp(const Tensor& x, Tensor& out);
+// grad_in (rows, F) = grad_out[r] softmax(x)_rj, from x and out = logsumexp(x).
+void logsumexp_backward(const Tensor& grad_out, const Tensor& x, const Tensor& out, Tensor& grad_in);
 
 // probs (R, E) -> experts (R, K): each row's k largest in falling order (the lower index
 // first on a tie); gates (R, K) their probabilities, divided by their row's sum when

@@ -32,6 +32,31 @@ struct SoftmaxBackwardRow {
   }
 };
 
+struct LogsumexpRow {
+  const float* x;
+  int64_t f;
+  float* out;
+  __device__ void operator()(int64_t r) const {
+    const float* xr = x + r * f;
+    float m = xr[0];
+    for (int64_t j = 1; j < f; ++j) m = fmaxf(m, xr[j]);
+    double s = 0.0;
+    for (int64_t j = 0; j < f; ++j) s += exp(static_cast<double>(xr[j]) - m);
+    out[r] = static_cast<float>(m + log(s));
+  }
+};
+
+// One element of grad_in per index.
+struct LogsumexpBackwardElement {
+  const float *g, *x, *out;
+  int64_t f;
+  float* d;
+  __device__ void operator()(int64_t i) const {
+    const int64_t r = i / f;
+    d[i] = static_cast<float>(g[r] * exp(static_cast<double>(x[i]) - out[r]));
+  }
+};
+
 struct TopKRow {
   const float* probs;
   int64_t e, k;
@@ -133,6 +158,18 @@ void softmax_backward(const Tensor& grad_out, const Tensor& p, Tensor& grad_in) 
   const int64_t f = p.size(-1);
   for_each(p.numel() / f, SoftmaxBackwardRow{grad_out.device_data(), p.device_data(), f, grad_in.device_data()},
            stream_of(grad_in), "softmax_backward");
+}
+
+void logsumexp(const Tensor& x, Tensor& out) {
+  const int64_t f = x.size(-1);
+  for_each(x.numel() / f, LogsumexpRow{x.device_data(), f, out.device_data()}, stream_of(out), "logsumexp");
+}
+
+void logsumexp_backward(const Tensor& grad_out, const Tensor& x, const Tensor& out, Tensor& grad_in) {
+  for_each(x.numel(),
+           LogsumexpBackwardElement{grad_out.device_data(), x.device_data(), out.device_data(), x.size(-1),
+                                    grad_in.device_data()},
+           stream_of(grad_in), "logsumexp_backward");
 }
 
 void top_k_gates(const Tensor& probs, int64_t k, bool normalize, Tensor& experts, Tensor& gates) {

@@ -12,6 +12,8 @@ namespace quartet::engine::cuda {
 
 void softmax(const Tensor& x, Tensor& out);
 void softmax_backward(const Tensor& grad_out, const Tensor& p, Tensor& grad_in);
+void logsumexp(const Tensor& x, Tensor& out);
+void logsumexp_backward(const Tensor& grad_out, const Tensor& x, const Tensor& out, Tensor& grad_in);
 void top_k_gates(const Tensor& probs, int64_t k, bool normalize, Tensor& experts, Tensor& gates);
 void top_k_gates_backward(const Tensor& grad_gates, const Tensor& probs, const Tensor& experts,
                           const Tensor& gates, bool normalize, Tensor& grad_probs);

@@ -40,6 +40,23 @@ Tensor softmax(const Tensor& x) {
   return out;
 }
 
+Tensor logsumexp(const Tensor& x) {
+  const char* op = "logsumexp";
+  if (!x.defined()) fail(op, "input must be a defined tensor");
+  if (x.dim() < 1 || x.numel() == 0) fail(op, "input (..., F) with no zero size expected, got " + shape_str(x.shape()));
+  Shape rows = x.shape();
+  rows.pop_back();
+  if (rows.empty()) rows.push_back(1);
+  Tensor out = Tensor::empty(rows, x.device());
+  QUARTET_DISPATCH(x.device(), logsumexp, x, out);
+  record(out, op, {x}, [x = x.detach(), lse = out.detach()](const Tensor& g) {
+    Tensor d = Tensor::empty(x.shape(), g.device());
+    QUARTET_DISPATCH(g.device(), logsumexp_backward, g, x, lse, d);
+    return TensorList{d};
+  });
+  return out;
+}
+
 TopKGates top_k_gates(const Tensor& probs, int64_t k, bool normalize) {
   const char* op = "top_k_gates";
   check_matrix(probs, op, "probs", "(R, E)");

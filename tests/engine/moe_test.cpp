@@ -1,4 +1,4 @@
-// The mixture-of-experts ops (softmax, top_k_gates, gather_rows, combine_rows,
+// The mixture-of-experts ops (softmax, logsumexp, top_k_gates, gather_rows, combine_rows,
 // add_side_loss): hand-computed values, finite-difference gradients, bad input messages.
 #include <gtest/gtest.h>
 
@@ -28,6 +28,20 @@ TEST(Softmax, RowsSumToOneAndMatchTheFormula) {
 
 TEST(Softmax, Gradient) {
   EXPECT_TRUE(gradcheck([](const TensorList& in) { return softmax(in[0]); }, {param({4, 5}, 1, -2.0f, 2.0f)}));
+}
+
+TEST(Logsumexp, MatchesTheFormulaWithoutOverflow) {
+  const Tensor x = Tensor::from_vector({2, 3}, {1.0f, 2.0f, 3.0f, -1.0f, 0.0f, 1000.0f});
+  const Tensor lse = logsumexp(x);
+  EXPECT_EQ(lse.shape(), (Shape{2}));
+  expect_near(lse.to_vector(),
+              {static_cast<float>(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))), 1000.0f}, 1e-6f);
+  EXPECT_EQ(logsumexp(Tensor::from_vector({2}, {0.0f, 0.0f})).shape(), (Shape{1}));
+}
+
+TEST(Logsumexp, Gradient) {
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return logsumexp(in[0]); }, {param({4, 5}, 2, -2.0f, 2.0f)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return logsumexp(in[0]); }, {param({2, 3, 4}, 3, -2.0f, 2.0f)}));
 }
 
 TEST(TopKGates, PicksTheLargestInFallingOrderLowerIndexOnATie) {
@@ -96,6 +110,7 @@ TEST(MoeOpsHostile, RefuseWhatTheyCannotDo) {
   EXPECT_TRUE(throws_invalid_argument([&] { combine_rows(y, g, {0, 2}); }, {"slot 2"}));
   EXPECT_TRUE(throws_invalid_argument([&] { gather_rows(y, {2}); }, {"index 2"}));
   EXPECT_TRUE(throws_invalid_argument([&] { add_side_loss(y, y); }, {"add_side_loss", "one element"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { logsumexp(Tensor::empty({2, 0})); }, {"logsumexp", "no zero size"}));
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -55,7 +57,7 @@ TEST(GptMoe, ParametersMatchThePyTorchDefinition) {
 TEST(GptMoe, ChoicesBeyondTheCapacityAreDroppedAndCounted) {
   for (int64_t k : {1, 2})
     for (double factor : {0.0, 0.5, 1.0, 2.0}) {
-      MoeConfig m{.experts = 4, .top_k = k, .capacity_factor = factor, .every = 1, .aux_loss = 0.0};
+      MoeConfig m{.experts = 4, .top_k = k, .capacity_factor = factor, .every = 1, .aux_loss = 0.0, .z_loss = 0.0};
       engine::Generator gen(3);
       auto stats = std::make_shared<MoeStats>();
       auto model = make_gpt_moe(tiny(), m, gen, {}, stats);
@@ -83,7 +85,7 @@ TEST(GptMoe, ChoicesBeyondTheCapacityAreDroppedAndCounted) {
 TEST(GptMoe, DroppedTokensPassThroughOnTheResidualStream) {
   // A capacity of 1 token an expert: most tokens skip the experts, and their output is
   // what a block without the MLP gives: nothing but a finite result is promised here.
-  MoeConfig m{.experts = 2, .top_k = 1, .capacity_factor = 0.01, .every = 1, .aux_loss = 0.0};
+  MoeConfig m{.experts = 2, .top_k = 1, .capacity_factor = 0.01, .every = 1, .aux_loss = 0.0, .z_loss = 0.0};
   engine::Generator gen(5);
   auto stats = std::make_shared<MoeStats>();
   auto model = make_gpt_moe(tiny(), m, gen, {}, stats);
@@ -96,7 +98,7 @@ TEST(GptMoe, DroppedTokensPassThroughOnTheResidualStream) {
 
 TEST(GptMoe, GradientThroughRouterAndExpertsMatchesFiniteDifferences) {
   for (int64_t k : {1, 2}) {
-    MoeConfig m{.experts = 3, .top_k = k, .capacity_factor = 1.0, .every = 1, .aux_loss = 0.0};
+    MoeConfig m{.experts = 3, .top_k = k, .capacity_factor = 1.0, .every = 1, .aux_loss = 0.0, .z_loss = 0.0};
     engine::Generator gen(9);
     auto layer = make_moe_mlp(tiny(), m, gen, {}, nullptr);
     EXPECT_TRUE(engine::testing::gradcheck([&](const engine::TensorList& in) { return layer->forward(in[0]); },
@@ -108,7 +110,7 @@ TEST(GptMoe, GradientThroughRouterAndExpertsMatchesFiniteDifferences) {
 TEST(GptMoe, TheBalanceLossPullsTheRouterTowardsEvenLoad) {
   // Only the balance loss differs: the router's gradient changes by it, the experts' not.
   auto grads = [](double alpha) {
-    MoeConfig m{.experts = 4, .top_k = 2, .capacity_factor = 0.0, .every = 1, .aux_loss = alpha};
+    MoeConfig m{.experts = 4, .top_k = 2, .capacity_factor = 0.0, .every = 1, .aux_loss = alpha, .z_loss = 0.0};
     engine::Generator gen(2);
     auto layer = make_moe_mlp(tiny(), m, gen, {}, nullptr);
     engine::sum(layer->forward(engine::testing::random_tensor({2, 4, 8}, 6))).backward();
@@ -119,6 +121,38 @@ TEST(GptMoe, TheBalanceLossPullsTheRouterTowardsEvenLoad) {
   const auto off = grads(0.0), on = grads(0.5);
   EXPECT_NE(off[0], on[0]);  // router.weight
   for (size_t i = 1; i < off.size(); ++i) EXPECT_EQ(off[i], on[i]);
+}
+
+// The router z-loss, beta * mean over the tokens of lse(x W_r^T)^2, adds its gradient to
+// the router's and to nothing else.
+TEST(GptMoe, TheZLossAddsItsGradientToTheRoutersOnly) {
+  const double beta = 0.25;
+  const Tensor input = engine::testing::random_tensor({2, 4, 8}, 6);
+  auto grads = [&](double z) {
+    MoeConfig m{.experts = 4, .top_k = 2, .capacity_factor = 0.0, .every = 1, .aux_loss = 0.0, .z_loss = z};
+    engine::Generator gen(2);
+    auto layer = make_moe_mlp(tiny(), m, gen, {}, nullptr);
+    engine::sum(layer->forward(input)).backward();
+    std::vector<Tensor> g;
+    for (const auto& [name, p] : layer->named_parameters()) g.push_back(p.grad());
+    return std::make_pair(g, layer->named_parameters().front().second);
+  };
+  const auto [off, router_weight] = grads(0.0);
+  const auto on = grads(beta).first;
+  Tensor w = router_weight.detach().clone();
+  w.set_requires_grad(true);
+  const Tensor lse = engine::logsumexp(engine::linear(engine::reshape(input, {8, 8}), w, Tensor()));
+  engine::scale(engine::mean(engine::mul(lse, lse)), static_cast<float>(beta)).backward();
+  const std::vector<float> a = on[0].to_vector(), b = off[0].to_vector(), z = w.grad().to_vector();
+  ASSERT_EQ(a.size(), z.size());
+  double worst = 0.0, largest = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i] - z[i]));
+    largest = std::max(largest, std::abs(static_cast<double>(z[i])));
+  }
+  EXPECT_GT(largest, 1e-3) << "the z-loss moved the router";
+  EXPECT_LT(worst, 1e-6);
+  for (size_t i = 1; i < off.size(); ++i) EXPECT_EQ(off[i].to_vector(), on[i].to_vector());
 }
 
 TEST(GptMoeHostile, SettingsThatMakeNoModelAreRefused) {
@@ -136,6 +170,7 @@ TEST(GptMoeHostile, SettingsThatMakeNoModelAreRefused) {
   EXPECT_TRUE(refuses({.capacity_factor = -1.0}, "capacity_factor must be >= 0"));
   EXPECT_TRUE(refuses({.every = 0}, "every must be >= 1"));
   EXPECT_TRUE(refuses({.aux_loss = std::nan("")}, "aux_loss must be >= 0"));
+  EXPECT_TRUE(refuses({.z_loss = -1.0}, "z_loss must be >= 0"));
 }
 
 }  // namespace

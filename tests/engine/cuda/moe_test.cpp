@@ -1,5 +1,5 @@
-// The CUDA mixture-of-experts kernels against the CPU's, forward and backward: softmax
-// and the top-k gates (double sums on both sides), the weighted combine of expert rows
+// The CUDA mixture-of-experts kernels against the CPU's, forward and backward: softmax,
+// log-sum-exp and the top-k gates (double sums on both sides), the weighted combine of expert rows
 // (float sums in the same order) and the row gather (embedding's kernels).
 #include <string>
 #include <vector>
@@ -17,6 +17,14 @@ TEST(CudaMoe, SoftmaxMatchesCpu) {
   for (const Shape& s : std::vector<Shape>{{3, 4}, {512, 8}, {2, 7, 64}})
     expect_same_on_gpu("softmax " + shape_str(s), {random_tensor(s, seed++, -4.0f, 4.0f)},
                        [](const Inputs& v) { return softmax(v[0]); }, 1e-6);
+}
+
+TEST(CudaMoe, LogsumexpMatchesCpu) {
+  QUARTET_NEED_GPU(1);
+  uint64_t seed = 45;
+  for (const Shape& s : std::vector<Shape>{{3, 4}, {512, 8}, {2, 7, 64}})
+    expect_same_on_gpu("logsumexp " + shape_str(s), {random_tensor(s, seed++, -4.0f, 4.0f)},
+                       [](const Inputs& v) { return logsumexp(v[0]); }, 1e-6);
 }
 
 TEST(CudaMoe, TopKGatesMatchCpu) {

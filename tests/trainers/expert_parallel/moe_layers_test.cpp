@@ -74,6 +74,7 @@ TEST_P(ExpertParallelLayers, EqualOneProcessHoldingEveryExpert) {
   moe.capacity_factor = 0.0;  // nothing dropped: capacity is per rank's tokens
   moe.every = 1;
   moe.aux_loss = 0.0;  // its statistics are per rank's tokens too
+  moe.z_loss = 0.0;    // a mean over each rank's tokens: the sum of the ranks' is not the whole's
   const Result whole = run(moe, 0, kSamples, nullptr);
   EXPECT_EQ(whole.stats.dropped, 0);
 
