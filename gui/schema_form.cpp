@@ -2,7 +2,7 @@
 #include "gui/tone.h"
 
 #include <QComboBox>
-#include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -178,16 +178,29 @@ void SchemaForm::build_object(Node& node, QWidget* container) {
   set_text_tone(node.error, Tone::error);
   node.error->hide();
   outer->addWidget(node.error);
-  auto* form = new QFormLayout;
-  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
+  // Label and field side by side, a row a field. A grid, not a QFormLayout: Qt 6.4's
+  // QFormLayout writes past its row arrays in heightForWidth once rows are hidden (an
+  // arm hides the fields its regime does not take) beside a wrapping label.
+  auto* form = new QGridLayout;
+  form->setColumnStretch(1, 1);
   outer->addLayout(form);
+  const int line_height = QLineEdit().sizeHint().height();
   const json& required = field(node.schema, "required");
+  int rows = 0;
   auto add_row = [&](std::unique_ptr<Node> child) {
     read_when(*child);
     QWidget* w = build_field(*child);
     child->label = new QLabel(QString::fromStdString(child->key) + (child->required ? " *" : ""), container);
     child->label->setToolTip(w->toolTip());
-    form->addRow(child->label, w);
+    // Level with a one-line field's text; at the top of a taller field.
+    child->label->setMinimumHeight(line_height);
+    child->label->setAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+    form->addWidget(child->label, rows, 0, Qt::AlignLeft | Qt::AlignTop);
+    // A field that grows (a line edit, a group) takes the row's width; a dropdown keeps its own.
+    const bool grows = ((w->layout() ? w->layout()->expandingDirections() : Qt::Orientations()) |
+                        w->sizePolicy().expandingDirections()) &
+                       Qt::Horizontal;
+    form->addWidget(w, rows++, 1, grows ? Qt::Alignment() : Qt::AlignLeft);
     node.children.push_back(std::move(child));
   };
   for (const std::string& key : member_order(node.schema)) {
@@ -286,6 +299,8 @@ QWidget* SchemaForm::build_field(Node& n) {
     n.names = new QComboBox(row);
     n.names->setEditable(true);
     n.names->setInsertPolicy(QComboBox::NoInsert);
+    n.names->setSizeAdjustPolicy(QComboBox::AdjustToContents);  // as wide as its longest name
+    n.names->setMinimumContentsLength(12);                       // and room to type one
     n.line = n.names->lineEdit();
     connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
     connect(n.names, &QComboBox::textActivated, this, [this] { edited(); });
