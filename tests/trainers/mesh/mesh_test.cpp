@@ -1,0 +1,129 @@
+// The mesh regime with ranks as threads of one process, over a real coordinator on
+// 127.0.0.1 and shared memory or Gloo, as the processes of `quartet run` do it: gpt-mini
+// on a small byte corpus, against single, and the rules it refuses.
+
+#include "trainers/mesh/mesh.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "engine/safetensors.h"
+#include "tests/trainers/trainer_test_util.h"
+#include "workloads/models.h"
+
+namespace quartet::trainers {
+namespace {
+
+using nlohmann::json;
+using testing::max_abs_diff;
+
+class Mesh : public testing::RanksOnTextTest {
+ protected:
+  Mesh() : RanksOnTextTest("mesh", "gpt-mini", 7) {}
+  static void SetUpTestSuite() { ::setenv("QUARTET_GLOO_TIMEOUT_S", "120", 0); }
+
+  RoleContext mesh_context(const std::string& arm, const json& mesh, json settings = json::object()) {
+    RoleContext c = context(arm, 0);
+    settings["mesh"] = mesh;
+    c.settings = testing::regime_settings("mesh", c, settings);
+    return c;
+  }
+  double diff_from_single(const std::string& arm, const json& mesh, json settings = json::object()) {
+    testing::run_roles_as_threads("mesh", mesh_context(arm, mesh, std::move(settings)));
+    const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
+    std::cout << "[ measured ] mesh " << mesh.dump() << " vs single: max |param diff| = " << diff << "\n";
+    return diff;
+  }
+  // The SettingsError the mesh's settings raise, "" when they are accepted.
+  std::string refusal(const json& settings, const std::string& model = "gpt-mini") {
+    if (model != "gpt-mini") use_corpus(0, model);
+    try {
+      RoleContext c = context("refused", 0);
+      c.settings = testing::regime_settings("mesh", c, settings);
+    } catch (const SettingsError& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+// data_parallel's and tensor_parallel's tolerance: partial sums added in another order
+// than one process's, over 3 SGD steps with momentum.
+constexpr double kSameUpdate = 2e-6;
+
+TEST_F(Mesh, DpTimesTpEqualsSingle) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-tp2", {{"dp", 2}, {"tp", 2}}), kSameUpdate);
+  EXPECT_LT(diff_from_single("dp4", {{"dp", 4}}), kSameUpdate);
+  EXPECT_LT(diff_from_single("tp2", {{"tp", 2}}), kSameUpdate);
+  EXPECT_GT(max_abs_diff(final_weights("single"), engine::load_safetensors(init_.string())), 1e-3);
+}
+
+// Per rank and step (docs/mesh.md): tp, 16 ring all-reduces (4 blocks x attention and MLP
+// x forward and backward) of the (B/dp, 128, 128) activations, 2(tp-1)/tp of S each;
+// dp, the ring all-reduce of the rank's slice of the gradients, 2(dp-1)/dp of 4 bytes a
+// parameter, 2(dp-1) messages a bucket.
+TEST_F(Mesh, EachAxisCountsItsOwnBytesByTheFormula) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-tp2", {{"dp", 2}, {"tp", 2}}, {{"backend", "gloo"}}), kSameUpdate);
+  const engine::NamedTensors init = engine::load_safetensors(init_.string());
+  for (int tp_rank : {0, 1}) {
+    int64_t slice = 0;
+    for (const auto& [name, split] : workloads::tensor_parallel_plan("gpt-mini")) {
+      int64_t numel = 0;
+      for (const auto& [n, t] : init)
+        if (n == name) numel = t.numel();
+      if (split == workloads::TensorSplit::whole) slice += numel;
+      if (split == workloads::TensorSplit::rows || split == workloads::TensorSplit::columns) slice += numel / 2;
+      if (split == workloads::TensorSplit::first_rank && tp_rank == 0) slice += numel;
+    }
+    for (int dp_rank : {0, 1}) {
+      const std::string role = "rank" + std::to_string(2 * dp_rank + tp_rank);
+      int steps = 0;
+      for (const json& r : records("dp2-tp2", role)) {
+        if (r.value("type", "") != "step") continue;
+        ++steps;
+        const json& axes = r["comm"]["axes"];
+        EXPECT_EQ(axes["tp"]["bytes"], 16 * 2 * 128 * 128 * 4) << role;
+        EXPECT_EQ(axes["tp"]["messages"], 16 * 2) << role;
+        EXPECT_EQ(axes["dp"]["bytes"], slice * 4) << role;
+        EXPECT_EQ(axes["dp"]["messages"], 2 * axes["dp"]["buckets"].get<int64_t>()) << role;
+        EXPECT_EQ(r["comm"]["bytes"], axes["tp"]["bytes"].get<int64_t>() + axes["dp"]["bytes"].get<int64_t>());
+        EXPECT_EQ(r["comm"]["coordinates"]["tp"], tp_rank) << role;
+        EXPECT_EQ(r["comm"]["coordinates"]["dp"], dp_rank) << role;
+      }
+      EXPECT_EQ(steps, 3) << role;
+    }
+  }
+}
+
+TEST_F(Mesh, ResumeFromCheckpointsGivesTheSameFinalWeights) {
+  expect_resume_bit_for_bit({{"mesh", {{"dp", 2}, {"tp", 2}}}});
+}
+
+TEST_F(Mesh, RefusesEachAxisThatBreaksItsRule) {
+  EXPECT_NE(refusal({{"mesh", {{"dp", 2}, {"tp", 2}}}, {"ranks", 8}}).find("ranks must equal dp x tp x pp x cp x ep"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"tp", 3}}}}).find("mesh.tp: 3 does not divide gpt-mini's 4 heads"), std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"cp", 3}}}}).find("mesh.cp: gpt-mini's context of 128 does not split into 2 x 3"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"pp", 50}}}}).find("mesh.pp: 50 pipeline stages, but gpt-mini has"), std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"dp", 3}}}}).find("mesh.dp: the batch 4 does not split evenly over 3"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"ep", 2}}}}).find("mesh.ep: ep spreads a mixture of experts"), std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"ep", 3}}}}, "gpt-moe").find("mesh.ep: 3 does not divide gpt-moe's"),
+            std::string::npos);
+}
+
+// pp, cp and ep pass their rules and are refused as what this build does not train yet.
+TEST_F(Mesh, RefusesTheAxesItDoesNotTrainYet) {
+  EXPECT_NE(refusal({{"mesh", {{"dp", 2}, {"pp", 2}}}}).find("mesh.pp: this build's mesh trains dp x tp"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"cp", 2}}}}).find("mesh.cp: this build's mesh trains dp x tp"), std::string::npos);
+  EXPECT_EQ(refusal({{"mesh", {{"dp", 2}, {"tp", 2}}}, {"ranks", 4}}), "");
+}
+
+}  // namespace
+}  // namespace quartet::trainers
