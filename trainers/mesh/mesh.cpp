@@ -1,11 +1,14 @@
 #include "trainers/mesh/mesh.h"
 
+#include <utility>
+
 #include <memory>
 #include <stdexcept>
 
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/data_parallel/rank_group.h"
 #include "trainers/data_parallel/reducer.h"
+#include "trainers/mesh/pipe_step.h"
 #include "trainers/tensor_parallel/slice_hook.h"
 #include "trainers/training_loop.h"
 #include "workloads/models.h"
@@ -17,32 +20,81 @@ nlohmann::json axis_json(const CommCounters& c, double exposed) {
   return {{"bytes", c.bytes}, {"messages", c.messages}, {"seconds", c.seconds}, {"exposed", exposed}};
 }
 
+// The model stages pipeline stage `stage` of `stages` runs: an even share of the
+// model's `n` stages, in order, [stage n / stages, (stage + 1) n / stages).
+std::pair<int, int> pipeline_share(int64_t stage, int64_t stages, int n) {
+  return {static_cast<int>(stage * n / stages), static_cast<int>((stage + 1) * n / stages)};
+}
+
 // The mesh's hook into the training loop: the tp line's slices (tensor_parallel's
 // SliceHook over the tp group), their gradients averaged over the dp line (data_parallel's
-// GradReducer over the dp group), each axis counted apart.
+// GradReducer over the dp group), the pp line's hand-overs (PipeStep), each axis counted
+// apart.
 class MeshHook final : public Reducer {
  public:
   MeshHook(const RoleContext& ctx, const Settings& s)
       : ctx_(ctx),
         s_(s),
         at_(coordinates_of(s.mesh, ctx.rank)),
-        tp_comm_(connect_axis(Axis::tp)),
-        dp_comm_(connect_axis(Axis::dp)),
-        slices_(ctx, *tp_comm_, false) {}
+        tp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::tp))),
+        dp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::dp))),
+        pp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::pp))),
+        slices_(ctx, *tp_comm_, false) {
+    // The links to the neighbouring stages, the previous one's first (as it makes its
+    // link to this one): each is made by both its members in the same order.
+    const transport::SubGroup line = axis_group(s.mesh, ctx.rank, Axis::pp);
+    const int64_t stage = coordinate(Axis::pp);
+    auto link = [&](int64_t from) {
+      return connect({"pplink/" + line.name + "/" + std::to_string(from),
+                      {line.members[static_cast<size_t>(from)], line.members[static_cast<size_t>(from) + 1]}});
+    };
+    if (stage > 0) to_prev_ = link(stage - 1);
+    if (stage + 1 < s.mesh.pp) to_next_ = link(stage);
+  }
 
   int64_t coordinate(Axis a) const { return at_[static_cast<size_t>(a)]; }
   workloads::TensorParallelGroup tp_group() { return slices_.group(); }
 
-  // Loads this rank's slices into `shard` and hooks its gradients into the dp reducer.
-  void attach(engine::Model& shard) {
-    slices_.load(shard);
-    grads_ = std::make_unique<GradReducer>(shard.parameters(), *dp_comm_, dp_counters_,
+  // This rank's stages of `shard` (all of them without a pipeline) as a model of their
+  // own, sharing the shard's modules; the shard is loaded with this rank's slices and,
+  // with a pipeline, the other stages' parameters are freed. Hooks the stages' gradients
+  // into the dp reducer.
+  std::shared_ptr<engine::Model> attach(const std::shared_ptr<engine::Model>& shard) {
+    slices_.load(*shard);
+    const auto [lo, hi] = pipeline_share(coordinate(Axis::pp), s_.mesh.pp, shard->num_stages());
+    auto mine = std::make_shared<engine::Model>();
+    std::vector<std::string> held;
+    for (int i = lo; i < hi; ++i) {
+      const std::string& name = shard->stage_names()[static_cast<size_t>(i)];
+      mine->add_stage(name, std::shared_ptr<engine::Module>(shard, &shard->stage(i)));
+      held.push_back(name + ".");
+    }
+    mine->set_checkpointing(shard->checkpointing());
+    if (s_.mesh.pp > 1)
+      slices_.hold_only(
+          [held](const std::string& p) {
+            for (const std::string& prefix : held)
+              if (p.rfind(prefix, 0) == 0) return true;
+            return false;
+          },
+          *pp_comm_);
+    grads_ = std::make_unique<GradReducer>(mine->parameters(), *dp_comm_, dp_counters_,
                                            ReducerOptions{.bucket_bytes = static_cast<int64_t>(s_.bucket_mb * 1024 * 1024),
                                                           .zero = 0, .fp16 = false, .group_of = {}});
+    return mine;
+  }
+
+  // With a pipeline, the micro-step that runs this rank's stages between its neighbours.
+  PipeStep* pipe(engine::Model& stages) {
+    if (s_.mesh.pp == 1) return nullptr;
+    pipe_ = std::make_unique<PipeStep>(stages, *ctx_.workload, *this, *pp_comm_, to_prev_.get(), to_next_.get());
+    return pipe_.get();
   }
 
   void start(const Position& pos) {
-    if (ctx_.resume) data_parallel::check_same_step(*dp_comm_, pos.step, ctx_.device, "mesh");
+    if (ctx_.resume)
+      for (transport::Collectives* c : {dp_comm_.get(), pp_comm_.get()})
+        data_parallel::check_same_step(*c, pos.step, ctx_.device, "mesh");
     slices_.start(pos);
   }
 
@@ -50,9 +102,13 @@ class MeshHook final : public Reducer {
     slices_.begin_step();
     dp_before_ = dp_counters_;
     dp_exposed_ = 0.0;
+    if (pipe_) {
+      pp_before_ = pipe_->counters;
+      pp_seconds_before_ = pipe_->seconds();
+    }
   }
   void prepare(bool last_micro_batch) override { grads_->prepare(last_micro_batch); }
-  double inline_seconds() const override { return slices_.inline_seconds(); }
+  double inline_seconds() const override { return slices_.inline_seconds() + (pipe_ ? pipe_->seconds() : 0.0); }
   double finish() override {
     dp_exposed_ = grads_->finish();
     return dp_exposed_ + slices_.finish();
@@ -66,13 +122,15 @@ class MeshHook final : public Reducer {
 
   // Bytes, messages and seconds per axis; the record's totals are their sums.
   nlohmann::json record(StepRecord& r, const Position& pos) const {
-    const CommCounters total = slices_.counters() + dp_counters_;
+    const CommCounters pp_total = pipe_ ? pipe_->counters : CommCounters{};
+    const CommCounters total = slices_.counters() + dp_counters_ + pp_total;
     r.bytes_sent = total.bytes;
     r.bytes_received = total.bytes;
     r.messages = total.messages;
-    const CommCounters tp = slices_.step_counters(), dp = dp_counters_.since(dp_before_);
-    nlohmann::json comm = step_comm_json(s_.backend, tp + dp, r.comm_exposed);
-    comm["axes"] = {{"tp", axis_json(tp, tp.seconds)}, {"dp", axis_json(dp, dp_exposed_)}};
+    const CommCounters tp = slices_.step_counters(), dp = dp_counters_.since(dp_before_), pp = pp_total.since(pp_before_);
+    nlohmann::json comm = step_comm_json(s_.backend, tp + dp + pp, r.comm_exposed);
+    const double pp_seconds = pipe_ ? pipe_->seconds() - pp_seconds_before_ : 0.0;
+    comm["axes"] = {{"tp", axis_json(tp, tp.seconds)}, {"dp", axis_json(dp, dp_exposed_)}, {"pp", axis_json(pp, pp_seconds)}};
     comm["axes"]["dp"]["buckets"] = grads_->num_buckets();
     comm["mesh"] = MeshShape::table().to_json(s_.mesh);
     nlohmann::json at = nlohmann::json::object();
@@ -82,19 +140,19 @@ class MeshHook final : public Reducer {
   }
 
  private:
-  std::unique_ptr<transport::Collectives> connect_axis(Axis axis) const {
-    return data_parallel::connect_group(ctx_, "mesh", s_.backend, static_cast<int>(s_.world()),
-                                        axis_group(s_.mesh, ctx_.rank, axis));
+  std::unique_ptr<transport::Collectives> connect(const transport::SubGroup& g) const {
+    return data_parallel::connect_group(ctx_, "mesh", s_.backend, static_cast<int>(s_.world()), g);
   }
 
   const RoleContext& ctx_;
   const Settings& s_;
   Coordinates at_;
-  std::unique_ptr<transport::Collectives> tp_comm_, dp_comm_;
+  std::unique_ptr<transport::Collectives> tp_comm_, dp_comm_, pp_comm_, to_prev_, to_next_;
   tensor_parallel::SliceHook slices_;
-  CommCounters dp_counters_, dp_before_;
-  double dp_exposed_ = 0.0;
+  CommCounters dp_counters_, dp_before_, pp_before_;
+  double dp_exposed_ = 0.0, pp_seconds_before_ = 0.0;
   std::unique_ptr<GradReducer> grads_;
+  std::unique_ptr<PipeStep> pipe_;
 };
 
 void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
@@ -103,18 +161,20 @@ void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
   std::shared_ptr<engine::Model> shard = workloads::make_model_shard(ctx.model_name, hook.tp_group());
   shard->to(ctx.device);
   shard->set_checkpointing(ctx.config.checkpoint);
-  hook.attach(*shard);
-  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, shard->parameters());
+  std::shared_ptr<engine::Model> mine = hook.attach(shard);
+  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, mine->parameters());
   LoopOptions o;
+  o.micro_batches = s.micro_batches;
   o.rank = static_cast<int>(hook.coordinate(Axis::dp));
   o.ranks = static_cast<int>(s.mesh.dp);
   o.lead = ctx.rank == 0;
-  o.checkpoint = data_parallel::own_checkpoint(ctx, true);  // each rank its slices
+  o.checkpoint = data_parallel::own_checkpoint(ctx, true);  // each rank its slices of its stages
   o.checkpoint_extra = {{"mesh", MeshShape::table().to_json(s.mesh)}};
   o.on_start = [&](const Position& pos) { hook.start(pos); };
   o.record_step = [&](StepRecord& r, const Position& pos) { return hook.record(r, pos); };
   o.whole_model = [&]() -> engine::Model& { return hook.whole(); };
-  train_loop(ctx, *shard, *optimizer, hook, o);
+  o.micro_step = hook.pipe(*mine);
+  train_loop(ctx, *mine, *optimizer, hook, o);
 }
 
 // The rules of each axis against the model (docs/mesh.md): throws SettingsError naming
@@ -164,9 +224,13 @@ void check_axes(const Settings& s, const ArmFacts& f) {
     throw SettingsError(at + "pp: " + std::to_string(m.pp) + " pipeline stages, but " + f.model + " has " +
                         std::to_string(f.stages.size()) + " stages to share out; use at most " +
                         std::to_string(f.stages.size()));
-  if (f.train.batch % m.dp != 0)
+  if (f.train.batch % (m.dp * s.micro_batches) != 0)
     throw SettingsError(at + "dp: the batch " + std::to_string(f.train.batch) + " does not split evenly over " +
-                        std::to_string(m.dp) + " replicas; dp must divide the batch");
+                        std::to_string(m.dp) + " replicas x " + std::to_string(s.micro_batches) +
+                        " micro_batches; it must be a multiple of dp x micro_batches");
+  if (m.pp > 1 && f.train.clip_grad_norm > 0.0)
+    throw SettingsError(f.path + ".train.clip_grad_norm: a mesh with pp > 1 does not clip (the norm spans every "
+                        "stage); use 0");
 }
 
 class Mesh final : public RegimeOf<Settings> {
@@ -174,26 +238,33 @@ class Mesh final : public RegimeOf<Settings> {
   std::string_view name() const override { return "mesh"; }
   std::string_view summary() const override {
     return "dp x tp x pp x cp x ep rank processes on a device mesh (tp innermost), a process group per axis; "
-           "this build trains dp x tp";
+           "this build trains dp x tp x pp";
   }
   CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
     return data_parallel::critical_path(roles);
   }
   std::string_view cost_model() const override {
     return "the ranks run side by side; each rank's bytes and messages are the ring algorithms' of its tp group "
-           "(the activations' all-reduces, inside forward and backward) and of its dp group (the gradient "
-           "buckets' all-reduces), counted per axis.";
+           "(the activations' all-reduces, inside forward and backward), of its dp group (the gradient buckets' "
+           "all-reduces) and its pp hand-overs (activations forward, their gradients back), counted per axis.";
   }
 
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
     check_axes(s, f);
-    for (Axis a : {Axis::pp, Axis::cp, Axis::ep})
+    for (Axis a : {Axis::cp, Axis::ep})
       if (s.mesh[a] > 1)
-        throw SettingsError(f.path + ".mesh." + axis_name(a) + ": this build's mesh trains dp x tp; " +
+        throw SettingsError(f.path + ".mesh." + axis_name(a) + ": this build's mesh trains dp x tp x pp; " +
                             axis_name(a) + " must be 1 here (the " +
-                            (a == Axis::pp ? "pipeline" : a == Axis::cp ? "context_parallel" : "expert_parallel") +
-                            " regime runs it alone)");
+                            (a == Axis::cp ? "context_parallel" : "expert_parallel") + " regime runs it alone)");
+    try {
+      workloads::tensor_parallel_max_ranks(f.model);
+    } catch (const std::invalid_argument&) {
+      std::string known;
+      for (const std::string& m : workloads::tensor_parallel_models()) known += (known.empty() ? "" : ", ") + m;
+      throw SettingsError(f.path + ".model: this build's mesh trains the models tensor_parallel splits (" + known +
+                          "), whatever its tp; " + f.model + " is not one");
+    }
     data_parallel::check_backend(s.backend, s.world(), f);
     if (f.limits)
       check_limit(f.path + ".mesh", s.world() - static_cast<int64_t>(f.remote.size()), f.limits->processes,
@@ -218,6 +289,10 @@ const SettingsTable<Settings>& Settings::table() {
           "collectives of every axis: \"shm\" (CPU, shared memory, every rank on one host), \"gloo\" (CPU, TCP, any "
           "hosts) or \"nccl\" (GPU)")
         .allowed({"shm", "gloo", "nccl"});
+    t.add(&Settings::micro_batches, "micro_batches",
+          "micro-batches per dp replica and step, run through the pp stages one after another; the batch must split "
+          "evenly over dp x micro_batches")
+        .at_least(1);
     t.add(&Settings::bucket_mb, "bucket_mb", "dp's gradient bucket size in MiB, 0.001 to 4096")
         .at_least(0.001)
         .at_most(4096.0);

@@ -2,14 +2,16 @@
 
 // mesh: the arm's ranks on a device mesh of dp x tp x pp x cp x ep (trainers/mesh/
 // coordinates.h numbers them, tp innermost), each axis with its own process group and
-// its own counts in the records. What this build trains on a mesh: dp x tp. Each tp line
-// holds one copy of the model split as tensor_parallel splits it (each rank 1/tp of every
-// block's heads and MLP units, Megatron's f and g summing over the line inside forward
-// and backward), each dp line holds one slice in dp copies, each copy training on
-// batch / dp of every batch, the slices' gradients averaged over the line by
-// data_parallel's bucketed reducer while backward runs. pp, cp and ep are checked
-// (docs/mesh.md has the rules) and refused above 1. Roles "rank0" .. "rank{N-1}"; rank 0
-// gathers the whole model to evaluate and write it.
+// its own counts in the records. What this build trains on a mesh: dp x tp x pp. Each pp
+// line holds the model's stages in pp shares (an even share of the stages each, in order;
+// trainers/mesh/pipe_step.h hands activations and gradients between them); each tp line
+// holds one share split as tensor_parallel splits it (each rank 1/tp of every block's
+// heads and MLP units, Megatron's f and g summing over the line inside forward and
+// backward); each dp line holds one slice in dp copies, each training on batch / dp of
+// every batch, their gradients averaged over the line by data_parallel's bucketed
+// reducer while backward runs. cp and ep are checked (docs/mesh.md has the rules) and
+// refused above 1. Roles "rank0" .. "rank{N-1}"; rank 0 gathers the whole model to
+// evaluate and write it.
 
 #include <cstdint>
 #include <optional>
@@ -24,6 +26,7 @@ struct Settings : RegimeSettings {
   MeshShape mesh;
   std::optional<int64_t> ranks;  // when given, the mesh's product must equal it
   std::string backend = "shm";   // shm, gloo (CPU); nccl (GPU)
+  int64_t micro_batches = 1;     // per dp replica and step
   double bucket_mb = 25.0;       // dp's gradient buckets
 
   int64_t world() const { return mesh.ranks(); }

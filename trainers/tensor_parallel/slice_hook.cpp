@@ -84,6 +84,15 @@ void SliceHook::load(engine::Model& shard) {
   }
 }
 
+void SliceHook::hold_only(const std::function<bool(const std::string& name)>& held, transport::Collectives& across) {
+  across_ = &across;
+  for (Part& p : parts_)
+    if (p.slice.defined() && !held(p.name)) {
+      p.slice.release_storage();
+      p.slice = Tensor();
+    }
+}
+
 void SliceHook::start(const Position& pos) {
   if (ctx_.resume) data_parallel::check_same_step(comm_, pos.step, ctx_.device, "tensor_parallel");
   engine::reset_memory_peaks();
@@ -117,20 +126,30 @@ void SliceHook::gather_model() {
   if (whole_)
     for (auto& [name, t] : whole_->named_parameters()) target[name] = t;
   for (Part& p : parts_) {
-    if (p.split == TensorSplit::whole || p.split == TensorSplit::first_rank) {
+    const bool copy = p.split == TensorSplit::whole || p.split == TensorSplit::first_rank;
+    if (copy && !across_) {
       if (whole_) target.at(p.name).copy_from(p.slice);
       continue;
     }
+    // A copy every rank holds counts once: from the group's rank 0.
+    const bool adds = p.slice.defined() && (p.split != TensorSplit::whole || comm_.rank() == 0);
     Tensor buf = Tensor::zeros(p.whole_shape, ctx_.device);
-    const std::vector<float> mine = p.slice.to_vector();
-    update_on_host(buf, [&](std::span<float> v) {
-      size_t at = 0;
-      for (const auto& [offset, count] : slice_runs(p.whole_shape, p.split, comm_.rank(), comm_.size())) {
-        std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(at), count, v.begin() + offset);
-        at += static_cast<size_t>(count);
-      }
-    });
-    gather_sum_.all_reduce_sum(buf);
+    if (adds) {
+      const std::vector<float> mine = p.slice.to_vector();
+      update_on_host(buf, [&](std::span<float> v) {
+        size_t at = 0;
+        for (const auto& [offset, count] : slice_runs(p.whole_shape, p.split, comm_.rank(), comm_.size())) {
+          std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(at), count, v.begin() + offset);
+          at += static_cast<size_t>(count);
+        }
+      });
+    }
+    if (comm_.size() > 1) gather_sum_.all_reduce_sum(buf);
+    if (across_) {
+      Stopwatch clock;
+      across_->all_reduce({buf.device_data(), static_cast<size_t>(buf.numel())});
+      gather_counters_.add(transport::CollectiveKind::all_reduce, buf.numel() * 4, *across_, clock.seconds());
+    }
     if (whole_) target.at(p.name).copy_from(buf);
   }
 }

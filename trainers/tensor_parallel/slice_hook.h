@@ -6,6 +6,7 @@
 // over the group inside forward and backward (counted here), and the group's slices are
 // gathered into the whole model on the arm's rank 0 where the loop evaluates and saves.
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -44,6 +45,10 @@ class SliceHook final : public Reducer {
   std::vector<int64_t> positions() const;
   // Loads this rank's slices of the whole model's initial weights into `shard`.
   void load(engine::Model& shard);
+  // After load(): this rank holds only the parts `held` names (a pipeline stage's), the
+  // others' storage freed; gather_model() then also sums each part over `across` (the
+  // pipeline's group, whose ranks hold the other parts). requires across.size() > 1
+  void hold_only(const std::function<bool(const std::string& name)>& held, transport::Collectives& across);
   // Before the first step: the group's ranks resumed at the same step.
   void start(const Position& pos);
 
@@ -66,6 +71,7 @@ class SliceHook final : public Reducer {
   CommCounters counters_, before_, gather_counters_;
   data_parallel::CountedSum sum_, gather_sum_;
   std::vector<Part> parts_;
+  transport::Collectives* across_ = nullptr;
   std::shared_ptr<engine::Model> whole_;  // rank 0, between gather_model and release_model
 };
 

@@ -103,6 +103,9 @@ TEST_F(Mesh, ResumeFromCheckpointsGivesTheSameFinalWeights) {
   expect_resume_bit_for_bit({{"mesh", {{"dp", 2}, {"tp", 2}}}});
 }
 
+// Each stage checkpoints its own stages' slices and optimizer state.
+TEST_F(Mesh, PipelineResumesFromCheckpointsBitForBit) { expect_resume_bit_for_bit({{"mesh", {{"pp", 2}}}}); }
+
 TEST_F(Mesh, RefusesEachAxisThatBreaksItsRule) {
   EXPECT_NE(refusal({{"mesh", {{"dp", 2}, {"tp", 2}}}, {"ranks", 8}}).find("ranks must equal dp x tp x pp x cp x ep"),
             std::string::npos);
@@ -117,12 +120,55 @@ TEST_F(Mesh, RefusesEachAxisThatBreaksItsRule) {
             std::string::npos);
 }
 
-// pp, cp and ep pass their rules and are refused as what this build does not train yet.
+// cp and ep pass their rules and are refused as what this build does not train yet.
 TEST_F(Mesh, RefusesTheAxesItDoesNotTrainYet) {
-  EXPECT_NE(refusal({{"mesh", {{"dp", 2}, {"pp", 2}}}}).find("mesh.pp: this build's mesh trains dp x tp"),
+  EXPECT_NE(refusal({{"mesh", {{"cp", 2}}}}).find("mesh.cp: this build's mesh trains dp x tp x pp"), std::string::npos);
+  EXPECT_EQ(refusal({{"mesh", {{"dp", 2}, {"tp", 2}, {"pp", 2}}}, {"ranks", 8}}), "");
+  EXPECT_NE(refusal({{"mesh", {{"ep", 2}}}}, "gpt-moe").find("mesh.ep: this build's mesh trains dp x tp x pp"),
             std::string::npos);
-  EXPECT_NE(refusal({{"mesh", {{"cp", 2}}}}).find("mesh.cp: this build's mesh trains dp x tp"), std::string::npos);
-  EXPECT_EQ(refusal({{"mesh", {{"dp", 2}, {"tp", 2}}}, {"ranks", 4}}), "");
+  EXPECT_NE(refusal({{"mesh", {{"dp", 2}}}}, "gpt-moe").find("model: this build's mesh trains the models"),
+            std::string::npos);
+}
+
+// Pipeline stages hand activations and gradients on; with dp and tp beside them.
+TEST_F(Mesh, PipelineMeshesEqualSingle) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-pp2", {{"dp", 2}, {"pp", 2}}), kSameUpdate);
+  EXPECT_LT(diff_from_single("tp2-pp2", {{"tp", 2}, {"pp", 2}}, {{"micro_batches", 2}}), kSameUpdate);
+  EXPECT_LT(diff_from_single("pp3", {{"pp", 3}}), kSameUpdate);
+}
+
+// Eight processes: (dp, tp, pp) = (2, 2, 2).
+TEST_F(Mesh, DpTpPpTwoEachEqualsSingle) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-tp2-pp2", {{"dp", 2}, {"tp", 2}, {"pp", 2}}), kSameUpdate);
+}
+
+// Per stage and step (docs/mesh.md): a stage before the last sends, per micro-batch, a
+// shape header of 25 floats and the (B/(dp m), 128, 128) activations; a stage after the
+// first sends their gradients back; every stage takes part in one 4-byte sum of the loss
+// per micro-batch (2(pp-1)/pp of 4 bytes, 2(pp-1) messages).
+TEST_F(Mesh, PipelineHandOversCountedByTheFormula) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-pp2", {{"dp", 2}, {"pp", 2}}, {{"backend", "gloo"}, {"micro_batches", 2}}),
+            kSameUpdate);
+  const int64_t activation = 1 * 128 * 128 * 4;  // batch 4 over dp 2 and 2 micro-batches
+  for (int stage : {0, 1})
+    for (int dp_rank : {0, 1}) {
+      const std::string role = "rank" + std::to_string(2 * stage + dp_rank);
+      int steps = 0;
+      for (const json& r : records("dp2-pp2", role)) {
+        if (r.value("type", "") != "step") continue;
+        ++steps;
+        const json& pp = r["comm"]["axes"]["pp"];
+        const int64_t hand_overs = stage == 0 ? 2 * (25 * 4 + activation) : 2 * activation;
+        EXPECT_EQ(pp["bytes"], hand_overs + 2 * 4) << role;
+        EXPECT_EQ(pp["messages"], (stage == 0 ? 2 * 2 : 2) + 2 * 2) << role;
+        EXPECT_EQ(r["comm"]["axes"]["tp"]["bytes"], 0) << role;
+        EXPECT_EQ(r["comm"]["coordinates"]["pp"], stage) << role;
+      }
+      EXPECT_EQ(steps, 3) << role;
+    }
 }
 
 }  // namespace
