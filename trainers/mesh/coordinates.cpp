@@ -47,7 +47,7 @@ const SettingsTable<MeshShape>& MeshShape::table() {
         .at_least(1)
         .at_most(1024);
     t.add(&MeshShape::cp, "cp",
-          "context-parallel ranks: each holds 2 of the 2 cp chunks of every sequence (ring attention); 2 cp must "
+          "context-parallel ranks: each holds 2 of the 2 x cp chunks of every sequence (ring attention); 2 cp must "
           "divide the context")
         .at_least(1)
         .at_most(1024);
@@ -59,20 +59,6 @@ const SettingsTable<MeshShape>& MeshShape::table() {
   }();
   return t;
 }
-
-namespace {
-
-// The step between ranks one apart on `axis`: the product of the axes inside it.
-int64_t stride(const MeshShape& shape, Axis axis) {
-  int64_t s = 1;
-  for (Axis a : kAxisOrder) {
-    if (a == axis) break;
-    s *= shape[a];
-  }
-  return s;
-}
-
-}  // namespace
 
 // Axis values are their places in kAxisOrder, innermost first.
 Coordinates coordinates_of(const MeshShape& shape, int64_t rank) {
@@ -92,13 +78,42 @@ int64_t rank_at(const MeshShape& shape, const Coordinates& c) {
 }
 
 transport::SubGroup axis_group(const MeshShape& shape, int64_t rank, Axis axis) {
+  return axes_group(shape, rank, {axis});
+}
+
+transport::SubGroup axes_group(const MeshShape& shape, int64_t rank, const std::vector<Axis>& axes) {
   Coordinates c = coordinates_of(shape, rank);
-  c[static_cast<size_t>(axis)] = 0;
-  const int64_t first = rank_at(shape, c), step = stride(shape, axis);
-  // Lines along the axis are numbered by their first rank with the axis taken out.
-  const int64_t line = first % step + first / (step * shape[axis]) * step;
-  transport::SubGroup g{std::string(axis_name(axis)) + "/" + std::to_string(line), {}};
-  for (int64_t i = 0; i < shape[axis]; ++i) g.members.push_back(static_cast<int>(first + i * step));
+  std::string name;
+  for (Axis a : axes) {
+    c.at(static_cast<size_t>(a)) = 0;
+    if (!name.empty()) name += '-';
+    name += axis_name(a);
+  }
+  // The line's number: its first rank's coordinates on the other axes, as a rank of the
+  // mesh without `axes`.
+  MeshShape rest = shape;
+  Coordinates at = c;
+  for (Axis a : axes) {
+    if (a == Axis::tp) rest.tp = 1;
+    if (a == Axis::cp) rest.cp = 1;
+    if (a == Axis::ep) rest.ep = 1;
+    if (a == Axis::dp) rest.dp = 1;
+    if (a == Axis::pp) rest.pp = 1;
+  }
+  name += '/';
+  name += std::to_string(rank_at(rest, at));
+  transport::SubGroup g{name, {}};
+  int64_t count = 1;
+  for (Axis a : axes) count *= shape[a];
+  for (int64_t i = 0; i < count; ++i) {
+    Coordinates member = c;
+    int64_t rest_of_i = i;
+    for (Axis a : axes) {
+      member.at(static_cast<size_t>(a)) = rest_of_i % shape[a];
+      rest_of_i /= shape[a];
+    }
+    g.members.push_back(static_cast<int>(rank_at(shape, member)));
+  }
   return g;
 }
 

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainers/settings/table.h"
 #include "transport/sub_group.h"
@@ -47,5 +48,11 @@ int64_t rank_at(const MeshShape& shape, const Coordinates& c);
 // coordinate on the axis. Named "<axis>/<line>": the line's number among the axis's
 // lines (its lowest rank with that axis's stride removed), the same on every member.
 transport::SubGroup axis_group(const MeshShape& shape, int64_t rank, Axis axis);
+
+// The ranks through `rank` that differ from it on `axes` only (Megatron's dp-cp group:
+// axes {cp, dp}), ordered by their coordinates with axes[0] innermost. Named by the axes
+// joined with "-" and the line's number, as axis_group() names its lines.
+// requires axes distinct and not empty
+transport::SubGroup axes_group(const MeshShape& shape, int64_t rank, const std::vector<Axis>& axes);
 
 }  // namespace quartet::trainers::mesh

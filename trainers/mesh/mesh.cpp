@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "trainers/context_parallel/ring.h"
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/data_parallel/rank_group.h"
 #include "trainers/data_parallel/reducer.h"
@@ -37,9 +38,14 @@ class MeshHook final : public Reducer {
         s_(s),
         at_(coordinates_of(s.mesh, ctx.rank)),
         tp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::tp))),
-        dp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::dp))),
+        dp_comm_(connect(axes_group(s.mesh, ctx.rank, {Axis::cp, Axis::dp}))),
         pp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::pp))),
         slices_(ctx, *tp_comm_, false) {
+    if (s.mesh.cp > 1) {
+      cp_comm_ = connect(axis_group(s.mesh, ctx.rank, Axis::cp));
+      ring_ = std::make_unique<context_parallel::CollectivesRing>(*cp_comm_,
+                                                                   workloads::context_parallel_context(ctx.model_name));
+    }
     // The links to the neighbouring stages, the previous one's first (as it makes its
     // link to this one): each is made by both its members in the same order.
     const transport::SubGroup line = axis_group(s.mesh, ctx.rank, Axis::pp);
@@ -54,6 +60,8 @@ class MeshHook final : public Reducer {
 
   int64_t coordinate(Axis a) const { return at_[static_cast<size_t>(a)]; }
   workloads::TensorParallelGroup tp_group() { return slices_.group(); }
+  // With cp > 1, the ring of this rank's cp line; none otherwise.
+  context_parallel::CollectivesRing* ring() { return ring_.get(); }
 
   // This rank's stages of `shard` (all of them without a pipeline) as a model of their
   // own, sharing the shard's modules; the shard is loaded with this rank's slices and,
@@ -106,9 +114,15 @@ class MeshHook final : public Reducer {
       pp_before_ = pipe_->counters;
       pp_seconds_before_ = pipe_->seconds();
     }
+    if (ring_) {
+      cp_before_ = ring_->counters;
+      cp_wait_before_ = ring_->wait_seconds;
+    }
   }
   void prepare(bool last_micro_batch) override { grads_->prepare(last_micro_batch); }
-  double inline_seconds() const override { return slices_.inline_seconds() + (pipe_ ? pipe_->seconds() : 0.0); }
+  double inline_seconds() const override {
+    return slices_.inline_seconds() + (pipe_ ? pipe_->seconds() : 0.0) + (ring_ ? ring_->wait_seconds : 0.0);
+  }
   double finish() override {
     dp_exposed_ = grads_->finish();
     return dp_exposed_ + slices_.finish();
@@ -123,14 +137,20 @@ class MeshHook final : public Reducer {
   // Bytes, messages and seconds per axis; the record's totals are their sums.
   nlohmann::json record(StepRecord& r, const Position& pos) const {
     const CommCounters pp_total = pipe_ ? pipe_->counters : CommCounters{};
-    const CommCounters total = slices_.counters() + dp_counters_ + pp_total;
+    const CommCounters cp_total = ring_ ? ring_->counters : CommCounters{};
+    const CommCounters total = slices_.counters() + dp_counters_ + pp_total + cp_total;
     r.bytes_sent = total.bytes;
     r.bytes_received = total.bytes;
     r.messages = total.messages;
-    const CommCounters tp = slices_.step_counters(), dp = dp_counters_.since(dp_before_), pp = pp_total.since(pp_before_);
-    nlohmann::json comm = step_comm_json(s_.backend, tp + dp + pp, r.comm_exposed);
+    const CommCounters tp = slices_.step_counters(), dp = dp_counters_.since(dp_before_), pp = pp_total.since(pp_before_),
+                       cp = cp_total.since(cp_before_);
+    nlohmann::json comm = step_comm_json(s_.backend, tp + dp + pp + cp, r.comm_exposed);
     const double pp_seconds = pipe_ ? pipe_->seconds() - pp_seconds_before_ : 0.0;
-    comm["axes"] = {{"tp", axis_json(tp, tp.seconds)}, {"dp", axis_json(dp, dp_exposed_)}, {"pp", axis_json(pp, pp_seconds)}};
+    const double cp_wait = ring_ ? ring_->wait_seconds - cp_wait_before_ : 0.0;
+    comm["axes"] = {{"tp", axis_json(tp, tp.seconds)},
+                    {"dp", axis_json(dp, dp_exposed_)},
+                    {"pp", axis_json(pp, pp_seconds)},
+                    {"cp", axis_json(cp, cp_wait)}};
     comm["axes"]["dp"]["buckets"] = grads_->num_buckets();
     comm["mesh"] = MeshShape::table().to_json(s_.mesh);
     nlohmann::json at = nlohmann::json::object();
@@ -147,10 +167,11 @@ class MeshHook final : public Reducer {
   const RoleContext& ctx_;
   const Settings& s_;
   Coordinates at_;
-  std::unique_ptr<transport::Collectives> tp_comm_, dp_comm_, pp_comm_, to_prev_, to_next_;
+  std::unique_ptr<transport::Collectives> tp_comm_, dp_comm_, pp_comm_, cp_comm_, to_prev_, to_next_;
   tensor_parallel::SliceHook slices_;
-  CommCounters dp_counters_, dp_before_, pp_before_;
-  double dp_exposed_ = 0.0, pp_seconds_before_ = 0.0;
+  std::unique_ptr<context_parallel::CollectivesRing> ring_;
+  CommCounters dp_counters_, dp_before_, pp_before_, cp_before_;
+  double dp_exposed_ = 0.0, pp_seconds_before_ = 0.0, cp_wait_before_ = 0.0;
   std::unique_ptr<GradReducer> grads_;
   std::unique_ptr<PipeStep> pipe_;
 };
@@ -158,7 +179,10 @@ class MeshHook final : public Reducer {
 void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
   const RoleContext ctx = data_parallel::on_own_device(arm_ctx);
   MeshHook hook(ctx, s);
-  std::shared_ptr<engine::Model> shard = workloads::make_model_shard(ctx.model_name, hook.tp_group());
+  // A cp line's model runs ring attention (gpt has no ring with a tp split: cp > 1 has tp 1).
+  std::shared_ptr<engine::Model> shard =
+      hook.ring() ? workloads::make_context_parallel_model(ctx.model_name, ctx.config.seed, *hook.ring())
+                  : workloads::make_model_shard(ctx.model_name, hook.tp_group());
   shard->to(ctx.device);
   shard->set_checkpointing(ctx.config.checkpoint);
   std::shared_ptr<engine::Model> mine = hook.attach(shard);
@@ -174,6 +198,10 @@ void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
   o.record_step = [&](StepRecord& r, const Position& pos) { return hook.record(r, pos); };
   o.whole_model = [&]() -> engine::Model& { return hook.whole(); };
   o.micro_step = hook.pipe(*mine);
+  if (auto* ring = hook.ring()) {
+    const std::vector<int64_t> positions = ring->positions(ring->rank());
+    o.local_batch = [positions](const workloads::Batch& b) { return sequence_positions(b, positions); };
+  }
   train_loop(ctx, *mine, *optimizer, hook, o);
 }
 
@@ -252,11 +280,16 @@ class Mesh final : public RegimeOf<Settings> {
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
     check_axes(s, f);
-    for (Axis a : {Axis::cp, Axis::ep})
-      if (s.mesh[a] > 1)
-        throw SettingsError(f.path + ".mesh." + axis_name(a) + ": this build's mesh trains dp x tp x pp; " +
-                            axis_name(a) + " must be 1 here (the " +
-                            (a == Axis::cp ? "context_parallel" : "expert_parallel") + " regime runs it alone)");
+    if (s.mesh.ep > 1)
+      throw SettingsError(f.path + ".mesh.ep: this build's mesh trains dp x tp x pp and dp x cp; ep must be 1 here "
+                          "(the expert_parallel regime runs it alone)");
+    if (s.mesh.cp > 1 && (s.mesh.tp > 1 || s.mesh.pp > 1))
+      throw SettingsError(f.path + ".mesh.cp: this build's mesh runs cp beside dp only (gpt has no ring attention "
+                          "within a tensor-parallel split, and pipeline stages hand on whole sequences); with cp " +
+                          std::to_string(s.mesh.cp) + ", tp and pp must be 1");
+    if (s.mesh.cp > 1 && !f.device.is_cpu())
+      throw SettingsError(f.path + ".device: ring attention runs on the cpu only (its blocks have no GPU kernels "
+                          "yet); a mesh with cp > 1 needs device \"cpu\"");
     try {
       workloads::tensor_parallel_max_ranks(f.model);
     } catch (const std::invalid_argument&) {

@@ -65,6 +65,16 @@ TEST(MeshCoordinates, TpLinesAreConsecutiveRanks) {
   EXPECT_EQ(axis_group(m, 5, Axis::dp).name, "dp/1");
 }
 
+// Megatron's dp-cp group: every rank of one tp (and pp, ep) place, cp innermost.
+TEST(MeshCoordinates, AGroupOfTwoAxesHoldsTheirPlane) {
+  const MeshShape m{.dp = 2, .tp = 2, .cp = 2};
+  const transport::SubGroup g = axes_group(m, 3, {Axis::cp, Axis::dp});
+  EXPECT_EQ(g.members, (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(g.name, "cp-dp/1");
+  EXPECT_EQ(axes_group(m, 6, {Axis::cp, Axis::dp}).members, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(axes_group(m, 6, {Axis::cp, Axis::dp}).name, "cp-dp/0");
+}
+
 TEST(MeshCoordinates, ShapeNamesItsAxesAboveOne) {
   EXPECT_EQ((MeshShape{.dp = 2, .tp = 4}).str(), "dp 2 x tp 4");
   EXPECT_EQ(MeshShape{}.str(), "1 rank");

@@ -120,14 +120,39 @@ TEST_F(Mesh, RefusesEachAxisThatBreaksItsRule) {
             std::string::npos);
 }
 
-// cp and ep pass their rules and are refused as what this build does not train yet.
+// cp beside tp or pp, and ep, pass their rules and are refused as what this build does not train yet.
 TEST_F(Mesh, RefusesTheAxesItDoesNotTrainYet) {
-  EXPECT_NE(refusal({{"mesh", {{"cp", 2}}}}).find("mesh.cp: this build's mesh trains dp x tp x pp"), std::string::npos);
+  EXPECT_NE(refusal({{"mesh", {{"cp", 2}, {"tp", 2}}}}).find("mesh.cp: this build's mesh runs cp beside dp only"),
+            std::string::npos);
   EXPECT_EQ(refusal({{"mesh", {{"dp", 2}, {"tp", 2}, {"pp", 2}}}, {"ranks", 8}}), "");
-  EXPECT_NE(refusal({{"mesh", {{"ep", 2}}}}, "gpt-moe").find("mesh.ep: this build's mesh trains dp x tp x pp"),
+  EXPECT_NE(refusal({{"mesh", {{"ep", 2}}}}, "gpt-moe").find("mesh.ep: this build's mesh trains dp x tp x pp and dp x cp"),
             std::string::npos);
   EXPECT_NE(refusal({{"mesh", {{"dp", 2}}}}, "gpt-moe").find("model: this build's mesh trains the models"),
             std::string::npos);
+}
+
+// Ring attention over each cp line; the gradients averaged over the dp-cp plane.
+TEST_F(Mesh, ContextParallelMeshEqualsSingle) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-cp2", {{"dp", 2}, {"cp", 2}}), kSameUpdate);
+}
+
+// Per rank and step (docs/mesh.md): cp, the ring's (3 cp - 2) blocks of 2 (B/dp) (T/cp) W
+// floats per block (keys and values forward, again with their gradients backward); dp,
+// the whole model's gradients all-reduced over the dp x cp ranks.
+TEST_F(Mesh, ContextParallelAxisCountsTheRingsBlocks) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-cp2", {{"dp", 2}, {"cp", 2}}, {{"backend", "gloo"}}), kSameUpdate);
+  int64_t params = 0;
+  for (const auto& [name, t] : engine::load_safetensors(init_.string())) params += t.numel();
+  for (int r = 0; r < 4; ++r)
+    for (const json& rec : records("dp2-cp2", "rank" + std::to_string(r))) {
+      if (rec.value("type", "") != "step") continue;
+      const json& axes = rec["comm"]["axes"];
+      EXPECT_EQ(axes["cp"]["bytes"], 4 * (3 * 2 - 2) * 2 * 2 * 64 * 128 * 4) << r;
+      EXPECT_EQ(axes["dp"]["bytes"], 2 * 3 * params * 4 / 4) << r;
+      EXPECT_EQ(axes["tp"]["bytes"], 0);
+    }
 }
 
 // Pipeline stages hand activations and gradients on; with dp and tp beside them.
