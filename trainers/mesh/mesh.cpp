@@ -9,6 +9,7 @@
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/data_parallel/rank_group.h"
 #include "trainers/data_parallel/reducer.h"
+#include "trainers/expert_parallel/expert_hook.h"
 #include "trainers/mesh/pipe_step.h"
 #include "trainers/tensor_parallel/slice_hook.h"
 #include "trainers/training_loop.h"
@@ -205,6 +206,48 @@ void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
   train_loop(ctx, *mine, *optimizer, hook, o);
 }
 
+// ep > 1 (beside dp): expert_parallel's hook with the mesh's groups: tokens exchanged
+// over the ep line, the shared gradients summed over the dp x ep plane, each expert's
+// over its copies on the dp line.
+void train_expert_mesh(const RoleContext& arm_ctx, const Settings& s) {
+  const RoleContext ctx = data_parallel::on_own_device(arm_ctx);
+  auto connect = [&](const transport::SubGroup& g) {
+    return data_parallel::connect_group(ctx, "mesh", s.backend, static_cast<int>(s.world()), g);
+  };
+  const transport::SubGroup plane = axes_group(s.mesh, ctx.rank, {Axis::ep, Axis::dp});
+  std::unique_ptr<transport::Collectives> ep = connect(axis_group(s.mesh, ctx.rank, Axis::ep)),
+                                          shared = connect(plane), dp = connect(axis_group(s.mesh, ctx.rank, Axis::dp));
+  expert_parallel::ExpertHook hook(ctx, {*ep, *shared, dp.get()}, s.backend);
+  std::shared_ptr<engine::Model> model = workloads::make_model_experts(ctx.model_name, hook.group(), hook.stats_ptr());
+  model->to(ctx.device);
+  model->set_checkpointing(ctx.config.checkpoint);
+  hook.load(*model);
+  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, model->parameters());
+  const Coordinates at = coordinates_of(s.mesh, ctx.rank);
+  LoopOptions o;
+  o.micro_batches = s.micro_batches;
+  o.rank = transport::place_in(plane, ctx.rank);
+  o.ranks = static_cast<int>(s.mesh.dp * s.mesh.ep);
+  o.lead = ctx.rank == 0;
+  o.checkpoint = data_parallel::own_checkpoint(ctx, true);  // each rank its experts
+  o.checkpoint_extra = {{"mesh", MeshShape::table().to_json(s.mesh)}};
+  o.on_start = [&](const Position& pos) { hook.start(pos); };
+  o.record_step = [&](StepRecord& r, const Position& pos) {
+    nlohmann::json out = hook.record(r);
+    const CommCounters a2a = hook.step_all_to_all(), reduce = hook.step_reduce();
+    nlohmann::json& comm = out["comm"];
+    comm["axes"] = {{"ep", axis_json(a2a, a2a.seconds)}, {"dp", axis_json(reduce, reduce.seconds)}};
+    comm["mesh"] = MeshShape::table().to_json(s.mesh);
+    nlohmann::json coords = nlohmann::json::object();
+    for (Axis a : kAxisOrder) coords[axis_name(a)] = at[static_cast<size_t>(a)];
+    comm["coordinates"] = coords;
+    out["rank_samples"] = pos.samples / (s.mesh.dp * s.mesh.ep);
+    return out;
+  };
+  o.whole_model = [&]() -> engine::Model& { return hook.whole(); };
+  train_loop(ctx, *model, *optimizer, hook, o);
+}
+
 // The rules of each axis against the model (docs/mesh.md): throws SettingsError naming
 // the field and what it allows.
 void check_axes(const Settings& s, const ArmFacts& f) {
@@ -252,10 +295,13 @@ void check_axes(const Settings& s, const ArmFacts& f) {
     throw SettingsError(at + "pp: " + std::to_string(m.pp) + " pipeline stages, but " + f.model + " has " +
                         std::to_string(f.stages.size()) + " stages to share out; use at most " +
                         std::to_string(f.stages.size()));
-  if (f.train.batch % (m.dp * s.micro_batches) != 0)
+  // Under ep, each rank of the dp x ep plane has its own share of the batch.
+  const int64_t shares = m.dp * m.ep * s.micro_batches;
+  if (f.train.batch % shares != 0)
     throw SettingsError(at + "dp: the batch " + std::to_string(f.train.batch) + " does not split evenly over " +
-                        std::to_string(m.dp) + " replicas x " + std::to_string(s.micro_batches) +
-                        " micro_batches; it must be a multiple of dp x micro_batches");
+                        std::to_string(m.dp) + " replicas x " + std::to_string(m.ep) + " ep ranks x " +
+                        std::to_string(s.micro_batches) + " micro_batches; it must be a multiple of dp x ep x "
+                        "micro_batches");
   if (m.pp > 1 && f.train.clip_grad_norm > 0.0)
     throw SettingsError(f.path + ".train.clip_grad_norm: a mesh with pp > 1 does not clip (the norm spans every "
                         "stage); use 0");
@@ -280,9 +326,10 @@ class Mesh final : public RegimeOf<Settings> {
  protected:
   void complete(Settings& s, const ArmFacts& f, const nlohmann::json&) const override {
     check_axes(s, f);
-    if (s.mesh.ep > 1)
-      throw SettingsError(f.path + ".mesh.ep: this build's mesh trains dp x tp x pp and dp x cp; ep must be 1 here "
-                          "(the expert_parallel regime runs it alone)");
+    if (s.mesh.ep > 1 && (s.mesh.tp > 1 || s.mesh.pp > 1 || s.mesh.cp > 1))
+      throw SettingsError(f.path + ".mesh.ep: this build's mesh runs ep beside dp only (a mixture of experts has no "
+                          "tensor-parallel split, and its stages and sequences are not split here); with ep " +
+                          std::to_string(s.mesh.ep) + ", tp, pp and cp must be 1");
     if (s.mesh.cp > 1 && (s.mesh.tp > 1 || s.mesh.pp > 1))
       throw SettingsError(f.path + ".mesh.cp: this build's mesh runs cp beside dp only (gpt has no ring attention "
                           "within a tensor-parallel split, and pipeline stages hand on whole sequences); with cp " +
@@ -290,13 +337,13 @@ class Mesh final : public RegimeOf<Settings> {
     if (s.mesh.cp > 1 && !f.device.is_cpu())
       throw SettingsError(f.path + ".device: ring attention runs on the cpu only (its blocks have no GPU kernels "
                           "yet); a mesh with cp > 1 needs device \"cpu\"");
-    try {
+    if (s.mesh.ep == 1) try {
       workloads::tensor_parallel_max_ranks(f.model);
     } catch (const std::invalid_argument&) {
       std::string known;
       for (const std::string& m : workloads::tensor_parallel_models()) known += (known.empty() ? "" : ", ") + m;
       throw SettingsError(f.path + ".model: this build's mesh trains the models tensor_parallel splits (" + known +
-                          "), whatever its tp; " + f.model + " is not one");
+                          ") unless ep > 1; " + f.model + " is not one");
     }
     data_parallel::check_backend(s.backend, s.world(), f);
     if (f.limits)
@@ -304,7 +351,10 @@ class Mesh final : public RegimeOf<Settings> {
                   "rank processes on this host", f.limits->basis);
   }
   std::vector<std::string> roles_of(const Settings& s) const override { return numbered_roles("rank", s.world()); }
-  void run(const RoleContext& ctx, const Settings& s) const override { train_mesh(ctx, s); }
+  void run(const RoleContext& ctx, const Settings& s) const override {
+    if (s.mesh.ep > 1) return train_expert_mesh(ctx, s);
+    train_mesh(ctx, s);
+  }
 };
 
 }  // namespace

@@ -9,8 +9,10 @@
 // heads and MLP units, Megatron's f and g summing over the line inside forward and
 // backward); each dp line holds one slice in dp copies, each training on batch / dp of
 // every batch, their gradients averaged over the line by data_parallel's bucketed
-// reducer while backward runs. cp and ep are checked (docs/mesh.md has the rules) and
-// refused above 1. Roles "rank0" .. "rank{N-1}"; rank 0 gathers the whole model to
+// reducer while backward runs. cp runs beside dp (ring attention over each cp line, the
+// gradients averaged over the dp x cp plane), and so does ep (expert_parallel's all-to-all
+// over each ep line, the shared gradients over the dp x ep plane). docs/mesh.md has the
+// rules each axis is checked by. Roles "rank0" .. "rank{N-1}"; rank 0 gathers the whole model to
 // evaluate and write it.
 
 #include <cstdint>

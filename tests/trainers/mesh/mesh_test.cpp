@@ -125,7 +125,7 @@ TEST_F(Mesh, RefusesTheAxesItDoesNotTrainYet) {
   EXPECT_NE(refusal({{"mesh", {{"cp", 2}, {"tp", 2}}}}).find("mesh.cp: this build's mesh runs cp beside dp only"),
             std::string::npos);
   EXPECT_EQ(refusal({{"mesh", {{"dp", 2}, {"tp", 2}, {"pp", 2}}}, {"ranks", 8}}), "");
-  EXPECT_NE(refusal({{"mesh", {{"ep", 2}}}}, "gpt-moe").find("mesh.ep: this build's mesh trains dp x tp x pp and dp x cp"),
+  EXPECT_NE(refusal({{"mesh", {{"ep", 2}, {"pp", 2}}}}, "gpt-moe").find("mesh.ep: this build's mesh runs ep beside dp"),
             std::string::npos);
   EXPECT_NE(refusal({{"mesh", {{"dp", 2}}}}, "gpt-moe").find("model: this build's mesh trains the models"),
             std::string::npos);
@@ -152,6 +152,21 @@ TEST_F(Mesh, ContextParallelAxisCountsTheRingsBlocks) {
       EXPECT_EQ(axes["cp"]["bytes"], 4 * (3 * 2 - 2) * 2 * 2 * 64 * 128 * 4) << r;
       EXPECT_EQ(axes["dp"]["bytes"], 2 * 3 * params * 4 / 4) << r;
       EXPECT_EQ(axes["tp"]["bytes"], 0);
+    }
+}
+
+// gpt-moe-dropless's experts over each ep line (a capacity that drops nothing), their
+// copies and the shared parameters averaged over the dp x ep plane.
+TEST_F(Mesh, ExpertParallelMeshEqualsSingle) {
+  use_corpus(0, "gpt-moe-dropless");
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-ep2", {{"dp", 2}, {"ep", 2}}), kSameUpdate);
+  for (int r = 0; r < 4; ++r)
+    for (const json& rec : records("dp2-ep2", "rank" + std::to_string(r))) {
+      if (rec.value("type", "") != "step") continue;
+      EXPECT_GT(rec["comm"]["axes"]["ep"]["bytes"].get<int64_t>(), 0) << r;
+      EXPECT_EQ(rec["comm"]["axes"]["ep"]["bytes"], rec["comm"]["all_to_all_bytes"]) << r;
+      EXPECT_EQ(rec["moe"]["dropped"], 0) << r;
     }
 }
 
