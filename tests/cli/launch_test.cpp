@@ -113,6 +113,44 @@ class Launch : public cli_util::FolderTest {
                          log(rank), {}, all);
   }
   fs::path log(int rank) const { return dir_ / "logs" / std::to_string(rank); }
+
+  // An arm of gpt-mini on a word corpus, its `ranks` ranks launched by
+  // torchrun's variables, against single run alone: the same weights within data_parallel's
+  // tolerance.
+  void expect_torchrun_text_arm_like_single(json arm, int ranks) {
+    arm_ = arm["name"];
+    quartet::test_util::write_word_corpus(dir_ / "corpus", 3);
+    json j = {{"name", "launch-text"},
+              {"workload",
+               {{"name", "text-lm"}, {"model", "gpt-mini"}, {"data_dir", (dir_ / "corpus").string()}, {"test_samples", 4}}},
+              {"seed", 3},
+              {"threads", 1},
+              {"train", {{"epochs", 1}, {"batch", 8}, {"max_steps", 2}, {"eval_batch", 4},
+                         {"optimizer", {{"lr", 0.05}, {"momentum", 0.9}}}}},
+              {"arms", json::array({{{"name", "single"}, {"regime", "single"}}, arm})}};
+    write_file_atomically(dir_ / "spec.json", j.dump(2));
+    const std::string name = arm["name"];
+    const std::string port = std::to_string(unused_port());
+    std::vector<pid_t> pids;
+    for (int r = 0; r < ranks; ++r)
+      pids.push_back(start_rank(r, {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks),
+                                      "LOCAL_RANK=" + std::to_string(r), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
+    for (size_t r = 0; r < pids.size(); ++r)
+      EXPECT_EQ(wait_exit_within(pids[r], std::chrono::seconds(600)), 0) << file_bytes(log(static_cast<int>(r)));
+    const json summary = json::parse(file_bytes(dir_ / "run" / name / "summary.json"));
+    EXPECT_EQ(summary["status"], "finished");
+    EXPECT_EQ(summary["processes"], ranks);
+    j["arms"] = json::array({j["arms"][0]});
+    std::ofstream(dir_ / "single.json") << j.dump();
+    const cli_util::Result r = cli_util::quartet(
+        {"run", (dir_ / "single.json").string(), "--out", (dir_ / "single").string(), "--progress=none"}, dir_);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const double worst =
+        cli_util::max_abs_diff(dir_ / "single" / "single" / "final.safetensors", dir_ / "run" / name / "final.safetensors");
+    EXPECT_GE(worst, 0.0) << "the weights differ in count";
+    EXPECT_LT(worst, 2e-6);
+  }
+
   std::string arm_ = "ddp";  // the arm start_rank() launches
   std::string backend_ = "gloo";
   int train_samples_ = 256;
@@ -310,7 +348,7 @@ TEST_F(Launch, ArmOfAnotherRegimeIsRefusedNamingWhatIsSupported) {
   const int code = wait_exit_within(p, std::chrono::seconds(120));
   expect_exit2_with({code, file_bytes(log(0))},
                     "--arm single: its regime is single; quartet launch runs data_parallel, tensor_parallel, "
-                    "context_parallel and expert_parallel arms only");
+                    "context_parallel, expert_parallel and mesh arms only");
 }
 
 TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {
@@ -456,37 +494,14 @@ TEST_F(Launch, TorchrunsVariablesWithItsAgentOnMasterPortTrainLikeSingle) {
 // context_parallel's ranks split every sequence of gpt-mini and pass key/value blocks
 // between them: launched by torchrun's variables, two ranks train like single.
 TEST_F(Launch, TorchrunStyleContextParallelRanksTrainLikeSingle) {
-  quartet::test_util::write_word_corpus(dir_ / "corpus", 3);
-  json j = {{"name", "launch-cp"},
-            {"workload",
-             {{"name", "text-lm"}, {"model", "gpt-mini"}, {"data_dir", (dir_ / "corpus").string()}, {"test_samples", 4}}},
-            {"seed", 3},
-            {"threads", 1},
-            {"train", {{"epochs", 1}, {"batch", 8}, {"max_steps", 2}, {"eval_batch", 4},
-                       {"optimizer", {{"lr", 0.05}, {"momentum", 0.9}}}}},
-            {"arms", json::array({{{"name", "single"}, {"regime", "single"}},
-                                  {{"name", "cp"}, {"regime", "context_parallel"}, {"ranks", 2}, {"backend", "gloo"}}})}};
-  write_file_atomically(dir_ / "spec.json", j.dump(2));
-  arm_ = "cp";
-  const std::string port = std::to_string(unused_port());
-  std::vector<pid_t> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back(start_rank(r, {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
-                                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
-  for (size_t r = 0; r < ranks.size(); ++r)
-    EXPECT_EQ(wait_exit_within(ranks[r], std::chrono::seconds(600)), 0) << file_bytes(log(static_cast<int>(r)));
-  const json summary = json::parse(file_bytes(dir_ / "run" / "cp" / "summary.json"));
-  EXPECT_EQ(summary["status"], "finished");
-  EXPECT_EQ(summary["processes"], 2);
-  j["arms"] = json::array({j["arms"][0]});
-  std::ofstream(dir_ / "single.json") << j.dump();
-  const cli_util::Result r = cli_util::quartet(
-      {"run", (dir_ / "single.json").string(), "--out", (dir_ / "single").string(), "--progress=none"}, dir_);
-  ASSERT_EQ(r.code, 0) << r.out;
-  const double worst =
-      cli_util::max_abs_diff(dir_ / "single" / "single" / "final.safetensors", dir_ / "run" / "cp" / "final.safetensors");
-  EXPECT_GE(worst, 0.0) << "the weights differ in count";
-  EXPECT_LT(worst, 2e-6);
+  expect_torchrun_text_arm_like_single(
+      {{"name", "cp"}, {"regime", "context_parallel"}, {"ranks", 2}, {"backend", "gloo"}}, 2);
+}
+
+// A mesh of dp 2 x tp 2 x pp 2: eight processes, each with its coordinates from its rank.
+TEST_F(Launch, TorchrunStyleMeshRanksTrainLikeSingle) {
+  expect_torchrun_text_arm_like_single(
+      {{"name", "mesh"}, {"regime", "mesh"}, {"mesh", {{"dp", 2}, {"tp", 2}, {"pp", 2}}}, {"backend", "gloo"}}, 8);
 }
 
 // mpirun inside a Slurm job (sbatch -n4 running mpirun -np 4): every rank also inherits the

@@ -312,7 +312,7 @@ class Mesh final : public RegimeOf<Settings> {
   std::string_view name() const override { return "mesh"; }
   std::string_view summary() const override {
     return "dp x tp x pp x cp x ep rank processes on a device mesh (tp innermost), a process group per axis; "
-           "this build trains dp x tp x pp";
+           "this build trains dp x tp x pp, and cp or ep beside dp";
   }
   CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
     return data_parallel::critical_path(roles);
@@ -334,6 +334,9 @@ class Mesh final : public RegimeOf<Settings> {
       throw SettingsError(f.path + ".mesh.cp: this build's mesh runs cp beside dp only (gpt has no ring attention "
                           "within a tensor-parallel split, and pipeline stages hand on whole sequences); with cp " +
                           std::to_string(s.mesh.cp) + ", tp and pp must be 1");
+    if (s.mesh.ep > 1 && !f.device.is_cpu())
+      throw SettingsError(f.path + ".device: a mesh with ep > 1 runs on the cpu only, as expert_parallel does; use "
+                          "device \"cpu\"");
     if (s.mesh.cp > 1 && !f.device.is_cpu())
       throw SettingsError(f.path + ".device: ring attention runs on the cpu only (its blocks have no GPU kernels "
                           "yet); a mesh with cp > 1 needs device \"cpu\"");
@@ -373,8 +376,8 @@ const SettingsTable<Settings>& Settings::table() {
           "hosts) or \"nccl\" (GPU)")
         .allowed({"shm", "gloo", "nccl"});
     t.add(&Settings::micro_batches, "micro_batches",
-          "micro-batches per dp replica and step, run through the pp stages one after another; the batch must split "
-          "evenly over dp x micro_batches")
+          "micro-batches per dp replica (and ep rank) and step, run through the pp stages one after another; the "
+          "batch must split evenly over dp x ep x micro_batches")
         .at_least(1);
     t.add(&Settings::bucket_mb, "bucket_mb", "dp's gradient bucket size in MiB, 0.001 to 4096")
         .at_least(0.001)
