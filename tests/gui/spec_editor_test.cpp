@@ -269,11 +269,12 @@ class SpecEditorTest : public QObject {
   // An arm's regime fields come from the schema's branches, which the regime table makes.
   void RegimeFieldsAreReadFromTheSchemasBranches() {
     const auto members = regime_members(quartet::runner::spec_json_schema()["properties"]["arms"]["items"]);
-    QCOMPARE(members.at("ranks").size(), size_t{4});
+    QCOMPARE(members.at("ranks").size(), size_t{5});
     QVERIFY(members.at("ranks").count("data_parallel"));
     QVERIFY(members.at("ranks").count("tensor_parallel"));
     QVERIFY(members.at("ranks").count("context_parallel"));
     QVERIFY(members.at("ranks").count("expert_parallel"));
+    QVERIFY(members.at("ranks").count("mesh"));
     QCOMPARE(members.at("backend").at("data_parallel")["default"], json("gloo"));
     QCOMPARE(members.at("backend").at("tensor_parallel")["default"], json("shm"));
     QCOMPARE(members.at("backend").at("context_parallel")["enum"], json::array({"shm", "gloo"}));

@@ -10,9 +10,11 @@
 #include "trainers/data_parallel/rank_group.h"
 #include "trainers/data_parallel/reducer.h"
 #include "trainers/expert_parallel/expert_hook.h"
+#include "trainers/mesh/cost_model.h"
 #include "trainers/mesh/pipe_step.h"
 #include "trainers/tensor_parallel/slice_hook.h"
 #include "trainers/training_loop.h"
+#include "transport/link.h"
 #include "workloads/models.h"
 
 namespace quartet::trainers::mesh {
@@ -154,6 +156,7 @@ class MeshHook final : public Reducer {
                     {"cp", axis_json(cp, cp_wait)}};
     comm["axes"]["dp"]["buckets"] = grads_->num_buckets();
     comm["mesh"] = MeshShape::table().to_json(s_.mesh);
+    comm["intra_link"] = s_.intra_link;
     nlohmann::json at = nlohmann::json::object();
     for (Axis a : kAxisOrder) at[axis_name(a)] = coordinate(a);
     comm["coordinates"] = at;
@@ -238,6 +241,7 @@ void train_expert_mesh(const RoleContext& arm_ctx, const Settings& s) {
     nlohmann::json& comm = out["comm"];
     comm["axes"] = {{"ep", axis_json(a2a, a2a.seconds)}, {"dp", axis_json(reduce, reduce.seconds)}};
     comm["mesh"] = MeshShape::table().to_json(s.mesh);
+    comm["intra_link"] = s.intra_link;
     nlohmann::json coords = nlohmann::json::object();
     for (Axis a : kAxisOrder) coords[axis_name(a)] = at[static_cast<size_t>(a)];
     comm["coordinates"] = coords;
@@ -315,12 +319,14 @@ class Mesh final : public RegimeOf<Settings> {
            "this build trains dp x tp x pp, and cp or ep beside dp";
   }
   CriticalPath critical_path(const std::vector<RoleRecords>& roles) const override {
-    return data_parallel::critical_path(roles);
+    return mesh::critical_path(roles);
   }
   std::string_view cost_model() const override {
     return "the ranks run side by side; each rank's bytes and messages are the ring algorithms' of its tp group "
            "(the activations' all-reduces, inside forward and backward), of its dp group (the gradient buckets' "
-           "all-reduces) and its pp hand-overs (activations forward, their gradients back), counted per axis.";
+           "all-reduces), its pp hand-overs (activations forward, their gradients back), its cp ring blocks and its ep "
+           "all-to-alls, counted per axis; tp and cp, the innermost axes, within a node on the arm's intra_link, "
+           "dp, pp and ep between nodes on the projected link.";
   }
 
  protected:
@@ -379,6 +385,10 @@ const SettingsTable<Settings>& Settings::table() {
           "micro-batches per dp replica (and ep rank) and step, run through the pp stages one after another; the "
           "batch must split evenly over dp x ep x micro_batches")
         .at_least(1);
+    t.add(&Settings::intra_link, "intra_link",
+          "the link within a node that the report's projection prices the tp and cp axes' bytes at (transport/link.h "
+          "presets); dp, pp and ep bytes go on each projected link")
+        .allowed(transport::link_profile_names());
     t.add(&Settings::bucket_mb, "bucket_mb", "dp's gradient bucket size in MiB, 0.001 to 4096")
         .at_least(0.001)
         .at_most(4096.0);

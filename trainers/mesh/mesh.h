@@ -30,6 +30,7 @@ struct Settings : RegimeSettings {
   std::string backend = "shm";   // shm, gloo (CPU); nccl (GPU)
   int64_t micro_batches = 1;     // per dp replica and step
   double bucket_mb = 25.0;       // dp's gradient buckets
+  std::string intra_link = "nvlink";  // the projection's link for tp and cp (within a node)
 
   int64_t world() const { return mesh.ranks(); }
   static const SettingsTable<Settings>& table();
