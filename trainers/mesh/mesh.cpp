@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "engine/memory.h"
 #include "trainers/context_parallel/ring.h"
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/data_parallel/rank_group.h"
@@ -91,9 +92,25 @@ class MeshHook final : public Reducer {
           *pp_comm_);
     grads_ = std::make_unique<GradReducer>(mine->parameters(), *dp_comm_, dp_counters_,
                                            ReducerOptions{.bucket_bytes = static_cast<int64_t>(s_.bucket_mb * 1024 * 1024),
-                                                          .zero = 0, .fp16 = false, .group_of = {}});
+                                                          .zero = static_cast<int>(s_.zero), .fp16 = false,
+                                                          .group_of = {}});
+    params_ = mine->parameters();
+    if (s_.zero > 0) {
+      {
+        engine::MemTagScope tag(engine::MemTag::parameters);
+        shard_ = engine::Tensor::zeros({grads_->shard_numel()}, ctx_.device);
+      }
+      shard_.set_requires_grad(true);
+      if (s_.zero == 1) {
+        engine::MemTagScope tag(engine::MemTag::gradients);
+        shard_grad_ = engine::Tensor::zeros({grads_->shard_numel()}, ctx_.device);
+      }
+    }
     return mine;
   }
+
+  // What the optimizer steps: the rank's parameters, or under ZeRO its dp shard of them.
+  std::vector<engine::Tensor> stepped() const { return s_.zero == 0 ? params_ : std::vector<engine::Tensor>{shard_}; }
 
   // With a pipeline, the micro-step that runs this rank's stages between its neighbours.
   PipeStep* pipe(engine::Model& stages) {
@@ -107,6 +124,7 @@ class MeshHook final : public Reducer {
       for (transport::Collectives* c : {dp_comm_.get(), pp_comm_.get()})
         data_parallel::check_same_step(*c, pos.step, ctx_.device, "mesh");
     slices_.start(pos);
+    if (s_.zero > 0) grads_->params_to_shard(shard_);
   }
 
   void begin_step() override {
@@ -130,8 +148,19 @@ class MeshHook final : public Reducer {
     dp_exposed_ = grads_->finish();
     return dp_exposed_ + slices_.finish();
   }
+  // ZeRO (zero 1, 2) over the dp line, as data_parallel does it: the optimizer steps this
+  // rank's shard (its state 1/dp of the replica's), then the shards are gathered back
+  // into every parameter.
   double step(engine::Optimizer& optimizer, double clip_grad_norm) override {
-    return slices_.step(optimizer, clip_grad_norm);
+    if (s_.zero == 0) return slices_.step(optimizer, clip_grad_norm);
+    if (s_.zero == 1) {
+      grads_->grads_to_shard(shard_grad_);
+      shard_.set_grad(shard_grad_);
+    } else {
+      shard_.set_grad(grads_->shard_grad());
+    }
+    optimizer.step();
+    return grads_->all_gather_params(shard_);
   }
   void gather_model() override { slices_.gather_model(); }
   void release_model() override { slices_.release_model(); }
@@ -177,6 +206,8 @@ class MeshHook final : public Reducer {
   CommCounters dp_counters_, dp_before_, pp_before_, cp_before_;
   double dp_exposed_ = 0.0, pp_seconds_before_ = 0.0, cp_wait_before_ = 0.0;
   std::unique_ptr<GradReducer> grads_;
+  std::vector<engine::Tensor> params_;
+  engine::Tensor shard_, shard_grad_;  // zero 1, 2: this rank's shard and (zero 1) its gradient
   std::unique_ptr<PipeStep> pipe_;
 };
 
@@ -190,7 +221,7 @@ void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
   shard->to(ctx.device);
   shard->set_checkpointing(ctx.config.checkpoint);
   std::shared_ptr<engine::Model> mine = hook.attach(shard);
-  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, mine->parameters());
+  std::unique_ptr<engine::Optimizer> optimizer = make_optimizer(ctx.config.optimizer, hook.stepped());
   LoopOptions o;
   o.micro_batches = s.micro_batches;
   o.rank = static_cast<int>(hook.coordinate(Axis::dp));
@@ -340,6 +371,12 @@ class Mesh final : public RegimeOf<Settings> {
       throw SettingsError(f.path + ".mesh.cp: this build's mesh runs cp beside dp only (gpt has no ring attention "
                           "within a tensor-parallel split, and pipeline stages hand on whole sequences); with cp " +
                           std::to_string(s.mesh.cp) + ", tp and pp must be 1");
+    if (s.zero > 0 && s.mesh.ep > 1)
+      throw SettingsError(f.path + ".zero: ZeRO shards a dp line's replicas; with ep > 1 the experts are already "
+                          "spread and the mesh runs expert_parallel's reducer; use zero 0");
+    if (s.zero > 0 && f.train.clip_grad_norm > 0.0)
+      throw SettingsError(f.path + ".train.clip_grad_norm: a mesh with zero > 0 does not clip (the norm spans the "
+                          "shards of every axis); use 0, or zero 0");
     if (s.mesh.ep > 1 && !f.device.is_cpu())
       throw SettingsError(f.path + ".device: a mesh with ep > 1 runs on the cpu only, as expert_parallel does; use "
                           "device \"cpu\"");
@@ -381,6 +418,12 @@ const SettingsTable<Settings>& Settings::table() {
           "collectives of every axis: \"shm\" (CPU, shared memory, every rank on one host), \"gloo\" (CPU, TCP, any "
           "hosts) or \"nccl\" (GPU)")
         .allowed({"shm", "gloo", "nccl"});
+    t.add(&Settings::zero, "zero",
+          "ZeRO over each dp line: 1 shards the optimizer state (each dp rank steps 1/dp of its replica's "
+          "parameters), 2 also the gradients (reduce-scatter instead of all-reduce); the shards are gathered back "
+          "after each step")
+        .at_least(0)
+        .at_most(2);
     t.add(&Settings::micro_batches, "micro_batches",
           "micro-batches per dp replica (and ep rank) and step, run through the pp stages one after another; the "
           "batch must split evenly over dp x ep x micro_batches")

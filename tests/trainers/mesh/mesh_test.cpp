@@ -99,9 +99,21 @@ TEST_F(Mesh, EachAxisCountsItsOwnBytesByTheFormula) {
   }
 }
 
+// ZeRO over each dp line: the optimizer steps the rank's shard, the shards gathered back.
+TEST_F(Mesh, ZeroOverDpEqualsSingle) {
+  run_single();
+  for (int zero : {1, 2})
+    EXPECT_LT(diff_from_single("zero" + std::to_string(zero), {{"dp", 2}, {"tp", 2}, {"pp", 2}}, {{"zero", zero}}),
+              kSameUpdate)
+        << "zero " << zero;
+}
+
 TEST_F(Mesh, ResumeFromCheckpointsGivesTheSameFinalWeights) {
   expect_resume_bit_for_bit({{"mesh", {{"dp", 2}, {"tp", 2}}}});
 }
+
+// Under ZeRO each rank checkpoints its shard's optimizer state beside the parameters.
+TEST_F(Mesh, ZeroResumesFromCheckpointsBitForBit) { expect_resume_bit_for_bit({{"mesh", {{"dp", 2}}}, {"zero", 2}}); }
 
 // Each stage checkpoints its own stages' slices and optimizer state.
 TEST_F(Mesh, PipelineResumesFromCheckpointsBitForBit) { expect_resume_bit_for_bit({{"mesh", {{"pp", 2}}}}); }
