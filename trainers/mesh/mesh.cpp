@@ -292,36 +292,30 @@ void check_axes(const Settings& s, const ArmFacts& f) {
     throw SettingsError(f.path + ".ranks: " + std::to_string(*s.ranks) + " ranks, but the mesh (" + m.str() +
                         ") has " + std::to_string(m.ranks()) +
                         "; ranks must equal dp x tp x pp x cp x ep (or be left out)");
-  if (m.tp > 1) {
-    int64_t heads = 0;
+  // An axis above 1 needs the model's `what` (its heads, context, experts) to split: the
+  // count, or the refusal naming the models that have one.
+  auto count = [&](const char* axis, const char* needs, int64_t (*of)(const std::string&)) {
     try {
-      heads = workloads::tensor_parallel_max_ranks(f.model);
+      return of(f.model);
     } catch (const std::invalid_argument& e) {
-      throw SettingsError(at + "tp: tp splits a transformer's blocks; " + e.what());
+      throw SettingsError(at + axis + ": " + axis + " " + needs + "; " + e.what());
     }
+  };
+  if (m.tp > 1) {
+    const int64_t heads = count("tp", "splits a transformer's blocks", workloads::tensor_parallel_max_ranks);
     if (heads % m.tp != 0)
       throw SettingsError(at + "tp: " + std::to_string(m.tp) + " does not divide " + f.model + "'s " +
                           std::to_string(heads) + " heads; use a divisor of " + std::to_string(heads));
   }
   if (m.cp > 1) {
-    int64_t context = 0;
-    try {
-      context = workloads::context_parallel_context(f.model);
-    } catch (const std::invalid_argument& e) {
-      throw SettingsError(at + "cp: cp splits a transformer's sequences; " + e.what());
-    }
+    const int64_t context = count("cp", "splits a transformer's sequences", workloads::context_parallel_context);
     if (context % (2 * m.cp) != 0)
       throw SettingsError(at + "cp: " + f.model + "'s context of " + std::to_string(context) +
                           " does not split into 2 x " + std::to_string(m.cp) +
                           " equal chunks; cp must be such that 2 cp divides " + std::to_string(context));
   }
   if (m.ep > 1) {
-    int64_t experts = 0;
-    try {
-      experts = workloads::model_experts(f.model);
-    } catch (const std::invalid_argument& e) {
-      throw SettingsError(at + "ep: ep spreads a mixture of experts; " + e.what());
-    }
+    const int64_t experts = count("ep", "spreads a mixture of experts", workloads::model_experts);
     if (experts % m.ep != 0)
       throw SettingsError(at + "ep: " + std::to_string(m.ep) + " does not divide " + f.model + "'s " +
                           std::to_string(experts) + " experts; use a divisor of " + std::to_string(experts));

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <string>
+#include <vector>
 
 #include "engine/safetensors.h"
 #include "tests/trainers/trainer_test_util.h"
@@ -35,6 +36,13 @@ class Mesh : public testing::RanksOnTextTest {
     const double diff = max_abs_diff(final_weights("single"), final_weights(arm));
     std::cout << "[ measured ] mesh " << mesh.dump() << " vs single: max |param diff| = " << diff << "\n";
     return diff;
+  }
+  // The step records of `role` in `arm`.
+  std::vector<json> steps(const std::string& arm, const std::string& role) const {
+    std::vector<json> out;
+    for (const json& r : records(arm, role))
+      if (r.value("type", "") == "step") out.push_back(r);
+    return out;
   }
   // The SettingsError the mesh's settings raise, "" when they are accepted.
   std::string refusal(const json& settings, const std::string& model = "gpt-mini") {
@@ -81,10 +89,8 @@ TEST_F(Mesh, EachAxisCountsItsOwnBytesByTheFormula) {
     }
     for (int dp_rank : {0, 1}) {
       const std::string role = "rank" + std::to_string(2 * dp_rank + tp_rank);
-      int steps = 0;
-      for (const json& r : records("dp2-tp2", role)) {
-        if (r.value("type", "") != "step") continue;
-        ++steps;
+      const std::vector<json> mine = steps("dp2-tp2", role);
+      for (const json& r : mine) {
         const json& axes = r["comm"]["axes"];
         EXPECT_EQ(axes["tp"]["bytes"], 16 * 2 * 128 * 128 * 4) << role;
         EXPECT_EQ(axes["tp"]["messages"], 16 * 2) << role;
@@ -94,7 +100,7 @@ TEST_F(Mesh, EachAxisCountsItsOwnBytesByTheFormula) {
         EXPECT_EQ(r["comm"]["coordinates"]["tp"], tp_rank) << role;
         EXPECT_EQ(r["comm"]["coordinates"]["dp"], dp_rank) << role;
       }
-      EXPECT_EQ(steps, 3) << role;
+      EXPECT_EQ(mine.size(), 3u) << role;
     }
   }
 }
@@ -158,9 +164,7 @@ TEST_F(Mesh, ContextParallelAxisCountsTheRingsBlocks) {
   int64_t params = 0;
   for (const auto& [name, t] : engine::load_safetensors(init_.string())) params += t.numel();
   for (int r = 0; r < 4; ++r)
-    for (const json& rec : records("dp2-cp2", "rank" + std::to_string(r))) {
-      if (rec.value("type", "") != "step") continue;
-      const json& axes = rec["comm"]["axes"];
+    for (const json& rec : steps("dp2-cp2", "rank" + std::to_string(r))) {      const json& axes = rec["comm"]["axes"];
       EXPECT_EQ(axes["cp"]["bytes"], 4 * (3 * 2 - 2) * 2 * 2 * 64 * 128 * 4) << r;
       EXPECT_EQ(axes["dp"]["bytes"], 2 * 3 * params * 4 / 4) << r;
       EXPECT_EQ(axes["tp"]["bytes"], 0);
@@ -174,9 +178,7 @@ TEST_F(Mesh, ExpertParallelMeshEqualsSingle) {
   run_single();
   EXPECT_LT(diff_from_single("dp2-ep2", {{"dp", 2}, {"ep", 2}}), kSameUpdate);
   for (int r = 0; r < 4; ++r)
-    for (const json& rec : records("dp2-ep2", "rank" + std::to_string(r))) {
-      if (rec.value("type", "") != "step") continue;
-      EXPECT_GT(rec["comm"]["axes"]["ep"]["bytes"].get<int64_t>(), 0) << r;
+    for (const json& rec : steps("dp2-ep2", "rank" + std::to_string(r))) {      EXPECT_GT(rec["comm"]["axes"]["ep"]["bytes"].get<int64_t>(), 0) << r;
       EXPECT_EQ(rec["comm"]["axes"]["ep"]["bytes"], rec["comm"]["all_to_all_bytes"]) << r;
       EXPECT_EQ(rec["moe"]["dropped"], 0) << r;
     }
@@ -208,10 +210,8 @@ TEST_F(Mesh, PipelineHandOversCountedByTheFormula) {
   for (int stage : {0, 1})
     for (int dp_rank : {0, 1}) {
       const std::string role = "rank" + std::to_string(2 * stage + dp_rank);
-      int steps = 0;
-      for (const json& r : records("dp2-pp2", role)) {
-        if (r.value("type", "") != "step") continue;
-        ++steps;
+      const std::vector<json> mine = steps("dp2-pp2", role);
+      for (const json& r : mine) {
         const json& pp = r["comm"]["axes"]["pp"];
         const int64_t hand_overs = stage == 0 ? 2 * (25 * 4 + activation) : 2 * activation;
         EXPECT_EQ(pp["bytes"], hand_overs + 2 * 4) << role;
@@ -219,7 +219,7 @@ TEST_F(Mesh, PipelineHandOversCountedByTheFormula) {
         EXPECT_EQ(r["comm"]["axes"]["tp"]["bytes"], 0) << role;
         EXPECT_EQ(r["comm"]["coordinates"]["pp"], stage) << role;
       }
-      EXPECT_EQ(steps, 3) << role;
+      EXPECT_EQ(mine.size(), 3u) << role;
     }
 }
 
