@@ -208,7 +208,7 @@ TEST(Spec, DataParallelFieldsOnlyOnDataParallelArms) {
                  "mesh regimes take ranks, this arm is single");
   j = valid();
   j["arms"][1]["zero"] = 1;
-  expect_error(j, "spec.arms[1].zero: only the data_parallel regime takes zero");
+  expect_error(j, "spec.arms[1].zero: only the data_parallel and mesh regimes take zero");
 }
 
 TEST(Spec, DataParallelFieldValuesAreChecked) {
