@@ -44,7 +44,7 @@ class MeshHook final : public Reducer {
         tp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::tp))),
         dp_comm_(connect(axes_group(s.mesh, ctx.rank, {Axis::cp, Axis::dp}))),
         pp_comm_(connect(axis_group(s.mesh, ctx.rank, Axis::pp))),
-        slices_(ctx, *tp_comm_, false) {
+        slices_(ctx, *tp_comm_, s.sequence_parallel) {
     if (s.mesh.cp > 1) {
       cp_comm_ = connect(axis_group(s.mesh, ctx.rank, Axis::cp));
       ring_ = std::make_unique<context_parallel::CollectivesRing>(*cp_comm_,
@@ -112,10 +112,21 @@ class MeshHook final : public Reducer {
   // What the optimizer steps: the rank's parameters, or under ZeRO its dp shard of them.
   std::vector<engine::Tensor> stepped() const { return s_.zero == 0 ? params_ : std::vector<engine::Tensor>{shard_}; }
 
+  // What of each micro-batch this rank computes: with sequence parallelism its tp
+  // slice of every sequence, with cp its ring's chunks; none: all of it.
+  LocalBatch local_batch() const {
+    std::vector<int64_t> positions;
+    if (s_.sequence_parallel) positions = slices_.positions();
+    if (ring_) positions = ring_->positions(ring_->rank());
+    if (positions.empty()) return nullptr;
+    return [positions](const workloads::Batch& b) { return sequence_positions(b, positions); };
+  }
+
   // With a pipeline, the micro-step that runs this rank's stages between its neighbours.
   PipeStep* pipe(engine::Model& stages) {
     if (s_.mesh.pp == 1) return nullptr;
-    pipe_ = std::make_unique<PipeStep>(stages, *ctx_.workload, *this, *pp_comm_, to_prev_.get(), to_next_.get());
+    pipe_ = std::make_unique<PipeStep>(stages, *ctx_.workload, *this, *pp_comm_, to_prev_.get(), to_next_.get(),
+                                       local_batch());
     return pipe_.get();
   }
 
@@ -233,10 +244,7 @@ void train_mesh(const RoleContext& arm_ctx, const Settings& s) {
   o.record_step = [&](StepRecord& r, const Position& pos) { return hook.record(r, pos); };
   o.whole_model = [&]() -> engine::Model& { return hook.whole(); };
   o.micro_step = hook.pipe(*mine);
-  if (auto* ring = hook.ring()) {
-    const std::vector<int64_t> positions = ring->positions(ring->rank());
-    o.local_batch = [positions](const workloads::Batch& b) { return sequence_positions(b, positions); };
-  }
+  o.local_batch = hook.local_batch();
   train_loop(ctx, *mine, *optimizer, hook, o);
 }
 
@@ -368,6 +376,16 @@ class Mesh final : public RegimeOf<Settings> {
     if (s.zero > 0 && s.mesh.ep > 1)
       throw SettingsError(f.path + ".zero: ZeRO shards a dp line's replicas; with ep > 1 the experts are already "
                           "spread and the mesh runs expert_parallel's reducer; use zero 0");
+    if (s.sequence_parallel) {
+      const int64_t context = workloads::context_parallel_context(f.model);
+      if (context % s.mesh.tp != 0)
+        throw SettingsError(f.path + ".sequence_parallel: tp " + std::to_string(s.mesh.tp) + " does not divide " +
+                            f.model + "'s context of " + std::to_string(context) +
+                            "; sequence parallelism gives each tp rank 1/tp of it");
+      if (s.zero == 2)
+        throw SettingsError(f.path + ".zero: zero 2 leaves no gradients in the parameters for sequence "
+                            "parallelism to complete; use zero 0 or 1 with sequence_parallel");
+    }
     if (s.zero > 0 && f.train.clip_grad_norm > 0.0)
       throw SettingsError(f.path + ".train.clip_grad_norm: a mesh with zero > 0 does not clip (the norm spans the "
                           "shards of every axis); use 0, or zero 0");
@@ -412,6 +430,9 @@ const SettingsTable<Settings>& Settings::table() {
           "collectives of every axis: \"shm\" (CPU, shared memory, every rank on one host), \"gloo\" (CPU, TCP, any "
           "hosts) or \"nccl\" (GPU)")
         .allowed({"shm", "gloo", "nccl"});
+    t.add(&Settings::sequence_parallel, "sequence_parallel",
+          "sequence parallelism on the tp axis (as tensor_parallel's): between the split regions each tp rank holds "
+          "1/tp of every sequence; tp must divide the context");
     t.add(&Settings::zero, "zero",
           "ZeRO over each dp line: 1 shards the optimizer state (each dp rank steps 1/dp of its replica's "
           "parameters), 2 also the gradients (reduce-scatter instead of all-reduce); the shards are gathered back "

@@ -28,6 +28,7 @@ struct Settings : RegimeSettings {
   MeshShape mesh;
   std::optional<int64_t> ranks;  // when given, the mesh's product must equal it
   std::string backend = "shm";   // shm, gloo (CPU); nccl (GPU)
+  bool sequence_parallel = false;  // on the tp axis, as tensor_parallel's
   int64_t zero = 0;              // ZeRO over dp: 1 optimizer state, 2 also gradients
   int64_t micro_batches = 1;     // per dp replica and step
   double bucket_mb = 25.0;       // dp's gradient buckets

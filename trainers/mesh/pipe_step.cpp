@@ -1,6 +1,7 @@
 #include "trainers/mesh/pipe_step.h"
 
 #include <span>
+#include <utility>
 #include <stdexcept>
 
 #include "engine/autograd.h"
@@ -21,14 +22,16 @@ std::span<float> floats(Tensor& t) { return {t.device_data(), static_cast<size_t
 }  // namespace
 
 PipeStep::PipeStep(engine::Model& stages, const workloads::Workload& workload, const Reducer& reducer,
-                   transport::Collectives& line, transport::Collectives* to_prev, transport::Collectives* to_next)
+                   transport::Collectives& line, transport::Collectives* to_prev, transport::Collectives* to_next,
+                   LocalBatch local)
     : stages_(stages),
       device_(stages.device()),
       workload_(workload),
       reducer_(reducer),
       line_(line),
       to_prev_(to_prev),
-      to_next_(to_next) {}
+      to_next_(to_next),
+      local_(std::move(local)) {}
 
 // Link groups hold the two neighbours; the sender is the root: rank 0 of the link to the
 // next stage, rank 1 of the link to the previous one.
@@ -82,8 +85,10 @@ TensorList PipeStep::receive(const TensorList* like) {
 
 // The reducer's inline seconds include this step's waits and sends (the mesh's hook adds
 // them), so forward and backward count compute only.
-double PipeStep::run(const workloads::Batch& batch, float scale, StepTimes& t) {
+double PipeStep::run(const workloads::Batch& whole, float scale, StepTimes& t) {
   const bool first = to_prev_ == nullptr, last = to_next_ == nullptr;
+  const workloads::Batch local = local_ && (first || last) ? local_(whole) : workloads::Batch{};
+  const workloads::Batch& batch = local_ ? local : whole;
   TensorList inputs;
   if (first) {
     inputs = {batch.x.to(device_)};

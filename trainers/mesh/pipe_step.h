@@ -22,8 +22,11 @@ class PipeStep final : public MicroStep {
  public:
   // stages: this rank's stages as a model; line: the pp group (its rank is this stage);
   // to_prev, to_next: the links to the neighbours (null at the ends). Each must outlive it.
+  // local: what of each micro-batch this stage computes (sequence parallel: its tp
+  // slice of every sequence); none: all of it.
   PipeStep(engine::Model& stages, const workloads::Workload& workload, const Reducer& reducer,
-           transport::Collectives& line, transport::Collectives* to_prev, transport::Collectives* to_next);
+           transport::Collectives& line, transport::Collectives* to_prev, transport::Collectives* to_next,
+           LocalBatch local = nullptr);
 
   double run(const workloads::Batch& batch, float scale, StepTimes& t) override;
 
@@ -45,6 +48,7 @@ class PipeStep final : public MicroStep {
   transport::Collectives& line_;
   transport::Collectives* to_prev_;
   transport::Collectives* to_next_;
+  LocalBatch local_;
 };
 
 }  // namespace quartet::trainers::mesh

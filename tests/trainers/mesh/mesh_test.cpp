@@ -143,6 +143,8 @@ TEST_F(Mesh, RefusesTheAxesItDoesNotTrainYet) {
   EXPECT_NE(refusal({{"mesh", {{"cp", 2}, {"tp", 2}}}}).find("mesh.cp: this build's mesh runs cp beside dp only"),
             std::string::npos);
   EXPECT_EQ(refusal({{"mesh", {{"dp", 2}, {"tp", 2}, {"pp", 2}}}, {"ranks", 8}}), "");
+  EXPECT_NE(refusal({{"mesh", {{"dp", 2}, {"tp", 2}}}, {"sequence_parallel", true}, {"zero", 2}}).find("zero: zero 2"),
+            std::string::npos);
   EXPECT_NE(refusal({{"mesh", {{"ep", 2}, {"pp", 2}}}}, "gpt-moe").find("mesh.ep: this build's mesh runs ep beside dp"),
             std::string::npos);
   EXPECT_NE(refusal({{"mesh", {{"dp", 2}}}}, "gpt-moe").find("model: this build's mesh trains the models"),
@@ -190,6 +192,18 @@ TEST_F(Mesh, PipelineMeshesEqualSingle) {
   EXPECT_LT(diff_from_single("dp2-pp2", {{"dp", 2}, {"pp", 2}}), kSameUpdate);
   EXPECT_LT(diff_from_single("tp2-pp2", {{"tp", 2}, {"pp", 2}}, {{"micro_batches", 2}}), kSameUpdate);
   EXPECT_LT(diff_from_single("pp3", {{"pp", 3}}), kSameUpdate);
+}
+
+// Sequence parallelism on the tp axis: beside dp, and across pipeline stages (each tp
+// rank hands its slice of the sequence to the same tp rank of the next stage).
+TEST_F(Mesh, SequenceParallelMeshesEqualSingle) {
+  run_single();
+  EXPECT_LT(diff_from_single("dp2-sp2", {{"dp", 2}, {"tp", 2}}, {{"sequence_parallel", true}}), kSameUpdate);
+  EXPECT_LT(diff_from_single("sp2-pp2", {{"tp", 2}, {"pp", 2}}, {{"sequence_parallel", true}, {"micro_batches", 2}}),
+            kSameUpdate);
+  EXPECT_LT(diff_from_single("dp2-sp2-pp2-zero1", {{"dp", 2}, {"tp", 2}, {"pp", 2}},
+                             {{"sequence_parallel", true}, {"zero", 1}}),
+            kSameUpdate);
 }
 
 // Eight processes: (dp, tp, pp) = (2, 2, 2).
