@@ -284,6 +284,18 @@ class SpecEditorTest : public QObject {
     QVERIFY(!members.count("name"));  // every arm's
   }
 
+  // A mesh arm's axes are fields of its "mesh" object: typed into, they land there.
+  void AMeshArmEditsItsAxes() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    combo(e, "spec.arms[0].regime")->setCurrentText("mesh");
+    type_into(line(e, "spec.arms[0].mesh.dp"), "2");
+    type_into(line(e, "spec.arms[0].mesh.tp"), "2");
+    QCOMPARE(e.spec()["arms"][0]["mesh"]["dp"], json(2));
+    QCOMPARE(e.spec()["arms"][0]["mesh"]["tp"], json(2));
+    QVERIFY(!e.spec()["arms"][0]["mesh"].contains("pp"));
+  }
+
   // A field two regimes take shows the chosen regime's default and allowed values.
   void ASharedFieldFollowsTheChosenRegime() {
     SpecEditor e;
