@@ -39,11 +39,13 @@ bool is_ip_address(const std::string& host) {
 
 CLI::App* add_launch_command(CLI::App& app, LaunchOptions& o) {
   CLI::App* cmd = app.add_subcommand(
-      "launch", "Run one rank of a data_parallel, tensor_parallel, context_parallel or expert_parallel arm, started "
+      "launch", "Run one rank of a data_parallel, tensor_parallel, context_parallel, expert_parallel or mesh arm, "
+                "started "
                 "once per rank by srun, mpirun or torchrun "
                 "(rank and coordinator from their variables; see docs/cluster.md)");
   cmd->add_option("spec", o.spec_path, "experiment file")->required();
-  cmd->add_option("--arm", o.arm, "the data_parallel, tensor_parallel, context_parallel or expert_parallel arm to run")
+  cmd->add_option("--arm", o.arm,
+                  "the data_parallel, tensor_parallel, context_parallel, expert_parallel or mesh arm to run")
       ->required();
   cmd->add_option("--out", o.out, "rank 0: run folder to create (must not exist); default results/<name>-<time>");
   cmd->add_option("--coordinator", o.coordinator,
@@ -66,10 +68,10 @@ int launch_main(const LaunchOptions& o) {
   const ExperimentSpec spec = load_spec_file(o.spec_path);
   const ArmSpec& arm = spec.arm(o.arm);
   if (arm.regime != "data_parallel" && arm.regime != "tensor_parallel" && arm.regime != "context_parallel" &&
-      arm.regime != "expert_parallel")
+      arm.regime != "expert_parallel" && arm.regime != "mesh")
     throw InputError("--arm " + arm.name + ": its regime is " + arm.regime +
-                     "; quartet launch runs data_parallel, tensor_parallel, context_parallel and expert_parallel "
-                     "arms only (one process per rank)");
+                     "; quartet launch runs data_parallel, tensor_parallel, context_parallel, expert_parallel and "
+                     "mesh arms only (one process per rank)");
   const std::vector<std::string> roles = arm.regime_entry().roles(*arm.settings);
   if (static_cast<int>(roles.size()) != cr.world_size)
     throw InputError(cr.world_size_variable + ": " + std::to_string(cr.world_size) + " processes, but arm " +

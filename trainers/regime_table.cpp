@@ -6,6 +6,7 @@
 #include "trainers/data_parallel/data_parallel.h"
 #include "trainers/expert_parallel/expert_parallel.h"
 #include "trainers/federated/federated.h"
+#include "trainers/mesh/mesh.h"
 #include "trainers/pipeline/pipeline.h"
 #include "trainers/regime.h"
 #include "trainers/single/single.h"
@@ -25,6 +26,7 @@ const std::vector<const Regime*>& regime_table() {
       &tensor_parallel::regime(),
       &context_parallel::regime(),
       &expert_parallel::regime(),
+      &mesh::regime(),
   };
   return table;
 }

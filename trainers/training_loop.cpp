@@ -163,7 +163,8 @@ void train_loop(const RoleContext& ctx, engine::Model& model, engine::Optimizer&
   const int64_t per_rank = cfg.batch / o.ranks;
   const auto schedule = make_schedule(cfg.optimizer, cfg.schedule, cfg.batch, plan.total_steps);
   const std::vector<engine::Tensor> params = model.parameters();
-  WholeModelStep micro(model, wl, reducer, o.local_batch);
+  WholeModelStep whole_step(model, wl, reducer, o.local_batch);
+  MicroStep& micro = o.micro_step ? *o.micro_step : whole_step;
   StepOptions step{.micro_batches = o.micro_batches, .lr = std::nullopt, .clip_grad_norm = cfg.clip_grad_norm,
                    .before_step = nullptr};
 

@@ -136,6 +136,9 @@ struct LoopOptions {
   std::function<engine::Model&()> whole_model;
   // What of each micro-batch this process computes (WholeModelStep); none: all of it.
   LocalBatch local_batch;
+  // How a micro-batch runs on this process (a mesh's pipeline stage: its stages, with its
+  // neighbours' activations and gradients); none: WholeModelStep over `model`.
+  MicroStep* micro_step = nullptr;
 };
 
 // Trains ctx's model for the arm's epochs (capped by max_steps): each step takes the

@@ -344,7 +344,7 @@ TEST_F(Launch, ArmOfAnotherRegimeIsRefusedNamingWhatIsSupported) {
   const int code = wait_exit_within(p, std::chrono::seconds(120));
   expect_exit2_with({code, file_bytes(log(0))},
                     "--arm single: its regime is single; quartet launch runs data_parallel, tensor_parallel, "
-                    "context_parallel and expert_parallel arms only");
+                    "context_parallel, expert_parallel and mesh arms only");
 }
 
 TEST_F(Launch, RankWithoutATokenExitsWith2NamingWhereItComesFrom) {
@@ -511,6 +511,17 @@ TEST_F(Launch, SlurmStyleExpertParallelRanksTrainLikeSingle) {
                                                                 "SLURM_LOCALID=" + std::to_string(r),
                                                                 "SLURM_NODELIST=127.0.0.1", "MASTER_PORT=" + port};
                               });
+}
+
+// A mesh of dp 2 x tp 2 x pp 2: eight processes, each with its coordinates from its rank.
+TEST_F(Launch, TorchrunStyleMeshRanksTrainLikeSingle) {
+  const std::string port = std::to_string(unused_port());
+  launch_text_arm_like_single(
+      "gpt-mini", {{"name", "mesh"}, {"regime", "mesh"}, {"mesh", {{"dp", 2}, {"tp", 2}, {"pp", 2}}}, {"backend", "gloo"}},
+      8, [&](int r) {
+        return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=8", "LOCAL_RANK=" + std::to_string(r),
+                                        "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
+      });
 }
 
 // mpirun inside a Slurm job (sbatch -n4 running mpirun -np 4): every rank also inherits the

@@ -269,11 +269,12 @@ class SpecEditorTest : public QObject {
   // An arm's regime fields come from the schema's branches, which the regime table makes.
   void RegimeFieldsAreReadFromTheSchemasBranches() {
     const auto members = regime_members(quartet::runner::spec_json_schema()["properties"]["arms"]["items"]);
-    QCOMPARE(members.at("ranks").size(), size_t{4});
+    QCOMPARE(members.at("ranks").size(), size_t{5});
     QVERIFY(members.at("ranks").count("data_parallel"));
     QVERIFY(members.at("ranks").count("tensor_parallel"));
     QVERIFY(members.at("ranks").count("context_parallel"));
     QVERIFY(members.at("ranks").count("expert_parallel"));
+    QVERIFY(members.at("ranks").count("mesh"));
     QCOMPARE(members.at("backend").at("data_parallel")["default"], json("gloo"));
     QCOMPARE(members.at("backend").at("tensor_parallel")["default"], json("shm"));
     QCOMPARE(members.at("backend").at("context_parallel")["enum"], json::array({"shm", "gloo"}));
@@ -281,6 +282,18 @@ class SpecEditorTest : public QObject {
     QCOMPARE(members.at("clients").at("federated")["default"], json(10));
     QCOMPARE(members.at("clients").at("split")["default"], json(1));
     QVERIFY(!members.count("name"));  // every arm's
+  }
+
+  // A mesh arm's axes are fields of its "mesh" object: typed into, they land there.
+  void AMeshArmEditsItsAxes() {
+    SpecEditor e;
+    e.set_spec(tiny_spec());
+    combo(e, "spec.arms[0].regime")->setCurrentText("mesh");
+    type_into(line(e, "spec.arms[0].mesh.dp"), "2");
+    type_into(line(e, "spec.arms[0].mesh.tp"), "2");
+    QCOMPARE(e.spec()["arms"][0]["mesh"]["dp"], json(2));
+    QCOMPARE(e.spec()["arms"][0]["mesh"]["tp"], json(2));
+    QVERIFY(!e.spec()["arms"][0]["mesh"].contains("pp"));
   }
 
   // A field two regimes take shows the chosen regime's default and allowed values.

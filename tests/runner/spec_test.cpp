@@ -165,7 +165,7 @@ TEST(Spec, MicroBatchesThatDoNotDivideTheBatchAreRefused) {
 TEST(Spec, MicroBatchesOnANonAccumulateArmAreRefused) {
   json j = valid();
   j["arms"][0]["micro_batches"] = 2;
-  expect_error(j, "only the accumulate, data_parallel, pipeline and expert_parallel regimes take micro_batches");
+  expect_error(j, "only the accumulate, data_parallel, pipeline, expert_parallel and mesh regimes take micro_batches");
 }
 
 json with_arm(json arm) {
@@ -204,11 +204,11 @@ TEST(Spec, DataParallelBatchThatDoesNotSplitOverRanksIsRefused) {
 TEST(Spec, DataParallelFieldsOnlyOnDataParallelArms) {
   json j = valid();
   j["arms"][0]["ranks"] = 2;
-  expect_error(j, "spec.arms[0].ranks: only the data_parallel, tensor_parallel, context_parallel and expert_parallel "
-                 "regimes take ranks, this arm is single");
+  expect_error(j, "spec.arms[0].ranks: only the data_parallel, tensor_parallel, context_parallel, expert_parallel and "
+                 "mesh regimes take ranks, this arm is single");
   j = valid();
   j["arms"][1]["zero"] = 1;
-  expect_error(j, "spec.arms[1].zero: only the data_parallel regime takes zero");
+  expect_error(j, "spec.arms[1].zero: only the data_parallel and mesh regimes take zero");
 }
 
 TEST(Spec, DataParallelFieldValuesAreChecked) {

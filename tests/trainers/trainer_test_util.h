@@ -207,17 +207,17 @@ class RanksOnTextTest : public RegimeTest {
     return diff;
   }
 
-  // Trains an arm of regime_ over 2 ranks for 3 epochs of 2 Adam steps, and another that
-  // stops after one epoch and resumes from its checkpoints: the same final weights, bit
-  // for bit, and every rank's records one per step.
-  void expect_resume_bit_for_bit() {
+  // Trains an arm of regime_ over 2 ranks (or with `settings`) for 3 epochs of 2 Adam
+  // steps, and another that stops after one epoch and resumes from its checkpoints: the
+  // same final weights, bit for bit, and ranks 0 and 1's records one per step.
+  void expect_resume_bit_for_bit(const nlohmann::json& settings = {{"ranks", 2}}) {
     use_corpus(8);  // two steps of 4 an epoch
     auto ctx = [&](const std::string& arm, int64_t epochs) {
       RoleContext c = context(arm, 0);
       c.config.max_steps = 0;
       c.config.epochs = epochs;
       c.config.optimizer = {.name = "adam", .lr = 1e-3f};
-      c.settings = regime_settings(regime_, c, {{"ranks", 2}});
+      c.settings = regime_settings(regime_, c, settings);
       return c;
     };
     run_roles_as_threads(regime_, ctx("whole", 3));

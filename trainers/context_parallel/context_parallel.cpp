@@ -10,6 +10,7 @@
 #include "trainers/data_parallel/rank_group.h"
 #include "trainers/data_parallel/reducer.h"
 #include "trainers/metrics.h"
+#include "trainers/context_parallel/ring.h"
 #include "trainers/training_loop.h"
 #include "workloads/models.h"
 
@@ -20,42 +21,6 @@ using engine::Tensor;
 using transport::CollectiveKind;
 
 constexpr double kBucketMb = 25.0;  // PyTorch DDP's, as data_parallel's default
-
-// The ring of one context-parallel group over that group's collectives (whichever ranks
-// they join): rank r of the group holds context_parallel_positions(context, r, size) and
-// sends its blocks to r + 1, receiving from r - 1. Counts what it sends and the time
-// compute waited for it.
-class CollectivesRing final : public engine::AttentionRing {
- public:
-  CollectivesRing(transport::Collectives& comm, int64_t context) : comm_(comm) {
-    for (int r = 0; r < comm.size(); ++r)
-      positions_.push_back(workloads::context_parallel_positions(context, r, comm.size()));
-  }
-  int rank() const override { return comm_.rank(); }
-  int size() const override { return comm_.size(); }
-  const std::vector<int64_t>& positions(int rank) const override { return positions_.at(static_cast<size_t>(rank)); }
-
-  std::function<void()> shift(const Tensor& send, Tensor& recv) override {
-    const int n = size(), me = rank();
-    const size_t count = static_cast<size_t>(send.numel());
-    transport::Work work = comm_.send_recv_async(std::span<const float>(send.device_data(), count), (me + 1) % n,
-                                                 std::span<float>(recv.device_data(), count), (me + n - 1) % n);
-    const int64_t bytes = send.numel() * 4;
-    return [this, work, bytes] {
-      Stopwatch clock;
-      work.wait();
-      wait_seconds += clock.seconds();
-      counters.add(CollectiveKind::send_recv, bytes, comm_, work.seconds());
-    };
-  }
-
-  CommCounters counters;      // the key/value blocks and their gradients
-  double wait_seconds = 0.0;  // compute waiting for them, inside forward and backward
-
- private:
-  transport::Collectives& comm_;
-  std::vector<std::vector<int64_t>> positions_;
-};
 
 // context_parallel's hook into the training loop: the ring attention's shifts run inside
 // forward and backward (their waits are inline communication); the gradients are

@@ -127,33 +127,56 @@ void check_backend(const std::string& backend, int64_t ranks, const ArmFacts& f)
                         "need \"gloo\"");
 }
 
-std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& regime,
-                                                const std::string& backend, int ranks) {
+namespace {
+
+// How the role makes `backend`'s collectives over a store: the Gloo address it announces
+// (asked of the coordinator once), its GPU for NCCL.
+transport::MakeCollectives backend_factory(const RoleContext& ctx, const std::string& regime,
+                                           const std::string& backend, int ranks) {
   if (!ctx.coordinator)
     throw std::runtime_error(regime + ": " + ctx.role + " has no connection to the run's coordinator, which the "
                              "ranks rendezvous through");
-  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
   // QUARTET_GLOO_HOST or QUARTET_GLOO_IFACE, when set, say where Gloo listens.
   transport::GlooOptions gloo = transport::gloo_options_from_environment();
   auto set = [](const char* name) { return std::getenv(name) && *std::getenv(name); };
   if ((backend == "gloo" || backend == "hierarchical") && !set("QUARTET_GLOO_HOST") && !set("QUARTET_GLOO_IFACE"))
     gloo.hostname = gloo_host(*ctx.coordinator, ctx.arm, ctx.rank, ranks, gloo.timeout);
-  if (backend == "nccl") {
+  const int world_rank = ctx.rank;
+  const engine::Device device = ctx.device;
+  return [=](gloo::rendezvous::Store& store, int rank, int size) -> std::unique_ptr<transport::Collectives> {
+    if (backend == "nccl") {
 #if defined(QUARTET_WITH_NCCL)
-    transport::NcclOptions o;
-    o.device = ctx.device.index;
-    return std::make_unique<AfterCompute>(transport::make_nccl_collectives(store, ctx.rank, ranks, o), ctx.device);
+      transport::NcclOptions o;
+      o.device = device.index;
+      return std::make_unique<AfterCompute>(transport::make_nccl_collectives(store, rank, size, o), device);
 #else
-    throw std::runtime_error(regime + ": this build of Quartet has no NCCL");
+      throw std::runtime_error(regime + ": this build of Quartet has no NCCL");
 #endif
-  }
-  if (backend == "shm")
-    return transport::make_shm_collectives(store, ctx.rank, ranks, transport::shm_options_from_environment());
-  if (backend == "hierarchical")
-    return transport::make_hierarchical_collectives(
-        store, ctx.rank, ranks, transport::host_key_from_environment(ctx.rank),
-        {transport::shm_options_from_environment(), gloo});
-  return transport::make_gloo_collectives(store, ctx.rank, ranks, gloo);
+    }
+    if (backend == "shm") return transport::make_shm_collectives(store, rank, size, transport::shm_options_from_environment());
+    if (backend == "hierarchical")
+      return transport::make_hierarchical_collectives(store, rank, size,
+                                                      transport::host_key_from_environment(world_rank),
+                                                      {transport::shm_options_from_environment(), gloo});
+    return transport::make_gloo_collectives(store, rank, size, gloo);
+  };
+}
+
+}  // namespace
+
+std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& regime,
+                                                const std::string& backend, int ranks) {
+  const transport::MakeCollectives make = backend_factory(ctx, regime, backend, ranks);
+  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
+  return make(store, ctx.rank, ranks);
+}
+
+std::unique_ptr<transport::Collectives> connect_group(const RoleContext& ctx, const std::string& regime,
+                                                      const std::string& backend, int ranks,
+                                                      const transport::SubGroup& group) {
+  const transport::MakeCollectives make = backend_factory(ctx, regime, backend, ranks);
+  transport::CoordinatorStore store(*ctx.coordinator, "arm/" + ctx.arm + "/" + backend + "/");
+  return transport::make_sub_group(store, ctx.rank, group, make);
 }
 
 RoleContext on_own_device(RoleContext ctx) {

@@ -14,6 +14,7 @@
 #include "trainers/metrics.h"
 #include "trainers/regime.h"
 #include "transport/collectives.h"
+#include "transport/sub_group.h"
 
 namespace quartet::trainers::data_parallel {
 
@@ -26,6 +27,12 @@ void check_backend(const std::string& backend, int64_t ranks, const ArmFacts& fa
 // caller in messages.
 std::unique_ptr<transport::Collectives> connect(const RoleContext& ctx, const std::string& regime,
                                                 const std::string& backend, int ranks);
+
+// The role's collectives over `group` of the arm's `ranks` processes (a mesh axis's line),
+// over `backend` as connect() makes them. Every member calls it with the same group.
+std::unique_ptr<transport::Collectives> connect_group(const RoleContext& ctx, const std::string& regime,
+                                                      const std::string& backend, int ranks,
+                                                      const transport::SubGroup& group);
 
 // On GPUs each rank has its own: the arm's device plus the rank's place on this host, its
 // local rank when a cluster launcher gave one (ranks spread over hosts), else its rank.
