@@ -148,23 +148,23 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = "block" + std::to_string(i);
     b.stage(p);
-    b.elementwise(p + ".ln1", T * w, 2 * w, 2 * T * w);
+    b.elementwise(p + ".ln1", T * w, 2 * w);
     b.linear(p + ".qkv", w, 3 * w, T).tensor_parallel = true;
-    // q k^T and p v over the causal pairs; the softmax and its mask over the heads' T×T
-    // scores. Saved: Korthikanti et al. (2022)'s 5 a s^2 / h bytes per token at 16 bits,
-    // i.e. 2.5 H T^2 elements, less the 16-bit/8-bit mask difference ignored.
-    b.add({p + ".attention", p, OpClass::attention, 2 * 2 * w * pairs, 4 * T * w + 2 * H * pairs, 0, 2.5 * H * T * T,
-           T * w, true});
+    // q k^T and p v over the causal pairs. Saved (Korthikanti et al. 2022): q, k and v,
+    // and the heads' T×T scores, softmax and mask, 5 a s^2 bytes at 16 bits (2.5 H T^2
+    // elements, the 8-bit mask counted as half an element).
+    b.add({p + ".attention", p, OpClass::attention, 2 * 2 * w * pairs, 4 * T * w + 2 * H * pairs, 0,
+           3 * T * w + 2.5 * H * T * T, T * w, true});
     b.linear(p + ".proj", w, w, T).tensor_parallel = true;
     b.elementwise(p + ".residual1", T * w, 0, 0);
-    b.elementwise(p + ".ln2", T * w, 2 * w, 2 * T * w);
+    b.elementwise(p + ".ln2", T * w, 2 * w);
     b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
     b.elementwise(p + ".gelu", 4 * T * w).tensor_parallel = true;
     b.linear(p + ".fc2", 4 * w, w, T).tensor_parallel = true;
     b.elementwise(p + ".residual2", T * w, 0, 0);
   }
   b.stage("head");
-  b.elementwise("ln_f", T * w, 2 * w, 2 * T * w);
+  b.elementwise("ln_f", T * w, 2 * w);
   Layer& head = b.linear("head", w, V, T, /*bias=*/!d.vocab_parallel);
   head.tensor_parallel = d.vocab_parallel;
   if (d.vocab_parallel) head.parameters = 0;  // Megatron ties the head to the embedding
