@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "analysis/plan/collectives.h"
+#include "analysis/plan/rounds.h"
 
 namespace quartet::analysis::plan {
 
@@ -207,7 +208,17 @@ std::vector<size_t> pipeline_stage_starts(const ModelShape& m, int64_t stages, c
   return out;
 }
 
+double layers_seconds(const ModelShape& m, size_t first, size_t last, double samples, const ClusterProfile& c,
+                      const std::string& precision, double devices) {
+  PlanArm arm;
+  arm.precision = precision;
+  const StageTime t = stage_time(m, first, std::min(last, m.layers.size()), samples, arm, rate_of(c, precision, devices));
+  return t.forward + t.backward;
+}
+
 Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile& c) {
+  if (arm.regime == "split") return predict_split(m, arm, c);
+  if (arm.regime == "federated") return predict_federated(m, arm, c);
   check_arm(m, arm);
   const Mesh& mesh = arm.mesh;
   const Placement where = place(mesh.ranks(), arm, c);

@@ -57,7 +57,14 @@ struct Prediction {
 // decides the mesh of a spec's arm (analysis/plan/spec_arms.h). std::invalid_argument
 // for an arm the model or cluster cannot take (a batch that does not split, more
 // ranks than devices, a cut that is no stage), naming what is wrong.
+// split and federated arms go to analysis/plan/rounds.h's predictions.
 Prediction predict(const ModelShape& model, const PlanArm& arm, const ClusterProfile& cluster);
+
+// Forward and backward seconds of layers [first, last) for `samples` on `devices` of the
+// cluster's devices: the roofline of predict's slot, for the regimes whose ranks are not
+// a mesh (split's client and server halves).
+double layers_seconds(const ModelShape& model, size_t first, size_t last, double samples, const ClusterProfile& cluster,
+                      const std::string& precision, double devices);
 
 // The first layer of each of `stages` contiguous pipeline stages, by `cuts` (the last
 // model stage before each cut) or, when empty, balanced by forward FLOPs and bytes.
