@@ -15,6 +15,7 @@
 #include "runner/launch_command.h"
 #include "runner/launcher.h"
 #include "runner/phantom_command.h"
+#include "runner/plan_command.h"
 #include "runner/predict_command.h"
 #include "runner/report_command.h"
 #include "runner/sample_command.h"
@@ -194,6 +195,8 @@ int main(int argc, char** argv) {
   CLI::App* inspect_cmd = add_inspect_command(app, inspect_opts);
   TuneOptions tune_opts;
   CLI::App* tune_cmd = add_tune_command(app, tune_opts);
+  PlanOptions plan_opts;
+  CLI::App* plan_cmd = add_plan_command(app, plan_opts);
 
   ReportOptions report_opts;
   CLI::App* report_cmd = add_report_command(app, report_opts);
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
     if (*sample_cmd) return sample_main(sample_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
     if (*tune_cmd) return tune_main(tune_opts);
+    if (*plan_cmd) return plan_main(plan_opts);
     if (*certs_cmd) return certs_main(certs_opts);
     if (*launch_cmd) return launch_main(launch_opts);
     if (*report_cmd) return report_main(report_opts, argc, argv);

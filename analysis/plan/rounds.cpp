@@ -109,7 +109,7 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
   Prediction p;
   p.arm = arm.name;
   p.regime = arm.regime;
-  p.mesh = std::to_string(asked) + " of " + std::to_string(arm.clients) + " clients";
+  p.mesh = std::to_string(asked) + " of " + std::to_string(arm.clients);
   p.ranks = asked;
   double round = 0.0, train = 0.0, comm = 0.0;
   int64_t answered = 0;

@@ -1,0 +1,244 @@
+#include "runner/plan_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/plan/cluster.h"
+#include "analysis/plan/cost.h"
+#include "analysis/tables.h"
+#include "runner/wiring.h"
+#include "transport/link.h"
+
+namespace quartet::runner {
+
+namespace plan = analysis::plan;
+using nlohmann::json;
+
+namespace {
+
+using analysis::fixed;
+
+std::string human_seconds(double s) {
+  if (s >= 100) return fixed(s, 0) + " s";
+  if (s >= 1) return fixed(s, 2) + " s";
+  if (s >= 1e-3) return fixed(s * 1e3, 2) + " ms";
+  return fixed(s * 1e6, 1) + " us";
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return fixed(b, u == 0 || b >= 100 ? 0 : 1) + " " + units[u];
+}
+
+std::string human_rate(double v) {
+  if (v >= 1e6) return fixed(v / 1e6, 2) + "M";
+  if (v >= 1e4) return fixed(v / 1e3, 1) + "k";
+  return fixed(v, v >= 100 ? 0 : 1);
+}
+
+}  // namespace
+
+std::string plan_model_name(const ExperimentSpec& spec, const ArmSpec& arm) {
+  const std::string model = arm.model.empty() ? spec.workload.model : arm.model;
+  if (model == "unet3d") return "unet3d-" + std::to_string(arm.patch > 0 ? arm.patch : spec.workload.patch);
+  return model;
+}
+
+plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t train_samples) {
+  const json f = arm.regime_entry().to_json(*arm.settings);
+  plan::PlanArm p;
+  p.name = arm.name;
+  p.regime = arm.regime;
+  p.model = model;
+  p.batch = arm.train.batch;
+  p.threads = arm.threads;
+  p.checkpointing = arm.train.checkpoint;
+  p.optimizer = arm.train.optimizer.name;
+  const int64_t ranks = f.value("ranks", int64_t{1});
+  p.micro_batches = f.value("micro_batches", int64_t{1});
+  if (arm.regime == "data_parallel") {
+    p.mesh.dp = ranks;
+    p.zero = f.value("zero", int64_t{0});
+    p.bucket_bytes = f.value("bucket_mb", 25.0) * 1024 * 1024;
+    if (f.value("backend", std::string()) == "hierarchical") p.algorithm = "hierarchical";
+  } else if (arm.regime == "tensor_parallel") {
+    p.mesh.tp = ranks;
+    p.sequence_parallel = f.value("sequence_parallel", false);
+  } else if (arm.regime == "context_parallel") {
+    p.mesh.cp = ranks;
+  } else if (arm.regime == "expert_parallel") {
+    p.mesh.ep = ranks;
+  } else if (arm.regime == "pipeline") {
+    p.cuts = f.value("cuts", std::vector<std::string>{});
+    p.mesh.pp = static_cast<int64_t>(p.cuts.size()) + 1;
+    p.schedule = f.value("schedule", std::string("1f1b"));
+  } else if (arm.regime == "split") {
+    p.clients = f.value("clients", int64_t{1});
+    p.variant = f.value("variant", std::string("vanilla"));
+    if (f.contains("cuts") && f["cuts"].is_array()) p.cuts = f["cuts"].get<std::vector<std::string>>();
+    else if (f.contains("cut") && f["cut"].is_string()) p.cuts = {f["cut"].get<std::string>()};
+  } else if (arm.regime == "federated") {
+    p.clients = f.value("clients", int64_t{10});
+    p.fraction = f.value("fraction", 1.0);
+    p.local_epochs = f.value("local_epochs", int64_t{1});
+    p.client_samples = train_samples > 0 ? train_samples / std::max<int64_t>(1, p.clients) : 0;
+  }
+  if (arm.regime != "pipeline" && arm.regime != "accumulate" && arm.regime != "data_parallel" &&
+      arm.regime != "expert_parallel")
+    p.micro_batches = 1;
+  if (arm.link != "loopback") {
+    const transport::LinkProfile link = transport::link_profile(arm.link);
+    p.link = arm.link;
+    p.link_bandwidth_bytes_per_s = link.bandwidth_bits_per_s / 8.0;
+    p.link_latency_s = link.latency_s;
+  }
+  return p;
+}
+
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Predict each arm's step time, memory and traffic on a cluster profile (docs/plan.md)");
+  cmd->add_option("spec", o.spec_path, "experiment file")->required();
+  cmd->add_option("--cluster", o.cluster_path, "cluster profile (clusters/*.json)")->required();
+  cmd->add_option("--devices", o.devices, "use this many of the cluster's devices (cpu: cores); default all")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o.json, "print JSON instead of the table");
+  return cmd;
+}
+
+namespace {
+
+plan::ClusterProfile load_cluster(const PlanOptions& o) {
+  plan::ClusterProfile c;
+  try {
+    c = plan::load_cluster_file(o.cluster_path);
+  } catch (const plan::ClusterError& e) {
+    throw InputError(std::string("--cluster: ") + e.what());
+  }
+  if (o.devices > 0) {
+    if (o.devices > c.devices())
+      throw InputError("--devices: " + std::to_string(o.devices) + " is more than " + c.name + "'s " +
+                       std::to_string(c.devices()) + " devices");
+    c.nodes = (o.devices + c.devices_per_node - 1) / c.devices_per_node;
+    if (o.devices % c.devices_per_node != 0 && c.nodes > 1)
+      throw InputError("--devices: " + std::to_string(o.devices) + " is not whole nodes of " +
+                       std::to_string(c.devices_per_node));
+    if (c.nodes == 1) c.devices_per_node = o.devices;
+  }
+  return c;
+}
+
+json prediction_json(const plan::Prediction& p) {
+  const plan::MemoryBytes& m = p.memory;
+  return {{"arm", p.arm},
+          {"regime", p.regime},
+          {"mesh", p.mesh},
+          {"ranks", p.ranks},
+          {"step_seconds", p.step_seconds},
+          {"samples_per_second", p.samples_per_second},
+          {"compute_seconds", p.compute_seconds},
+          {"comm_seconds", p.comm_seconds},
+          {"bubble_seconds", p.bubble_seconds},
+          {"memory_bytes",
+           {{"parameters", m.parameters},
+            {"gradients", m.gradients},
+            {"optimizer_state", m.optimizer_state},
+            {"activations", m.activations},
+            {"communication", m.communication},
+            {"workspace", m.workspace},
+            {"total", m.total()}}},
+          {"memory_capacity_bytes", p.memory_capacity},
+          {"fits", p.fits},
+          {"bytes_per_step", {{"intra_node", p.intra_bytes}, {"inter_node", p.inter_bytes}}},
+          {"mfu", p.mfu},
+          {"bottleneck", p.bottleneck}};
+}
+
+std::string pad(std::string s, size_t width) {
+  // Column widths count characters, not bytes (× and µ are two bytes).
+  size_t shown = 0;
+  for (const unsigned char ch : s) shown += (ch & 0xC0) != 0x80;
+  if (shown > width) return s;
+  return s + std::string(width - shown, ' ');
+}
+
+}  // namespace
+
+std::vector<plan::Prediction> plan_spec(const ExperimentSpec& spec, const plan::ClusterProfile& cluster) {
+  std::vector<plan::Prediction> out;
+  // A federated client's data: its share of the training set (the dataset's size when
+  // the spec takes all of it and the dataset is at hand).
+  int64_t train_samples = spec.workload.train_samples;
+  if (train_samples == 0) try {
+      train_samples = workload_train_size(spec);
+    } catch (const std::exception&) {
+      train_samples = 0;
+    }
+  for (const ArmSpec& arm : spec.arms) {
+    const std::string model = plan_model_name(spec, arm);
+    plan::PlanArm p;
+    try {
+      p = plan_arm_of(arm, model, train_samples);
+      out.push_back(plan::predict(plan::model_shape(model), p, cluster));
+    } catch (const std::invalid_argument& e) {
+      plan::Prediction none;
+      none.arm = arm.name;
+      none.regime = arm.regime;
+      none.unsupported = e.what();
+      out.push_back(none);
+    }
+  }
+  return out;
+}
+
+std::string plan_table(const std::vector<plan::Prediction>& predictions) {
+  std::ostringstream out;
+  out << pad("arm", 14) << pad("mesh", 12) << pad("step", 10) << pad("samples/s", 10) << pad("mem/dev", 10)
+      << pad("intra", 9) << pad("inter", 9) << "MFU\n";
+  for (const plan::Prediction& p : predictions) {
+    if (!p.unsupported.empty()) {
+      out << pad(p.arm, 14) << "not planned: " << p.unsupported << "\n";
+      continue;
+    }
+    out << pad(p.arm, 14) << pad(p.mesh, 12) << pad(human_seconds(p.step_seconds), 10)
+        << pad(human_rate(p.samples_per_second), 10) << pad(human_bytes(p.memory.total()) + (p.fits ? "" : "!"), 10)
+        << pad(human_bytes(p.intra_bytes), 9) << pad(human_bytes(p.inter_bytes), 9)
+        << (p.mfu > 0 ? fixed(100 * p.mfu, 1) + "%" : "-") << "\n";
+    out << "  " << p.bottleneck << "\n";
+    const plan::MemoryBytes& m = p.memory;
+    out << "  memory: parameters " << human_bytes(m.parameters) << ", gradients " << human_bytes(m.gradients)
+        << ", optimizer " << human_bytes(m.optimizer_state) << ",\n          activations " << human_bytes(m.activations)
+        << ", communication " << human_bytes(m.communication) << ", workspace " << human_bytes(m.workspace) << "\n";
+  }
+  return out.str();
+}
+
+int plan_main(const PlanOptions& o) {
+  const ExperimentSpec spec = load_spec_file(o.spec_path);
+  const plan::ClusterProfile cluster = load_cluster(o);
+  const std::vector<plan::Prediction> predictions = plan_spec(spec, cluster);
+  if (o.json) {
+    json arms = json::array();
+    for (const plan::Prediction& p : predictions)
+      arms.push_back(p.unsupported.empty() ? prediction_json(p)
+                                           : json{{"arm", p.arm}, {"regime", p.regime}, {"unsupported", p.unsupported}});
+    std::cout << json{{"experiment", spec.name}, {"cluster", cluster.name}, {"devices", cluster.devices()}, {"arms", arms}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << "experiment " << spec.name << " on " << cluster.name << ": " << cluster.nodes << " node"
+            << (cluster.nodes == 1 ? "" : "s") << " x " << cluster.devices_per_node << " " << cluster.device.name
+            << "\n"
+            << "per step; memory and bytes per device; ! does not fit\n\n"
+            << plan_table(predictions);
+  return 0;
+}
+
+}  // namespace quartet::runner

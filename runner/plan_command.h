@@ -1,0 +1,48 @@
+#pragma once
+
+// `quartet plan SPEC --cluster FILE [--devices N] [--json]`: each arm of an experiment
+// predicted on a cluster profile (docs/plan.md): step time, samples/s, memory per
+// device by tag, bytes per link level, MFU and the bottleneck in words.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/plan/arm.h"
+#include "analysis/plan/cluster.h"
+#include "analysis/plan/cost.h"
+#include "runner/spec.h"
+
+namespace CLI {
+class App;
+}
+
+namespace quartet::runner {
+
+struct PlanOptions {
+  std::string spec_path;
+  std::string cluster_path;
+  int64_t devices = 0;  // 0: the whole cluster
+  bool json = false;
+};
+
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
+
+// Prints the table (or JSON). Returns 0. InputError (exit 2) for a bad spec, cluster
+// file, device count, or an arm the planner cannot take (naming it and why).
+int plan_main(const PlanOptions& options);
+
+// A spec's arm as the planner reads it: its regime's fields onto a mesh and knobs;
+// `train_samples` sizes a federated client's data.
+analysis::plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t train_samples);
+
+// Every arm of `spec` predicted on `cluster`; an arm the planner cannot take comes back
+// with `unsupported` saying why.
+std::vector<analysis::plan::Prediction> plan_spec(const ExperimentSpec& spec, const analysis::plan::ClusterProfile& cluster);
+// The terminal table: a row per arm (80 columns), its bottleneck and memory by tag below.
+std::string plan_table(const std::vector<analysis::plan::Prediction>& predictions);
+
+// The planner's name for the arm's model (unet3d at its patch: unet3d-64).
+std::string plan_model_name(const ExperimentSpec& spec, const ArmSpec& arm);
+
+}  // namespace quartet::runner

@@ -1,0 +1,59 @@
+#include <gtest/gtest.h>
+
+#include "tests/cli/cli_util.h"
+#include "tests/temp_folder.h"
+
+namespace {
+
+using namespace cli_util;
+
+class PlanCommand : public quartet::test_util::TempFolderTest {
+ protected:
+  PlanCommand() : TempFolderTest("quartet_plan") {}
+  static std::string source(const std::string& path) {
+    return (fs::path(QUARTET_TEST_DATA_DIR).parent_path().parent_path() / path).string();
+  }
+};
+
+TEST_F(PlanCommand, QuickstartOnDgxH100FitsEightyColumns) {
+  const Result r = cli_util::quartet({"plan", source("experiments/quickstart.json"), "--cluster", source("clusters/dgx-h100.json")}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string arm : {"single", "accum-4", "ddp-2", "split-4", "fedavg-10"})
+    EXPECT_NE(r.out.find("\n" + arm + " "), std::string::npos) << arm << "\n" << r.out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t shown = 0;
+    for (const unsigned char ch : line) shown += (ch & 0xC0) != 0x80;
+    EXPECT_LE(shown, 80u) << line;
+  }
+}
+
+TEST_F(PlanCommand, JsonHasEveryArmWithTimeMemoryAndTraffic) {
+  const Result r = cli_util::quartet(
+      {"plan", source("experiments/zero-memory.json"), "--cluster", source("clusters/a100.json"), "--devices", "8", "--json"},
+      dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["devices"], 8);
+  ASSERT_EQ(j["arms"].size(), 7u);
+  for (const json& arm : j["arms"]) {
+    EXPECT_GT(arm["step_seconds"].get<double>(), 0.0) << arm.dump();
+    EXPECT_GT(arm["memory_bytes"]["total"].get<double>(), 0.0);
+    EXPECT_TRUE(arm["bytes_per_step"].contains("inter_node"));
+  }
+  // ZeRO 3 shards the parameters over the 2 ranks: half of stage 0's.
+  EXPECT_NEAR(j["arms"][4]["memory_bytes"]["parameters"].get<double>() * 2,
+              j["arms"][1]["memory_bytes"]["parameters"].get<double>(), 1.0);
+}
+
+TEST_F(PlanCommand, ABadClusterFieldIsNamedWithExitTwo) {
+  std::ofstream(dir_ / "bad.json") << R"({"name": "x", "nodes": -1})";
+  expect_exit2_with(cli_util::quartet({"plan", source("experiments/quickstart.json"), "--cluster", (dir_ / "bad.json").string()}, dir_),
+                    "--cluster: " + (dir_ / "bad.json").string() + ".nodes: expected an integer ≥ 1, got -1");
+  expect_exit2_with(cli_util::quartet({"plan", source("experiments/quickstart.json"), "--cluster", source("clusters/dgx-h100.json"),
+                             "--devices", "17"},
+                            dir_),
+                    "--devices: 17 is more than dgx-h100's 16 devices");
+}
+
+}  // namespace
