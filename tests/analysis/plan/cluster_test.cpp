@@ -89,7 +89,7 @@ TEST(ClusterProfileHostile, WrongTypesAndRangesAreRefused) {
   j["nodes"] = 0;
   EXPECT_EQ(error_of(j), "cluster.nodes: expected an integer ≥ 1, got 0");
   j = minimal();
-  j["device"]["efficiency"] = {{"matmul", 1.5}};
+  j["device"]["efficiency"] = {{"matmul", 4.5}};
   EXPECT_NE(error_of(j).find("cluster.device.efficiency.matmul: expected a fraction"), std::string::npos);
   j = minimal();
   j["device"]["kind"] = "tpu";
