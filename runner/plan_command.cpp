@@ -21,22 +21,9 @@ using nlohmann::json;
 namespace {
 
 using analysis::fixed;
+using analysis::format_bytes;
 
-std::string human_seconds(double s) {
-  if (s >= 100) return fixed(s, 0) + " s";
-  if (s >= 1) return fixed(s, 2) + " s";
-  if (s >= 1e-3) return fixed(s * 1e3, 2) + " ms";
-  return fixed(s * 1e6, 1) + " us";
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  return fixed(b, u == 0 || b >= 100 ? 0 : 1) + " " + units[u];
-}
-
-std::string human_rate(double v) {
+std::string rate(double v) {
   if (v >= 1e6) return fixed(v / 1e6, 2) + "M";
   if (v >= 1e4) return fixed(v / 1e3, 1) + "k";
   return fixed(v, v >= 100 ? 0 : 1);
@@ -104,7 +91,9 @@ plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "plan", "Predict each arm's step time, memory and traffic on a cluster profile (docs/plan.md)");
-  cmd->add_option("spec", o.spec_path, "experiment file")->required();
+  cmd->add_option("spec", o.spec_path, "experiment file");
+  cmd->add_option("--check", o.check_run, "a finished run folder: predict its arms from --cluster (this machine's "
+                                          "calibrated profile) and print predicted, measured and the error");
   cmd->add_option("--cluster", o.cluster_path, "cluster profile (clusters/*.json)")->required();
   cmd->add_option("--devices", o.devices, "use this many of the cluster's devices (cpu: cores); default all")
       ->check(CLI::PositiveNumber);
@@ -113,6 +102,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
 }
 
 namespace {
+
+}  // namespace
 
 plan::ClusterProfile load_cluster(const PlanOptions& o) {
   plan::ClusterProfile c;
@@ -133,6 +124,8 @@ plan::ClusterProfile load_cluster(const PlanOptions& o) {
   }
   return c;
 }
+
+namespace {
 
 json prediction_json(const plan::Prediction& p) {
   const plan::MemoryBytes& m = p.memory;
@@ -158,14 +151,6 @@ json prediction_json(const plan::Prediction& p) {
           {"bytes_per_step", {{"intra_node", p.intra_bytes}, {"inter_node", p.inter_bytes}}},
           {"mfu", p.mfu},
           {"bottleneck", p.bottleneck}};
-}
-
-std::string pad(std::string s, size_t width) {
-  // Column widths count characters, not bytes (× and µ are two bytes).
-  size_t shown = 0;
-  for (const unsigned char ch : s) shown += (ch & 0xC0) != 0x80;
-  if (shown > width) return s;
-  return s + std::string(width - shown, ' ');
 }
 
 }  // namespace
@@ -198,28 +183,37 @@ std::vector<plan::Prediction> plan_spec(const ExperimentSpec& spec, const plan::
 }
 
 std::string plan_table(const std::vector<plan::Prediction>& predictions) {
-  std::ostringstream out;
-  out << pad("arm", 14) << pad("mesh", 12) << pad("step", 10) << pad("samples/s", 10) << pad("mem/dev", 10)
-      << pad("intra", 9) << pad("inter", 9) << "MFU\n";
+  analysis::Table t{{"arm", "mesh", "step", "samples/s", "mem/dev", "intra", "inter", "MFU"},
+                    {false, false, true, true, true, true, true, true},
+                    {}};
+  analysis::Table memory{{"arm", "params", "grads", "optim", "activ", "comm", "work"},
+                         {false, true, true, true, true, true, true},
+                         {}};
+  std::string words;
   for (const plan::Prediction& p : predictions) {
     if (!p.unsupported.empty()) {
-      out << pad(p.arm, 14) << "not planned: " << p.unsupported << "\n";
+      words += "  " + p.arm + ": not planned: " + p.unsupported + "\n";
       continue;
     }
-    out << pad(p.arm, 14) << pad(p.mesh, 12) << pad(human_seconds(p.step_seconds), 10)
-        << pad(human_rate(p.samples_per_second), 10) << pad(human_bytes(p.memory.total()) + (p.fits ? "" : "!"), 10)
-        << pad(human_bytes(p.intra_bytes), 9) << pad(human_bytes(p.inter_bytes), 9)
-        << (p.mfu > 0 ? fixed(100 * p.mfu, 1) + "%" : "-") << "\n";
-    out << "  " << p.bottleneck << "\n";
+    t.rows.push_back({p.arm, p.mesh, analysis::format_seconds(p.step_seconds), rate(p.samples_per_second),
+                      format_bytes(p.memory.total()) + (p.fits ? "" : "!"), format_bytes(p.intra_bytes),
+                      format_bytes(p.inter_bytes), p.mfu > 0 ? fixed(100 * p.mfu, 1) + "%" : "-"});
     const plan::MemoryBytes& m = p.memory;
-    out << "  memory: parameters " << human_bytes(m.parameters) << ", gradients " << human_bytes(m.gradients)
-        << ", optimizer " << human_bytes(m.optimizer_state) << ",\n          activations " << human_bytes(m.activations)
-        << ", communication " << human_bytes(m.communication) << ", workspace " << human_bytes(m.workspace) << "\n";
+    memory.rows.push_back({p.arm, format_bytes(m.parameters), format_bytes(m.gradients), format_bytes(m.optimizer_state),
+                           format_bytes(m.activations), format_bytes(m.communication), format_bytes(m.workspace)});
+    words += "  " + p.arm + ": " + p.bottleneck + "\n";
   }
-  return out.str();
+  // Narrow terminals lose the traffic columns first, then MFU.
+  return analysis::text_table(t, 80, {5, 6, 7}) + "\nbottlenecks:\n" + words + "\nmemory per device by tag:\n" +
+         analysis::text_table(memory, 80, {5, 6});
 }
 
 int plan_main(const PlanOptions& o) {
+  if (!o.check_run.empty()) {
+    if (!o.spec_path.empty()) throw InputError("quartet plan: give an experiment file or --check RUN, not both");
+    return plan_check_main(o);
+  }
+  if (o.spec_path.empty()) throw InputError("quartet plan: give an experiment file (or --check RUN)");
   const ExperimentSpec spec = load_spec_file(o.spec_path);
   const plan::ClusterProfile cluster = load_cluster(o);
   const std::vector<plan::Prediction> predictions = plan_spec(spec, cluster);

@@ -21,6 +21,7 @@ namespace quartet::runner {
 
 struct PlanOptions {
   std::string spec_path;
+  std::string check_run;  // a finished run folder: its arms predicted beside what they measured
   std::string cluster_path;
   int64_t devices = 0;  // 0: the whole cluster
   bool json = false;
@@ -36,11 +37,19 @@ int plan_main(const PlanOptions& options);
 // `train_samples` sizes a federated client's data.
 analysis::plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t train_samples);
 
+// The profile of --cluster, cut to --devices; InputError naming what is wrong.
+analysis::plan::ClusterProfile load_cluster(const PlanOptions& options);
+
 // Every arm of `spec` predicted on `cluster`; an arm the planner cannot take comes back
 // with `unsupported` saying why.
 std::vector<analysis::plan::Prediction> plan_spec(const ExperimentSpec& spec, const analysis::plan::ClusterProfile& cluster);
 // The terminal table: a row per arm (80 columns), its bottleneck and memory by tag below.
 std::string plan_table(const std::vector<analysis::plan::Prediction>& predictions);
+
+// `quartet plan --check RUN --cluster FILE`: every arm of the run predicted from the
+// profile (not from the run's own timings), beside its measured samples per second, and
+// the error distribution. Returns 0; InputError for a folder that is no run.
+int plan_check_main(const PlanOptions& options);
 
 // The planner's name for the arm's model (unet3d at its patch: unet3d-64).
 std::string plan_model_name(const ExperimentSpec& spec, const ArmSpec& arm);

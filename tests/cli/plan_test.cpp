@@ -57,3 +57,39 @@ TEST_F(PlanCommand, ABadClusterFieldIsNamedWithExitTwo) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace cli_util;
+
+class PlanCheck : public quartet::test_util::TempFolderTest {
+ protected:
+  PlanCheck() : TempFolderTest("quartet_plan_check") {}
+};
+
+// A finished run's arms predicted from a calibrated profile beside what they measured.
+TEST_F(PlanCheck, PrintsPredictedMeasuredAndTheErrorOfEveryArm) {
+  const fs::path spec = dir_ / "spec.json", run = dir_ / "run", profile = dir_ / "here.json";
+  std::ofstream(spec) << R"({
+      "name": "check", "workload": {"name": "synthetic", "model": "mlp", "train_samples": 256, "test_samples": 64},
+      "seed": 3, "threads": 1, "train": {"epochs": 1, "batch": 32, "optimizer": {"lr": 0.05}},
+      "arms": [{"name": "single", "regime": "single"}, {"name": "acc", "regime": "accumulate", "micro_batches": 2}]})";
+  ASSERT_EQ(cli_util::quartet({"run", spec.string(), "--out", run.string(), "--progress", "none"}, dir_).code, 0);
+  ASSERT_EQ(cli_util::quartet({"calibrate", "--quick", "--out", profile.string()}, dir_).code, 0);
+  const Result r = cli_util::quartet({"plan", "--check", run.string(), "--cluster", profile.string()}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\nsingle  single "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nacc     accumulate "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("|error| over 2 arms: median "), std::string::npos) << r.out;
+}
+
+TEST_F(PlanCheck, AFolderThatIsNoRunIsRefused) {
+  expect_exit2_with(cli_util::quartet({"plan", "--check", dir_.string(), "--cluster",
+                                       (fs::path(QUARTET_TEST_DATA_DIR).parent_path().parent_path() /
+                                        "clusters/cpu-10gbe.json")
+                                           .string()},
+                                      dir_),
+                    "--check: " + dir_.string());
+}
+
+}  // namespace
