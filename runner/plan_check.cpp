@@ -27,6 +27,12 @@ int plan_check_main(const PlanOptions& o) {
   } catch (const std::exception& e) {
     throw InputError("--check: " + o.check_run + ": its spec does not parse: " + e.what());
   }
+  // The compute threads each process had (the launcher gives fewer when other work keeps
+  // cores busy): the arm's rate on this machine depends on them.
+  for (ArmSpec& arm : spec.arms)
+    for (const analysis::ArmResults& a : run.arms)
+      if (a.name == arm.name && a.summary.is_object() && a.summary.contains("threads_per_process"))
+        arm.threads = a.summary["threads_per_process"].get<int>();
   const std::vector<plan::Prediction> predictions = plan_spec(spec, cluster);
   std::cout << "run " << run.name << " (" << o.check_run << ") predicted on " << cluster.name
             << "; samples/s, training time only\n\n";
