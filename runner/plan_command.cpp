@@ -9,6 +9,7 @@
 
 #include "analysis/plan/cluster.h"
 #include "analysis/plan/cost.h"
+#include "analysis/plan/megatron.h"
 #include "analysis/tables.h"
 #include "runner/wiring.h"
 #include "transport/link.h"
@@ -98,6 +99,10 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--devices", o.devices, "use this many of the cluster's devices (cpu: cores); default all")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o.json, "print JSON instead of the table");
+  cmd->add_option("--reproduce", o.reproduce,
+                  "megatron-table1: Narayanan et al. (SC'21) Table 1 predicted on --cluster, calibrated on its first "
+                  "row (docs/plan.md)")
+      ->check(CLI::IsMember({"megatron-table1"}));
   return cmd;
 }
 
@@ -208,7 +213,31 @@ std::string plan_table(const std::vector<plan::Prediction>& predictions) {
          analysis::text_table(memory, 80, {5, 6});
 }
 
+namespace {
+
+int reproduce_megatron(const plan::ClusterProfile& cluster) {
+  const plan::ClusterProfile calibrated = plan::calibrated_on_first_row(cluster);
+  std::cout << "Narayanan et al. (SC'21) Table 1 on " << cluster.name << ", calibrated on the first row: matmul "
+            << fixed(calibrated.device.efficiency.matmul, 3) << ", attention "
+            << fixed(calibrated.device.efficiency.attention, 3) << " of the peak\n\n";
+  analysis::Table t{{"model", "tp", "pp", "GPUs", "batch", "paper", "predicted", "error", "mem/GPU"},
+                    {false, true, true, true, true, true, true, true, true},
+                    {}};
+  for (const plan::MegatronPrediction& p : plan::predict_megatron_table(calibrated)) {
+    std::string error = p.error >= 0 ? "+" : "";
+    error += fixed(100 * p.error, 1) + " %";
+    t.rows.push_back({p.row.model, std::to_string(p.row.tp), std::to_string(p.row.pp), std::to_string(p.row.gpus),
+                      std::to_string(p.row.batch), fixed(p.row.teraflops, 0), fixed(p.teraflops, 1), error,
+                      format_bytes(p.memory_bytes) + (p.fits ? "" : "!")});
+  }
+  std::cout << analysis::text_table(t, 80, {4}) << "\nteraFLOP/s per GPU as the paper counts them; ! does not fit\n";
+  return 0;
+}
+
+}  // namespace
+
 int plan_main(const PlanOptions& o) {
+  if (!o.reproduce.empty()) return reproduce_megatron(load_cluster(o));
   if (!o.check_run.empty()) {
     if (!o.spec_path.empty()) throw InputError("quartet plan: give an experiment file or --check RUN, not both");
     return plan_check_main(o);

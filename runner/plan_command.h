@@ -25,6 +25,7 @@ struct PlanOptions {
   std::string cluster_path;
   int64_t devices = 0;  // 0: the whole cluster
   bool json = false;
+  std::string reproduce;  // "megatron-table1": the published table predicted on --cluster
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);

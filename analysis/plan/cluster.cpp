@@ -92,6 +92,7 @@ Efficiency parse_efficiency(Reader& r) {
     if (*slot > kMaxEfficiency)
       Reader::fail(er.field(key), "expected a fraction of the peak in (0, 4], got " + std::to_string(*slot));
   }
+  e.matmul_half_dim = er.number("matmul_half_dim", true, 0.0);
   er.done();
   return e;
 }
@@ -209,7 +210,11 @@ json cluster_json(const ClusterProfile& c) {
         {"memory_gib", c.device.memory_bytes / kGiB},
         {"memory_bandwidth_gb_s", c.device.memory_bandwidth_bytes_per_s / kGiga},
         {"efficiency",
-         {{"matmul", e.matmul}, {"conv", e.conv}, {"attention", e.attention}, {"elementwise", e.elementwise}}}}},
+         {{"matmul", e.matmul},
+          {"conv", e.conv},
+          {"attention", e.attention},
+          {"elementwise", e.elementwise},
+          {"matmul_half_dim", e.matmul_half_dim}}}}},
       {"intra_link",
        {{"name", c.intra.name},
         {"bandwidth_gbit_s", c.intra.bandwidth_bytes_per_s * 8.0 / kGiga},

@@ -28,6 +28,10 @@ struct Efficiency {
   double conv = 0.5;
   double attention = 0.5;
   double elementwise = 0.5;
+  // Matrix products below full size: the efficiency of a product whose smaller weight
+  // dimension (per device) is d is matmul × d / (d + matmul_half_dim) (Hockney's n½);
+  // 0: every product at `matmul`.
+  double matmul_half_dim = 0.0;
 };
 
 struct DeviceProfile {

@@ -66,6 +66,7 @@ Group group_of_axes(const Mesh& mesh, const std::vector<std::string>& axes, cons
 struct Rate {
   double flops_per_s[4] = {};  // by OpClass: peak × efficiency
   double bytes_per_s = 0.0;     // memory bandwidth × elementwise efficiency
+  double matmul_half_dim = 0.0;
 };
 
 Rate rate_of(const ClusterProfile& c, const std::string& precision, double devices) {
@@ -77,6 +78,7 @@ Rate rate_of(const ClusterProfile& c, const std::string& precision, double devic
   r.flops_per_s[static_cast<int>(OpClass::attention)] = peak * e.attention;
   r.flops_per_s[static_cast<int>(OpClass::elementwise)] = peak * e.elementwise;
   r.bytes_per_s = c.device.memory_bandwidth_bytes_per_s * devices * e.elementwise;
+  r.matmul_half_dim = e.matmul_half_dim;
   return r;
 }
 
@@ -103,7 +105,13 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
     const double flops = l.forward_flops * samples / (l.tensor_parallel ? tp : 1.0) / cp;
     const double bytes = l.moved_elements * samples * e / split + l.parameters * e / param_split;
     const int op = static_cast<int>(l.op);
-    const double fwd = std::max(l.op == OpClass::elementwise ? 0.0 : flops / rate.flops_per_s[op], bytes / rate.bytes_per_s);
+    double flops_per_s = rate.flops_per_s[op];
+    if (l.op == OpClass::matmul && rate.matmul_half_dim > 0 && l.in_features > 0) {
+      const double split = l.tensor_parallel ? tp : 1.0;
+      const double d = std::min(l.in_features / (l.row_parallel ? split : 1.0), l.out_features / (l.row_parallel ? 1.0 : split));
+      flops_per_s *= d / (d + rate.matmul_half_dim);
+    }
+    const double fwd = std::max(l.op == OpClass::elementwise ? 0.0 : flops / flops_per_s, bytes / rate.bytes_per_s);
     // Backward: input and weight gradients, each the forward's work; the model's first
     // layer computes no input gradient.
     const double bwd = (i == 0 && l.op != OpClass::elementwise ? 1.0 : 2.0) * fwd;
@@ -272,11 +280,18 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
       cp_hop.intra_bytes = cp_group.nodes > 1 ? 0.0 : t.blocks * 3.0 * static_cast<double>(mesh.cp - 1) * kv;
     }
     // Pipeline: the stage's output forward and its gradient back, once a micro-batch.
+    // Between nodes, the tp ranks of a stage each send 1/tp of it on their own NIC and
+    // all-gather it on the other side (Megatron's scatter/gather, Narayanan et al. §4.1).
     double p2p = 0.0, p2p_bytes = 0.0;
     if (mesh.pp > 1 && s + 1 < starts.size()) {
       p2p_bytes = m.layers[last - 1].output_elements * samples * e / static_cast<double>(mesh.cp);
-      const Link& l = pp_group.nodes > 1 ? inter : intra;
-      p2p = 2.0 * message_seconds(p2p_bytes, l);
+      if (pp_group.nodes > 1 && mesh.tp > 1) {
+        p2p_bytes /= static_cast<double>(mesh.tp);
+        p2p = 2.0 * (message_seconds(p2p_bytes, inter) +
+                     ring_all_gather_seconds(p2p_bytes * static_cast<double>(mesh.tp), static_cast<int>(mesh.tp), intra));
+      } else {
+        p2p = 2.0 * message_seconds(p2p_bytes, pp_group.nodes > 1 ? inter : intra);
+      }
       p2p_bytes *= 2.0;
     }
     const double stage_slot = t.forward + t.backward + tp_s + cp_s + p2p;

@@ -17,8 +17,10 @@ class Builder {
   }
   // in -> out at `positions` positions (tokens) per sample.
   Layer& linear(const std::string& name, double in, double out, double positions = 1, bool bias = true) {
-    return add({name, stage_, OpClass::matmul, 2 * in * out * positions, (in + out) * positions,
-                in * out + (bias ? out : 0), in * positions, out * positions});
+    Layer& l = add({name, stage_, OpClass::matmul, 2 * in * out * positions, (in + out) * positions,
+                    in * out + (bias ? out : 0), in * positions, out * positions});
+    l.in_features = in, l.out_features = out;
+    return l;
   }
   // cin -> cout with a kernel of `kernel` taps at `positions` output positions (input
   // positions for a transposed convolution: `out_positions` is then its output's).
@@ -155,12 +157,14 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     // elements, the 8-bit mask counted as half an element).
     b.add({p + ".attention", p, OpClass::attention, 2 * 2 * w * pairs, 4 * T * w + 2 * H * pairs, 0,
            3 * T * w + 2.5 * H * T * T, T * w, true});
-    b.linear(p + ".proj", w, w, T).tensor_parallel = true;
+    Layer& proj = b.linear(p + ".proj", w, w, T);
+    proj.tensor_parallel = proj.row_parallel = true;
     b.elementwise(p + ".residual1", T * w, 0, 0);
     b.elementwise(p + ".ln2", T * w, 2 * w);
     b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
     b.elementwise(p + ".gelu", 4 * T * w).tensor_parallel = true;
-    b.linear(p + ".fc2", 4 * w, w, T).tensor_parallel = true;
+    Layer& fc2 = b.linear(p + ".fc2", 4 * w, w, T);
+    fc2.tensor_parallel = fc2.row_parallel = true;
     b.elementwise(p + ".residual2", T * w, 0, 0);
   }
   b.stage("head");

@@ -28,6 +28,11 @@ struct Layer {
   double saved_elements = 0.0;    // per sample: kept from forward for backward
   double output_elements = 0.0;   // per sample: what leaves it (crosses a cut after it)
   bool tensor_parallel = false;   // split over a tensor-parallel group (Megatron's column/row pairs)
+  // Matrix products: the weight's dimensions, and which one tensor parallelism splits
+  // (row-parallel layers split the input, column-parallel ones the output).
+  double in_features = 0.0;
+  double out_features = 0.0;
+  bool row_parallel = false;
 };
 
 // A transformer's dimensions (workloads/gpt.h's GptConfig, the same definition).
