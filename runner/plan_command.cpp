@@ -103,6 +103,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
                   "megatron-table1: Narayanan et al. (SC'21) Table 1 predicted on --cluster, calibrated on its first "
                   "row (docs/plan.md)")
       ->check(CLI::IsMember({"megatron-table1"}));
+  cmd->add_flag("--search", o.search,
+                "rank every mesh (dp x tp x pp x cp dividing the devices), ZeRO stage, micro-batch count and "
+                "checkpointing for the spec's first arm by predicted step time, among those that fit");
+  cmd->add_option("--top", o.top, "--search: rows to print")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--out", o.out, "--search: write the top rows as a ready experiment file");
   return cmd;
 }
 
@@ -243,6 +248,8 @@ int plan_main(const PlanOptions& o) {
     return plan_check_main(o);
   }
   if (o.spec_path.empty()) throw InputError("quartet plan: give an experiment file (or --check RUN)");
+  if (o.search) return plan_search_main(o);
+  if (!o.out.empty()) throw InputError("--out: only with --search");
   const ExperimentSpec spec = load_spec_file(o.spec_path);
   const plan::ClusterProfile cluster = load_cluster(o);
   const std::vector<plan::Prediction> predictions = plan_spec(spec, cluster);

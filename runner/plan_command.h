@@ -26,6 +26,9 @@ struct PlanOptions {
   int64_t devices = 0;  // 0: the whole cluster
   bool json = false;
   std::string reproduce;  // "megatron-table1": the published table predicted on --cluster
+  bool search = false;    // rank every mesh and setting for the spec's first arm
+  int top = 10;           // rows the search prints
+  std::string out;        // the search's top rows as a ready experiment file
 };
 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
@@ -51,6 +54,11 @@ std::string plan_table(const std::vector<analysis::plan::Prediction>& prediction
 // profile (not from the run's own timings), beside its measured samples per second, and
 // the error distribution. Returns 0; InputError for a folder that is no run.
 int plan_check_main(const PlanOptions& options);
+
+// `quartet plan SPEC --cluster FILE --search [--top N] [--out FILE]`: every mesh and
+// setting for the spec's first arm's model and batch, ranked; the top rows that an
+// existing regime runs are written as the arms of an experiment file. Returns 0.
+int plan_search_main(const PlanOptions& options);
 
 // The planner's name for the arm's model (unet3d at its patch: unet3d-64).
 std::string plan_model_name(const ExperimentSpec& spec, const ArmSpec& arm);

@@ -93,3 +93,39 @@ TEST_F(PlanCheck, AFolderThatIsNoRunIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace cli_util;
+
+class PlanSearch : public quartet::test_util::TempFolderTest {
+ protected:
+  PlanSearch() : TempFolderTest("quartet_plan_search") {}
+};
+
+// gpt-mini on two DGX H100s: meshes ranked, and the top rows one regime runs written as
+// an experiment file quartet validates.
+TEST_F(PlanSearch, RanksMeshesAndWritesAReadyExperiment) {
+  const fs::path root = fs::path(QUARTET_TEST_DATA_DIR).parent_path().parent_path();
+  const fs::path out = dir_ / "planned.json";
+  const Result r = cli_util::quartet({"plan", (root / "experiments/text-lm.json").string(), "--cluster",
+                                      (root / "clusters/dgx-h100.json").string(), "--search", "--top", "20", "--out",
+                                      out.string()},
+                                     dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("search for gpt-mini, batch 32, on dgx-h100 (16 devices)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n 1  "), std::string::npos) << r.out;
+  const Result valid = cli_util::quartet({"validate", out.string()}, dir_);
+  EXPECT_EQ(valid.code, 0) << valid.out;
+  EXPECT_NE(valid.out.find("text-lm-planned"), std::string::npos) << valid.out;
+}
+
+TEST_F(PlanSearch, OutWithoutSearchIsRefused) {
+  const fs::path root = fs::path(QUARTET_TEST_DATA_DIR).parent_path().parent_path();
+  expect_exit2_with(cli_util::quartet({"plan", (root / "experiments/text-lm.json").string(), "--cluster",
+                                       (root / "clusters/dgx-h100.json").string(), "--out", (dir_ / "x.json").string()},
+                                      dir_),
+                    "--out: only with --search");
+}
+
+}  // namespace
