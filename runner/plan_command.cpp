@@ -115,6 +115,15 @@ namespace {
 
 }  // namespace
 
+ExperimentSpec load_plan_spec(const std::string& path) {
+  // Planned, not run here: this machine's limits on processes and clients do not apply.
+  try {
+    return parse_spec(read_spec_json(path), /*machine_limits=*/false);
+  } catch (const SpecError& e) {
+    throw SpecError(path + ": " + e.what());
+  }
+}
+
 plan::ClusterProfile load_cluster(const PlanOptions& o) {
   plan::ClusterProfile c;
   try {
@@ -250,7 +259,7 @@ int plan_main(const PlanOptions& o) {
   if (o.spec_path.empty()) throw InputError("quartet plan: give an experiment file (or --check RUN)");
   if (o.search) return plan_search_main(o);
   if (!o.out.empty()) throw InputError("--out: only with --search");
-  const ExperimentSpec spec = load_spec_file(o.spec_path);
+  const ExperimentSpec spec = load_plan_spec(o.spec_path);
   const plan::ClusterProfile cluster = load_cluster(o);
   const std::vector<plan::Prediction> predictions = plan_spec(spec, cluster);
   if (o.json) {

@@ -41,6 +41,10 @@ int plan_main(const PlanOptions& options);
 // `train_samples` sizes a federated client's data.
 analysis::plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t train_samples);
 
+// An experiment file read as `quartet run` reads it, less this machine's limits (a plan
+// is for other machines); SpecError naming the file and field.
+ExperimentSpec load_plan_spec(const std::string& path);
+
 // The profile of --cluster, cut to --devices; InputError naming what is wrong.
 analysis::plan::ClusterProfile load_cluster(const PlanOptions& options);
 

@@ -70,7 +70,7 @@ void write_experiment(const PlanOptions& o, const ExperimentSpec& spec, const st
 }  // namespace
 
 int plan_search_main(const PlanOptions& o) {
-  const ExperimentSpec spec = load_spec_file(o.spec_path);
+  const ExperimentSpec spec = load_plan_spec(o.spec_path);
   const plan::ClusterProfile cluster = load_cluster(o);
   const ArmSpec& first = spec.arms.front();
   const std::string name = plan_model_name(spec, first);
