@@ -2,21 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/analysis/plan/toy_cluster.h"
+
 namespace quartet::analysis::plan {
 namespace {
-
-ClusterProfile one_node() {
-  ClusterProfile c;
-  c.name = "toy";
-  c.device.name = "toy";
-  c.device.peak_flops = {{"fp32", 1e12}};
-  c.device.memory_bytes = 1e12;
-  c.device.memory_bandwidth_bytes_per_s = 1e18;
-  c.device.efficiency = {0.5, 0.5, 0.5, 0.5};
-  c.intra = {"intra", 10e9, 10e-6, 1};
-  c.inter = {"inter", 1e9, 50e-6, 1};
-  return c;
-}
 
 TEST(Rounds, SplitStepIsBothHalvesAndTwoMessages) {
   const ModelShape m = model_shape("cnn");
@@ -27,7 +16,7 @@ TEST(Rounds, SplitStepIsBothHalvesAndTwoMessages) {
   a.cuts = {"conv2"};
   a.link_bandwidth_bytes_per_s = 125e6;  // 1 Gbit/s
   a.link_latency_s = 100e-6;
-  const Prediction p = predict(m, a, one_node());
+  const Prediction p = predict(m, a, compute_bound());
   const double compute = train_flops(m) * 32 / 0.5e12;
   const double comm = 2 * 100e-6 + 2 * 64 * 14 * 14 * 32 * 4.0 / 125e6;  // conv2's pooled output, up and down
   EXPECT_NEAR(p.step_seconds, compute + comm, 1e-9);
@@ -57,7 +46,7 @@ TEST(Rounds, DrawsAreSeededAndDropAtTheRate) {
 }
 
 TEST(Rounds, AHundredThousandClientsWaitForTheSlowest) {
-  ClusterProfile c = one_node();
+  ClusterProfile c = compute_bound();
   c.population = phones();
   PlanArm a;
   a.name = a.regime = "federated";
