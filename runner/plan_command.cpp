@@ -211,7 +211,7 @@ std::string plan_table(const std::vector<plan::Prediction>& predictions) {
   std::string words;
   for (const plan::Prediction& p : predictions) {
     if (!p.unsupported.empty()) {
-      words += "  " + p.arm + ": not planned: " + p.unsupported + "\n";
+      words += "  " + p.arm + ": not planned:\n    " + p.unsupported + "\n";
       continue;
     }
     t.rows.push_back({p.arm, p.mesh, analysis::format_seconds(p.step_seconds), rate(p.samples_per_second),

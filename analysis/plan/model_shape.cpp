@@ -182,13 +182,6 @@ std::vector<std::string> gpt_family_names() {
   return out;
 }
 
-std::vector<std::string> model_shape_names() {
-  std::vector<std::string> out = {"mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d",
-                                  "unet3d-32", "unet3d-64", "unet3d-128", "gpt-mini"};
-  for (const std::string& n : gpt_family_names()) out.push_back(n);
-  return out;
-}
-
 ModelShape model_shape(const std::string& name) {
   if (name == "mlp") return mlp();
   if (name == "lenet5") return lenet5();
@@ -201,9 +194,9 @@ ModelShape model_shape(const std::string& name) {
   if (name == "gpt-mini") return gpt_shape(name, GptDims{});
   for (const FamilyRow& r : family())
     if (name == r.name) return gpt_shape(name, r.dims);
-  std::string known;
-  for (const std::string& n : model_shape_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("model " + name + ": the planner has no shape for it; it describes " + known);
+  const std::vector<std::string> family = gpt_family_names();
+  throw std::invalid_argument("model " + name + ": the planner has no shape for it; it describes mlp, lenet5, cnn, " +
+                              "conv3d-32/64, unet3d-32/64/128, gpt-mini and " + family.front() + " .. " + family.back());
 }
 
 double forward_flops(const ModelShape& m) {

@@ -57,7 +57,6 @@ struct ModelShape {
 // unet3d-32/64/128, gpt-mini, and the gpt family (gpt_family_names()). Throws
 // std::invalid_argument naming the known ones.
 ModelShape model_shape(const std::string& name);
-std::vector<std::string> model_shape_names();
 
 // make_gpt's layout (workloads/gpt.h) at any size: embed, blocks, head.
 ModelShape gpt_shape(const std::string& name, const GptDims& dims);

@@ -78,7 +78,7 @@ Prediction predict_split(const ModelShape& m, const PlanArm& arm, const ClusterP
   Prediction p;
   p.arm = arm.name;
   p.regime = arm.regime;
-  p.mesh = std::to_string(arm.clients) + " clients";
+  p.mesh = std::to_string(arm.clients) + (arm.clients == 1 ? " client" : " clients");
   p.ranks = arm.clients + 1;
   // A step: one batch of one client (vanilla); of every client (SplitFed), in parallel
   // on the clients, in turn on the server.
