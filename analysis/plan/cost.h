@@ -53,8 +53,8 @@ struct Prediction {
   std::string unsupported;           // non-empty: why nothing is predicted (then the rest is 0)
 };
 
-// An arm's mesh, micro-batches and knobs as the formula above reads them; the regime
-// decides the mesh of a spec's arm (analysis/plan/spec_arms.h). std::invalid_argument
+// An arm's mesh, micro-batches and knobs as the formula above reads them (`quartet plan`
+// reads a spec's arm into one by its regime's fields). std::invalid_argument
 // for an arm the model or cluster cannot take (a batch that does not split, more
 // ranks than devices, a cut that is no stage), naming what is wrong.
 // split and federated arms go to analysis/plan/rounds.h's predictions.
