@@ -253,10 +253,10 @@ int reproduce_megatron(const plan::ClusterProfile& cluster) {
 int plan_main(const PlanOptions& o) {
   if (!o.reproduce.empty()) return reproduce_megatron(load_cluster(o));
   if (!o.check_run.empty()) {
-    if (!o.spec_path.empty()) throw InputError("quartet plan: give an experiment file or --check RUN, not both");
+    if (!o.spec_path.empty()) throw InputError("plan: give an experiment file or --check RUN, not both");
     return plan_check_main(o);
   }
-  if (o.spec_path.empty()) throw InputError("quartet plan: give an experiment file (or --check RUN)");
+  if (o.spec_path.empty()) throw InputError("plan: give an experiment file (or --check RUN)");
   if (o.search) return plan_search_main(o);
   if (!o.out.empty()) throw InputError("--out: only with --search");
   const ExperimentSpec spec = load_plan_spec(o.spec_path);
