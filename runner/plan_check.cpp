@@ -1,11 +1,9 @@
 // `quartet plan --check RUN`: the planner against what a run measured on this machine.
 
-#include <algorithm>
-#include <cmath>
 #include <iostream>
 
+#include "analysis/plan_check.h"
 #include "analysis/results_model.h"
-#include "analysis/tables.h"
 #include "runner/plan_command.h"
 #include "runner/wiring.h"
 
@@ -21,49 +19,19 @@ int plan_check_main(const PlanOptions& o) {
   } catch (const std::exception& e) {
     throw InputError("--check: " + o.check_run + ": " + e.what());
   }
-  ExperimentSpec spec;
+  // A federated client's share of the training set: the dataset's size when the spec
+  // takes all of it and the dataset is at hand.
+  int64_t train_samples = 0;
   try {
-    spec = parse_spec(run.spec, /*machine_limits=*/false);
-  } catch (const std::exception& e) {
-    throw InputError("--check: " + o.check_run + ": its spec does not parse: " + e.what());
+    train_samples = workload_train_size(parse_spec(run.spec, /*machine_limits=*/false));
+  } catch (const std::exception&) {
+    train_samples = 0;
   }
-  // The compute threads each process had (the launcher gives fewer when other work keeps
-  // cores busy): the arm's rate on this machine depends on them.
-  for (ArmSpec& arm : spec.arms)
-    for (const analysis::ArmResults& a : run.arms)
-      if (a.name == arm.name && a.summary.is_object() && a.summary.contains("threads_per_process"))
-        arm.threads = a.summary["threads_per_process"].get<int>();
-  const std::vector<plan::Prediction> predictions = plan_spec(spec, cluster);
+  const std::vector<analysis::CheckRow> rows = analysis::check_rows(run, cluster, train_samples);
   std::cout << "run " << run.name << " (" << o.check_run << ") predicted on " << cluster.name
-            << "; samples/s, training time only\n\n";
-  analysis::Table t{{"arm", "regime", "predicted", "measured", "error"}, {false, false, true, true, true}, {}};
-  std::vector<double> errors;
-  for (const plan::Prediction& p : predictions) {
-    const auto arm = std::find_if(run.arms.begin(), run.arms.end(), [&](const analysis::ArmResults& a) { return a.name == p.arm; });
-    const double measured = arm == run.arms.end() ? 0.0 : analysis::samples_per_second(*arm);
-    if (!p.unsupported.empty()) {
-      t.rows.push_back({p.arm, p.regime, "-", measured > 0 ? analysis::fixed(measured, 1) : "-", "not planned"});
-      continue;
-    }
-    if (measured <= 0) {
-      t.rows.push_back({p.arm, p.regime, analysis::fixed(p.samples_per_second, 1), "-", "not measured"});
-      continue;
-    }
-    const double error = (p.samples_per_second - measured) / measured;
-    errors.push_back(std::fabs(error));
-    std::string shown = error >= 0 ? "+" : "";
-    shown += analysis::fixed(100 * error, 1);
-    shown += " %";
-    t.rows.push_back({p.arm, p.regime, analysis::fixed(p.samples_per_second, 1), analysis::fixed(measured, 1), shown});
-  }
-  std::cout << analysis::text_table(t, 80, {1});
-  if (!errors.empty()) {
-    std::sort(errors.begin(), errors.end());
-    const size_t n = errors.size();
-    const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-    std::cout << "\n|error| over " << n << " arm" << (n == 1 ? "" : "s") << ": median "
-              << analysis::fixed(100 * median, 1) << " %, largest " << analysis::fixed(100 * errors.back(), 1) << " %\n";
-  }
+            << "; samples/s, training time only\n\n"
+            << analysis::text_table(analysis::check_table(rows), 80, {1});
+  if (const std::string summary = analysis::check_summary(rows); !summary.empty()) std::cout << "\n" << summary << "\n";
   return 0;
 }
 

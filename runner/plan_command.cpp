@@ -10,9 +10,9 @@
 #include "analysis/plan/cluster.h"
 #include "analysis/plan/cost.h"
 #include "analysis/plan/megatron.h"
+#include "analysis/plan_check.h"
 #include "analysis/tables.h"
 #include "runner/wiring.h"
-#include "transport/link.h"
 
 namespace quartet::runner {
 
@@ -32,61 +32,10 @@ std::string rate(double v) {
 
 }  // namespace
 
-std::string plan_model_name(const ExperimentSpec& spec, const ArmSpec& arm) {
-  const std::string model = arm.model.empty() ? spec.workload.model : arm.model;
-  if (model == "unet3d") return "unet3d-" + std::to_string(arm.patch > 0 ? arm.patch : spec.workload.patch);
-  return model;
-}
-
-plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t train_samples) {
-  const json f = arm.regime_entry().to_json(*arm.settings);
-  plan::PlanArm p;
-  p.name = arm.name;
-  p.regime = arm.regime;
-  p.model = model;
-  p.batch = arm.train.batch;
-  p.threads = arm.threads;
-  p.checkpointing = arm.train.checkpoint;
-  p.optimizer = arm.train.optimizer.name;
-  const int64_t ranks = f.value("ranks", int64_t{1});
-  p.micro_batches = f.value("micro_batches", int64_t{1});
-  if (arm.regime == "data_parallel") {
-    p.mesh.dp = ranks;
-    p.zero = f.value("zero", int64_t{0});
-    p.bucket_bytes = f.value("bucket_mb", 25.0) * 1024 * 1024;
-    if (f.value("backend", std::string()) == "hierarchical") p.algorithm = "hierarchical";
-  } else if (arm.regime == "tensor_parallel") {
-    p.mesh.tp = ranks;
-    p.sequence_parallel = f.value("sequence_parallel", false);
-  } else if (arm.regime == "context_parallel") {
-    p.mesh.cp = ranks;
-  } else if (arm.regime == "expert_parallel") {
-    p.mesh.ep = ranks;
-  } else if (arm.regime == "pipeline") {
-    p.cuts = f.value("cuts", std::vector<std::string>{});
-    p.mesh.pp = static_cast<int64_t>(p.cuts.size()) + 1;
-    p.schedule = f.value("schedule", std::string("1f1b"));
-  } else if (arm.regime == "split") {
-    p.clients = f.value("clients", int64_t{1});
-    p.variant = f.value("variant", std::string("vanilla"));
-    if (f.contains("cuts") && f["cuts"].is_array()) p.cuts = f["cuts"].get<std::vector<std::string>>();
-    else if (f.contains("cut") && f["cut"].is_string()) p.cuts = {f["cut"].get<std::string>()};
-  } else if (arm.regime == "federated") {
-    p.clients = f.value("clients", int64_t{10});
-    p.fraction = f.value("fraction", 1.0);
-    p.local_epochs = f.value("local_epochs", int64_t{1});
-    p.client_samples = train_samples > 0 ? train_samples / std::max<int64_t>(1, p.clients) : 0;
-  }
-  if (arm.regime != "pipeline" && arm.regime != "accumulate" && arm.regime != "data_parallel" &&
-      arm.regime != "expert_parallel")
-    p.micro_batches = 1;
-  if (arm.link != "loopback") {
-    const transport::LinkProfile link = transport::link_profile(arm.link);
-    p.link = arm.link;
-    p.link_bandwidth_bytes_per_s = link.bandwidth_bits_per_s / 8.0;
-    p.link_latency_s = link.latency_s;
-  }
-  return p;
+analysis::plan::PlanArm plan_arm_of(const ExperimentSpec& spec, size_t index, int64_t train_samples) {
+  nlohmann::json arm = spec.json["arms"][index];
+  arm["threads"] = spec.arms[index].threads;  // the experiment's, where the arm has none
+  return analysis::plan_arm_of(arm, analysis::plan_model_name(spec.json["workload"], arm), train_samples);
 }
 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
@@ -184,16 +133,14 @@ std::vector<plan::Prediction> plan_spec(const ExperimentSpec& spec, const plan::
     } catch (const std::exception&) {
       train_samples = 0;
     }
-  for (const ArmSpec& arm : spec.arms) {
-    const std::string model = plan_model_name(spec, arm);
-    plan::PlanArm p;
+  for (size_t i = 0; i < spec.arms.size(); ++i) {
     try {
-      p = plan_arm_of(arm, model, train_samples);
-      out.push_back(plan::predict(plan::model_shape(model), p, cluster));
+      const plan::PlanArm p = plan_arm_of(spec, i, train_samples);
+      out.push_back(plan::predict(plan::model_shape(p.model), p, cluster));
     } catch (const std::invalid_argument& e) {
       plan::Prediction none;
-      none.arm = arm.name;
-      none.regime = arm.regime;
+      none.arm = spec.arms[i].name;
+      none.regime = spec.arms[i].regime;
       none.unsupported = e.what();
       out.push_back(none);
     }

@@ -37,9 +37,10 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
 // file, device count, or an arm the planner cannot take (naming it and why).
 int plan_main(const PlanOptions& options);
 
-// A spec's arm as the planner reads it: its regime's fields onto a mesh and knobs;
-// `train_samples` sizes a federated client's data.
-analysis::plan::PlanArm plan_arm_of(const ArmSpec& arm, const std::string& model, int64_t train_samples);
+// Arm `index` of `spec` as the planner reads it (analysis/plan_check.h's plan_arm_of
+// on the arm's JSON, with the experiment's threads); `train_samples` sizes a federated
+// client's data. std::invalid_argument for an arm the planner cannot read.
+analysis::plan::PlanArm plan_arm_of(const ExperimentSpec& spec, size_t index, int64_t train_samples);
 
 // An experiment file read as `quartet run` reads it, less this machine's limits (a plan
 // is for other machines); SpecError naming the file and field.
@@ -63,8 +64,5 @@ int plan_check_main(const PlanOptions& options);
 // setting for the spec's first arm's model and batch, ranked; the top rows that an
 // existing regime runs are written as the arms of an experiment file. Returns 0.
 int plan_search_main(const PlanOptions& options);
-
-// The planner's name for the arm's model (unet3d at its patch: unet3d-64).
-std::string plan_model_name(const ExperimentSpec& spec, const ArmSpec& arm);
 
 }  // namespace quartet::runner

@@ -72,15 +72,15 @@ void write_experiment(const PlanOptions& o, const ExperimentSpec& spec, const st
 int plan_search_main(const PlanOptions& o) {
   const ExperimentSpec spec = load_plan_spec(o.spec_path);
   const plan::ClusterProfile cluster = load_cluster(o);
-  const ArmSpec& first = spec.arms.front();
-  const std::string name = plan_model_name(spec, first);
+  plan::PlanArm base;
   plan::ModelShape model;
   try {
-    model = plan::model_shape(name);
+    base = plan_arm_of(spec, 0, spec.workload.train_samples);
+    model = plan::model_shape(base.model);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
-  const plan::PlanArm base = plan_arm_of(first, name, spec.workload.train_samples);
+  const std::string& name = base.model;
   const auto t0 = std::chrono::steady_clock::now();
   const plan::SearchResult r = plan::search(model, base, cluster);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
