@@ -142,8 +142,17 @@ std::string check_summary(const std::vector<CheckRow>& rows) {
   std::sort(errors.begin(), errors.end());
   const size_t n = errors.size();
   const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-  return "|error| over " + std::to_string(n) + " arm" + (n == 1 ? "" : "s") + ": median " + fixed(100 * median, 1) +
+  return "Median |error| over " + std::to_string(n) + " arm" + (n == 1 ? "" : "s") + ": " + fixed(100 * median, 1) +
          " %, largest " + fixed(100 * errors.back(), 1) + " %";
+}
+
+std::string check_markdown(const RunResults& run, const plan::ClusterProfile& cluster) {
+  const std::vector<CheckRow> rows = check_rows(run, cluster);
+  const std::string summary = check_summary(rows);
+  return "Every arm predicted by the planner (docs/plan.md) on the profile " + cluster.name +
+         ", from the profile alone, never from this run's timings, beside the samples per second of training time "
+         "it measured.\n\n" +
+         to_markdown(check_table(rows)) + (summary.empty() ? "" : "\n" + summary + "\n");
 }
 
 }  // namespace quartet::analysis

@@ -40,7 +40,11 @@ struct CheckRow {
 std::vector<CheckRow> check_rows(const RunResults& run, const plan::ClusterProfile& cluster, int64_t train_samples = 0);
 // arm, regime, predicted, measured, error.
 Table check_table(const std::vector<CheckRow>& rows);
-// "|error| over N arms: median M %, largest L %", or "" when no arm has both.
+// "Median |error| over N arms: M %, largest L %", or "" when no arm has both.
 std::string check_summary(const std::vector<CheckRow>& rows);
+
+// The report's section: what the prediction assumes, the table and the summary, in
+// Markdown.
+std::string check_markdown(const RunResults& run, const plan::ClusterProfile& cluster);
 
 }  // namespace quartet::analysis

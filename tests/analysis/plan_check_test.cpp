@@ -49,7 +49,7 @@ TEST(PlanCheck, TheTableShowsTheSignedErrorAndTheSummaryItsSpread) {
   EXPECT_EQ(t.rows[1][4], "-20.0 %");
   EXPECT_EQ(t.rows[2][4], "not measured");
   EXPECT_EQ(t.rows[3][4], "not planned");
-  EXPECT_EQ(check_summary(rows), "|error| over 2 arms: median 15.0 %, largest 20.0 %");
+  EXPECT_EQ(check_summary(rows), "Median |error| over 2 arms: 15.0 %, largest 20.0 %");
   EXPECT_EQ(check_summary({}), "");
 }
 

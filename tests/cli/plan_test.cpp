@@ -80,7 +80,14 @@ TEST_F(PlanCheck, PrintsPredictedMeasuredAndTheErrorOfEveryArm) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\nsingle  single "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nacc     accumulate "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("|error| over 2 arms: median "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Median |error| over 2 arms: "), std::string::npos) << r.out;
+  // The report's Markdown carries the same table.
+  ASSERT_EQ(cli_util::quartet({"report", run.string(), "--format", "md", "--cluster", profile.string(), "-q"}, dir_).code, 0);
+  const std::string md = file_bytes(run / "report" / "report.md");
+  EXPECT_NE(md.find("## Predicted beside measured"), std::string::npos);
+  EXPECT_NE(md.find("| single | single | "), std::string::npos) << md;
+  expect_exit2_with(cli_util::quartet({"report", run.string(), "--format", "html", "--cluster", profile.string()}, dir_),
+                    "--cluster: the predicted-beside-measured section is written with --format md only");
 }
 
 TEST_F(PlanCheck, AFolderThatIsNoRunIsRefused) {
