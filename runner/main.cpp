@@ -10,11 +10,13 @@
 #include "engine/cpu/conv_kernel.h"
 #include "engine/safetensors.h"
 #include "runner/bench_collectives.h"
+#include "runner/calibrate_command.h"
 #include "runner/certs_command.h"
 #include "runner/inspect_command.h"
 #include "runner/launch_command.h"
 #include "runner/launcher.h"
 #include "runner/phantom_command.h"
+#include "runner/plan_command.h"
 #include "runner/predict_command.h"
 #include "runner/report_command.h"
 #include "runner/sample_command.h"
@@ -194,6 +196,10 @@ int main(int argc, char** argv) {
   CLI::App* inspect_cmd = add_inspect_command(app, inspect_opts);
   TuneOptions tune_opts;
   CLI::App* tune_cmd = add_tune_command(app, tune_opts);
+  PlanOptions plan_opts;
+  CLI::App* plan_cmd = add_plan_command(app, plan_opts);
+  CalibrateOptions calibrate_opts;
+  CLI::App* calibrate_cmd = add_calibrate_command(app, calibrate_opts);
 
   ReportOptions report_opts;
   CLI::App* report_cmd = add_report_command(app, report_opts);
@@ -258,6 +264,8 @@ int main(int argc, char** argv) {
     if (*sample_cmd) return sample_main(sample_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
     if (*tune_cmd) return tune_main(tune_opts);
+    if (*plan_cmd) return plan_main(plan_opts);
+    if (*calibrate_cmd) return calibrate_main(calibrate_opts);
     if (*certs_cmd) return certs_main(certs_opts);
     if (*launch_cmd) return launch_main(launch_opts);
     if (*report_cmd) return report_main(report_opts, argc, argv);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "analysis/plan_check.h"
 #include "analysis/repeats.h"
 #include "analysis/report.h"
 #include "runner/results.h"
@@ -64,11 +65,16 @@ void add_report_options(CLI::App& cmd, ReportOptions& o) {
                  "and prints the page")
       ->capture_default_str();
   cmd.add_flag("-q,--quiet", o.quiet, "print nothing on success");
+  cmd.add_option("--cluster", o.cluster,
+                 "a cluster profile (this machine's: quartet calibrate): report.md adds every arm predicted on it beside "
+                 "what it measured (docs/plan.md); with --format md");
 }
 
 bool read_report_input(const ReportOptions& o, analysis::ReportFormats& formats, analysis::RunResults& run) {
   try {
     formats = analysis::parse_formats(o.formats);
+    if (!o.cluster.empty() && analysis::needs_charts(formats))
+      throw std::invalid_argument("--cluster: the predicted-beside-measured section is written with --format md only");
     run = analysis::load_run(o.run_dir);
     return true;
   } catch (const std::exception& e) {
@@ -87,7 +93,16 @@ int report_main(const ReportOptions& o, int argc, char** argv) {
   const std::vector<analysis::RepeatChart> repeat_charts = analysis::repeat_charts(run.arms);
   std::vector<analysis::ChartImage> charts;
   for (const analysis::RepeatChart& c : repeat_charts) charts.push_back(c.image);
-  const std::string md = analysis::report_markdown(run, charts);
+  std::string md = analysis::report_markdown(run, charts);
+  if (!o.cluster.empty()) {
+    try {
+      md += "\n## Predicted beside measured\n\n" +
+            analysis::check_markdown(run, analysis::plan::load_cluster_file(o.cluster));
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "quartet report: --cluster: " << e.what() << "\n";
+      return 2;
+    }
+  }
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);

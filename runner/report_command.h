@@ -20,6 +20,7 @@ struct ReportOptions {
   std::string run_dir;
   std::string formats = "png,svg,md,html";
   bool quiet = false;
+  std::string cluster;  // a cluster profile: report.md adds each arm predicted on it beside its measurement (md only)
 };
 
 // Adds the `report` subcommand to `app`, bound to `options`.

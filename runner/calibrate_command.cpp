@@ -1,0 +1,284 @@
+#include "runner/calibrate_command.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "analysis/plan/cluster.h"
+#include "engine/cpu/peak.h"
+#include "engine/machine.h"
+#include "engine/ops.h"
+#include "engine/threads.h"
+#include "runner/wiring.h"
+
+namespace quartet::runner {
+
+namespace plan = analysis::plan;
+using engine::cpu::best_seconds;
+
+namespace {
+
+struct Sizes {
+  int reps;
+  long fma_iterations;
+  int64_t copy_floats;
+  int64_t matmul_rows, matmul_width;
+  int64_t conv_batch;
+  int64_t attention_batch;
+  int64_t large_message;
+};
+
+Sizes sizes_for(bool quick) {
+  if (quick) return {1, 2'000'000, 1 << 20, 64, 256, 4, 1, 1 << 16};
+  return {11, 20'000'000, 1 << 24, 128, 1024, 32, 8, 1 << 22};
+}
+
+engine::Tensor filled(const engine::Shape& shape, float v, bool grad = false) {
+  engine::Tensor t = engine::Tensor::full(shape, v);
+  if (grad) t.set_requires_grad(true);
+  return t;
+}
+
+// The median of `reps` timed calls of `once` after one untimed call: a sustained rate,
+// as a training run sees it on a machine others share (the best would be the quiet
+// moments only).
+template <typename F>
+double median_seconds(int reps, F&& once) {
+  once();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    once();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Seconds of one forward and backward of `op` (its output summed to a scalar).
+template <typename F>
+double train_seconds(int reps, F&& op) {
+  return median_seconds(reps, [&] { engine::sum(op()).backward(); });
+}
+
+// FLOPs per second of the products of two layers as the models have them: mlp's first
+// (784 -> 256, the data's input: no input gradient) and gpt-mini's MLP (128 -> 512 at
+// every position), forward and backward.
+double matmul_flops_per_s(const Sizes& s) {
+  const int64_t rows = s.matmul_rows;
+  const engine::Tensor x1 = filled({rows, 784}, 0.01f), w1 = filled({784, 256}, 0.01f, true);
+  const engine::Tensor x2 = filled({rows * 4, 128}, 0.01f, true), w2 = filled({128, 512}, 0.01f, true);
+  const double t = train_seconds(s.reps, [&] { return engine::matmul(x1, w1); }) +
+                   train_seconds(s.reps, [&] { return engine::matmul(x2, w2); });
+  const double flops = 2.0 * 2 * rows * 784 * 256 + 3.0 * 2 * rows * 4 * 128 * 512;
+  return flops / t;
+}
+
+// cnn's two convolutions (1 -> 32 channels on 28x28, the data's input; 32 -> 64 on
+// 14x14; 3x3, padding 1), forward and backward.
+double conv_flops_per_s(const Sizes& s) {
+  const int64_t n = s.conv_batch;
+  engine::ConvOptions o;
+  o.padding = {1};
+  const engine::Tensor x1 = filled({n, 1, 28, 28}, 0.01f), w1 = filled({32, 1, 3, 3}, 0.01f, true),
+                       b1 = filled({32}, 0.0f, true);
+  const engine::Tensor x2 = filled({n, 32, 14, 14}, 0.01f, true), w2 = filled({64, 32, 3, 3}, 0.01f, true),
+                       b2 = filled({64}, 0.0f, true);
+  const double t = train_seconds(s.reps, [&] { return engine::conv2d(x1, w1, b1, o); }) +
+                   train_seconds(s.reps, [&] { return engine::conv2d(x2, w2, b2, o); });
+  const double flops = 2.0 * 2 * 32 * 9 * 28 * 28 * n + 3.0 * 2 * 32 * 64 * 9 * 14 * 14 * n;
+  return flops / t;
+}
+
+// gpt-mini's attention: T = 128, width 128, 4 heads; the causal pairs' two products.
+double attention_flops_per_s(const Sizes& s) {
+  const int64_t T = 128, w = 128;
+  const engine::Tensor q = filled({s.attention_batch, T, w}, 0.01f, true), k = filled({s.attention_batch, T, w}, 0.02f, true),
+                       v = filled({s.attention_batch, T, w}, 0.03f, true);
+  const double t = train_seconds(s.reps, [&] { return engine::causal_attention(q, k, v, 4); });
+  return 3.0 * 2.0 * 2.0 * w * (T * (T + 1) / 2.0) * static_cast<double>(s.attention_batch) / t;
+}
+
+// Bytes a copy moves (read and written) per second, on every thread.
+double copy_bytes_per_s(const Sizes& s, int threads) {
+  const size_t n = static_cast<size_t>(s.copy_floats);
+  std::vector<float> a(n, 1.0f), b(n, 0.0f);
+  const double t = median_seconds(s.reps, [&] {
+    std::vector<std::thread> pool;
+    const size_t chunk = n / static_cast<size_t>(threads);
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] { std::memcpy(b.data() + i * chunk, a.data() + i * chunk, chunk * sizeof(float)); });
+    for (std::thread& th : pool) th.join();
+  });
+  return 2.0 * static_cast<double>(n * sizeof(float)) / t;
+}
+
+// An elementwise op's bytes (read x, write y) per second.
+double elementwise_bytes_per_s(const Sizes& s) {
+  const engine::Tensor x = filled({s.copy_floats}, -0.5f);
+  const double t = median_seconds(s.reps, [&] { engine::relu(x); });
+  return 2.0 * 4.0 * static_cast<double>(s.copy_floats) / t;
+}
+
+// α and β from the one-way times of messages of two sizes.
+plan::LinkLevel fit(const std::string& name, double small_bytes, double small_s, double large_bytes, double large_s) {
+  plan::LinkLevel l;
+  l.name = name;
+  const double beta = (large_bytes - small_bytes) / std::max(1e-9, large_s - small_s);
+  l.bandwidth_bytes_per_s = beta;
+  l.latency_s = std::max(0.0, small_s - small_bytes / beta);
+  return l;
+}
+
+// One-way seconds of a `bytes` message between two threads through shared memory: the
+// sender copies into a buffer and raises a flag, the receiver copies out and answers.
+double shm_one_way(int64_t bytes, int reps) {
+  std::vector<char> src(static_cast<size_t>(bytes), 1), shared(src.size()), dst(src.size());
+  std::atomic<int> turn{0};
+  const int rounds = 200;
+  const double t = best_seconds(reps, [&] {
+    std::thread peer([&] {
+      for (int r = 0; r < rounds; ++r) {
+        while (turn.load(std::memory_order_acquire) != 1) {
+        }
+        std::memcpy(dst.data(), shared.data(), dst.size());
+        turn.store(0, std::memory_order_release);
+      }
+    });
+    for (int r = 0; r < rounds; ++r) {
+      std::memcpy(shared.data(), src.data(), src.size());
+      turn.store(1, std::memory_order_release);
+      while (turn.load(std::memory_order_acquire) != 0) {
+      }
+    }
+    peer.join();
+  });
+  return t / rounds;
+}
+
+void send_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, 0);
+    if (k <= 0) throw std::runtime_error("calibrate: loopback send failed");
+    p += k, n -= static_cast<size_t>(k);
+  }
+}
+void recv_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k <= 0) throw std::runtime_error("calibrate: loopback receive failed");
+    p += k, n -= static_cast<size_t>(k);
+  }
+}
+
+// One-way seconds of a `bytes` message over TCP on 127.0.0.1: half a ping-pong's round.
+double tcp_one_way(int64_t bytes, int reps) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (listener >= 0) ::close(listener);
+    throw std::runtime_error("calibrate: cannot listen on 127.0.0.1");
+  }
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(client), ::close(listener);
+    throw std::runtime_error("calibrate: cannot connect to 127.0.0.1");
+  }
+  const int server = ::accept(listener, nullptr, nullptr);
+  const int one = 1;
+  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> a(static_cast<size_t>(bytes), 1), b(a.size());
+  const int rounds = bytes > 4096 ? 20 : 200;
+  double t = 0.0;
+  try {
+    t = best_seconds(reps, [&] {
+      std::thread peer([&] {
+        for (int r = 0; r < rounds; ++r) recv_all(server, b.data(), b.size()), send_all(server, b.data(), b.size());
+      });
+      for (int r = 0; r < rounds; ++r) send_all(client, a.data(), a.size()), recv_all(client, a.data(), a.size());
+      peer.join();
+    });
+  } catch (...) {
+    ::close(client), ::close(server), ::close(listener);
+    throw;
+  }
+  ::close(client), ::close(server), ::close(listener);
+  return t / rounds / 2.0;
+}
+
+}  // namespace
+
+CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "Time this machine (FMA peak, memory, the engine's kernels, shm and loopback links) and write its "
+                   "cluster profile (docs/plan.md)");
+  cmd->add_option("--out", o.out, "profile to write")->capture_default_str();
+  cmd->add_flag("--quick", o.quick, "small sizes, one repetition: a valid file in a second, rough figures");
+  return cmd;
+}
+
+int calibrate_main(const CalibrateOptions& o) {
+  {
+    std::ofstream probe(o.out, std::ios::app);
+    if (!probe) throw InputError("--out: " + o.out + " cannot be written");
+  }
+  const Sizes s = sizes_for(o.quick);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Kernels on one thread, as a rank of a core runs them: on a shared machine a parallel
+  // region waits for its slowest thread, and a device here is one core.
+  engine::set_compute_threads(1);
+  plan::ClusterProfile c;
+  c.name = "this-machine";
+  c.description = "measured by quartet calibrate" + std::string(o.quick ? " --quick (rough)" : "");
+  c.nodes = 1;
+  c.devices_per_node = cores;
+  c.host_cores = cores;
+  c.device.name = std::string("core (") + engine::cpu::fma_isa() + ")";
+  c.device.kind = "cpu";
+  const double peak = engine::cpu::fma_peak_flops(1, s.fma_iterations, s.reps);
+  c.device.peak_flops["fp32"] = peak;
+  const double bandwidth = copy_bytes_per_s(s, 1);
+  c.device.memory_bandwidth_bytes_per_s = bandwidth;
+  c.device.memory_bytes = static_cast<double>(engine::physical_memory_bytes()) / cores;
+  auto fraction = [](double v) { return std::clamp(v, 1e-4, 4.0); };  // the profile's range
+  c.device.efficiency.matmul = fraction(matmul_flops_per_s(s) / peak);
+  c.device.efficiency.conv = fraction(conv_flops_per_s(s) / peak);
+  c.device.efficiency.attention = fraction(attention_flops_per_s(s) / peak);
+  c.device.efficiency.elementwise = fraction(elementwise_bytes_per_s(s) / bandwidth);
+  const double small = 64, large = static_cast<double>(s.large_message);
+  c.intra = fit("shared memory", small, shm_one_way(64, s.reps), large, shm_one_way(s.large_message, s.reps));
+  c.inter = fit("TCP loopback", small, tcp_one_way(64, s.reps), large, tcp_one_way(s.large_message, s.reps));
+  // Round-trip the profile through the parser: what is written is what plan reads.
+  const nlohmann::json j = plan::cluster_json(plan::parse_cluster(plan::cluster_json(c)));
+  std::ofstream out(o.out, std::ios::trunc);
+  out << j.dump(2) << "\n";
+  if (!out) throw InputError("--out: " + o.out + " cannot be written");
+  const plan::Efficiency& e = c.device.efficiency;
+  std::cout << "fp32 peak " << peak / 1e9 << " GFLOP/s a core (" << engine::cpu::fma_isa() << "), copy "
+            << bandwidth / 1e9 << " GB/s on one core\n"
+            << "efficiency: matmul " << e.matmul << ", conv " << e.conv << ", attention " << e.attention
+            << ", elementwise " << e.elementwise << "\n"
+            << "shm: " << c.intra.latency_s * 1e6 << " us, " << c.intra.bandwidth_bytes_per_s / 1e9 << " GB/s; "
+            << "loopback: " << c.inter.latency_s * 1e6 << " us, " << c.inter.bandwidth_bytes_per_s / 1e9 << " GB/s\n"
+            << "wrote " << o.out << "\n";
+  return 0;
+}
+
+}  // namespace quartet::runner

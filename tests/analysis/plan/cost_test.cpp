@@ -1,0 +1,159 @@
+#include "analysis/plan/cost.h"
+
+#include <gtest/gtest.h>
+
+#include "analysis/plan/collectives.h"
+#include "tests/analysis/plan/toy_cluster.h"
+
+namespace quartet::analysis::plan {
+namespace {
+
+PlanArm arm_of(const std::string& regime, int64_t batch) {
+  PlanArm a;
+  a.name = regime;
+  a.regime = regime;
+  a.batch = batch;
+  a.bucket_bytes = 1e15;  // one bucket
+  return a;
+}
+
+TEST(Cost, SingleIsTrainFlopsOverTheSustainedRate) {
+  const ModelShape m = model_shape("cnn");
+  const Prediction p = predict(m, arm_of("single", 128), compute_bound());
+  const double expected = train_flops(m) * 128 / 0.5e12;
+  EXPECT_NEAR(p.step_seconds / expected, 1.0, 1e-6);
+  EXPECT_NEAR(p.samples_per_second, 128 / expected, 128 / expected * 1e-6);
+  EXPECT_NEAR(p.mfu, 0.5, 1e-6);
+  EXPECT_EQ(p.comm_seconds, 0.0);
+  EXPECT_NE(p.bottleneck.find("compute in convs"), std::string::npos) << p.bottleneck;
+}
+
+TEST(Cost, AccumulatingMicroBatchesCostsTheSameFlops) {
+  const ModelShape m = model_shape("mlp");
+  PlanArm accumulate = arm_of("accumulate", 128);
+  accumulate.micro_batches = 4;
+  EXPECT_NEAR(predict(m, accumulate, compute_bound()).step_seconds / predict(m, arm_of("single", 128), compute_bound()).step_seconds,
+              1.0, 1e-9);
+}
+
+TEST(Cost, DataParallelHalvesComputeAndAddsTheLastBucket) {
+  const ModelShape m = model_shape("cnn");
+  PlanArm ddp = arm_of("data_parallel", 128);
+  ddp.mesh.dp = 2;
+  const Prediction p = predict(m, ddp, compute_bound());
+  // One bucket: its all-reduce starts when backward ends, so all of it is exposed:
+  // 2 (N − 1) = 2 messages of S/2 on the 10 GB/s intra link.
+  const double grads = parameter_count(m) * 4;
+  const double all_reduce_s = 2 * (grads / 2 / 10e9 + 10e-6);
+  const double compute = train_flops(m) * 64 / 0.5e12;
+  EXPECT_NEAR(p.step_seconds, compute + all_reduce_s, 1e-9);
+  EXPECT_NEAR(p.intra_bytes, grads, 1e-3);  // a rank sends 2 (N−1)/N S
+  EXPECT_EQ(p.inter_bytes, 0.0);
+}
+
+TEST(Cost, SmallBucketsHideTheAllReduceBehindBackward) {
+  const ModelShape m = model_shape("cnn");
+  PlanArm ddp = arm_of("data_parallel", 128);
+  ddp.mesh.dp = 2;
+  const double one_bucket = predict(m, ddp, compute_bound()).comm_seconds;
+  ddp.bucket_bytes = 64 * 1024;
+  EXPECT_LT(predict(m, ddp, compute_bound()).comm_seconds, one_bucket / 10);
+}
+
+// Narayanan et al. (SC'21), §2.2.1: the bubble is (p − 1)/m of the ideal time, for
+// GPipe and 1F1B alike.
+TEST(Cost, PipelineBubbleIsPMinusOneOverM) {
+  const ModelShape m = model_shape("gpt-mini");
+  for (const std::string schedule : {"gpipe", "1f1b"})
+    for (int64_t pp : {2, 3})
+      for (int64_t micro : {1, 4, 8}) {
+        PlanArm a = arm_of("pipeline", 64);
+        a.mesh.pp = pp;
+        a.micro_batches = micro;
+        a.schedule = schedule;
+        ClusterProfile c = compute_bound();
+        c.intra.bandwidth_bytes_per_s = 1e18, c.intra.latency_s = 0;
+        const Prediction p = predict(m, a, c);
+        const double ideal = p.step_seconds - p.bubble_seconds;
+        EXPECT_NEAR(p.bubble_seconds / ideal, (pp - 1.0) / micro, 0.02) << schedule << pp << micro;
+      }
+}
+
+TEST(Cost, OneFOneBNeedsLessActivationMemoryThanGpipe) {
+  const ModelShape m = model_shape("gpt-mini");
+  PlanArm a = arm_of("pipeline", 64);
+  a.mesh.pp = 2;
+  a.micro_batches = 8;
+  a.schedule = "gpipe";
+  const double gpipe = predict(m, a, compute_bound()).memory.activations;
+  a.schedule = "1f1b";
+  EXPECT_LT(predict(m, a, compute_bound()).memory.activations, gpipe / 3);
+}
+
+TEST(Cost, TensorParallelAddsFourAllReducesABlock) {
+  const ModelShape m = model_shape("gpt-mini");
+  PlanArm a = arm_of("tensor_parallel", 8);
+  a.mesh.tp = 2;
+  const Prediction p = predict(m, a, compute_bound());
+  // 4 blocks × 4 all-reduces of 8 × 128 × 128 floats on 2 ranks over 10 GB/s.
+  const double bytes = 8.0 * 128 * 128 * 4;
+  EXPECT_NEAR(p.comm_seconds, 16 * ring_all_reduce_seconds(bytes, 2, {10e9, 10e-6}), 1e-12);
+}
+
+TEST(Cost, ZeroThreeDividesModelStateAndGathersParameters) {
+  const ModelShape m = model_shape("gpt-mini");
+  PlanArm a = arm_of("data_parallel", 64);
+  a.mesh.dp = 4;
+  const Prediction zero0 = predict(m, a, compute_bound());
+  a.zero = 3;
+  const Prediction zero3 = predict(m, a, compute_bound());
+  EXPECT_NEAR(zero3.memory.parameters + zero3.memory.gradients + zero3.memory.optimizer_state,
+              (zero0.memory.parameters + zero0.memory.gradients + zero0.memory.optimizer_state) / 4, 1.0);
+  EXPECT_GT(zero3.intra_bytes, zero0.intra_bytes * 1.9);
+}
+
+TEST(Cost, TheMeshSpansNodesTpInnermost) {
+  const ModelShape m = model_shape("gpt-mini");
+  PlanArm a = arm_of("mesh", 64);
+  a.mesh.tp = 4;
+  a.mesh.dp = 4;  // 16 ranks on two nodes of 8: tp within a node, dp across
+  const Prediction p = predict(m, a, compute_bound(8, 2));
+  EXPECT_GT(p.inter_bytes, 0.0);
+  EXPECT_GT(p.intra_bytes, 0.0);
+  a.mesh = {.tp = 4};
+  EXPECT_EQ(predict(m, a, compute_bound(8, 2)).inter_bytes, 0.0);
+}
+
+TEST(Cost, TooLargeAModelDoesNotFitAndSaysSo) {
+  const Prediction p = predict(model_shape("gpt-1t"), arm_of("single", 1), compute_bound());
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.bottleneck.rfind("does not fit", 0), 0u) << p.bottleneck;
+}
+
+TEST(Cost, BalancedStagesSplitTheBlocksEvenly) {
+  const ModelShape m = model_shape("gpt-mini");
+  const std::vector<size_t> starts = pipeline_stage_starts(m, 2, {});
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(m.layers[starts[1]].stage, "block2");
+  EXPECT_EQ(m.layers[pipeline_stage_starts(m, 2, {"block0"})[1]].stage, "block1");
+}
+
+TEST(CostHostile, ArmsTheModelOrClusterCannotTakeAreNamed) {
+  const ModelShape cnn = model_shape("cnn");
+  PlanArm a = arm_of("data_parallel", 100);
+  a.mesh.dp = 3;
+  EXPECT_THROW(predict(cnn, a, compute_bound()), std::invalid_argument);
+  a = arm_of("tensor_parallel", 8);
+  a.mesh.tp = 2;
+  EXPECT_THROW(predict(cnn, a, compute_bound()), std::invalid_argument);
+  a = arm_of("data_parallel", 64);
+  a.mesh.dp = 16;
+  EXPECT_THROW(predict(cnn, a, compute_bound(8, 1)), std::invalid_argument);
+  a = arm_of("pipeline", 8);
+  a.mesh.pp = 2;
+  a.cuts = {"nope"};
+  EXPECT_THROW(predict(cnn, a, compute_bound()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace quartet::analysis::plan

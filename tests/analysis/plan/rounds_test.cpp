@@ -1,0 +1,68 @@
+#include "analysis/plan/rounds.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/analysis/plan/toy_cluster.h"
+
+namespace quartet::analysis::plan {
+namespace {
+
+TEST(Rounds, SplitStepIsBothHalvesAndTwoMessages) {
+  const ModelShape m = model_shape("cnn");
+  PlanArm a;
+  a.name = a.regime = "split";
+  a.batch = 32;
+  a.clients = 4;
+  a.cuts = {"conv2"};
+  a.link_bandwidth_bytes_per_s = 125e6;  // 1 Gbit/s
+  a.link_latency_s = 100e-6;
+  const Prediction p = predict(m, a, compute_bound());
+  const double compute = train_flops(m) * 32 / 0.5e12;
+  const double comm = 2 * 100e-6 + 2 * 64 * 14 * 14 * 32 * 4.0 / 125e6;  // conv2's pooled output, up and down
+  EXPECT_NEAR(p.step_seconds, compute + comm, 1e-9);
+  EXPECT_NEAR(p.comm_seconds, comm, 1e-12);
+}
+
+Population phones() {
+  Population p;
+  p.clients = 100000;
+  p.flops = {"lognormal", 5e9, 0.7};
+  p.down_bytes_per_s = {"lognormal", 30e6 / 8, 0.8};
+  p.up_bytes_per_s = {"lognormal", 8e6 / 8, 0.8};
+  p.latency_s = {"uniform", 0.03, 0.12};
+  p.dropout = 0.1;
+  return p;
+}
+
+TEST(Rounds, DrawsAreSeededAndDropAtTheRate) {
+  const std::vector<ClientDraw> a = draw_clients(phones(), 100000, 7), b = draw_clients(phones(), 100000, 7);
+  int64_t dropped = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].flops_per_s, b[i].flops_per_s);
+    dropped += a[i].drops;
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / 100000, 0.1, 0.005);
+  EXPECT_NE(draw_clients(phones(), 10, 8)[0].flops_per_s, a[0].flops_per_s);
+}
+
+TEST(Rounds, AHundredThousandClientsWaitForTheSlowest) {
+  ClusterProfile c = compute_bound();
+  c.population = phones();
+  PlanArm a;
+  a.name = a.regime = "federated";
+  a.batch = 32;
+  a.clients = 100000;
+  a.fraction = 1.0;
+  a.client_samples = 600;
+  const ModelShape m = model_shape("cnn");
+  const Prediction all = predict(m, a, c);
+  a.fraction = 0.001;  // 100 clients: the slowest of fewer is faster
+  const Prediction few = predict(m, a, c);
+  EXPECT_GT(all.step_seconds, few.step_seconds);
+  // The slowest of 90,000 is far slower than the median client.
+  const double median = train_flops(m) * 600 / 5e9 + parameter_count(m) * 4 * (8 / 30e6 + 8 / 8e6);
+  EXPECT_GT(all.step_seconds, 3 * median);
+}
+
+}  // namespace
+}  // namespace quartet::analysis::plan

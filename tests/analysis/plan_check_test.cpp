@@ -1,0 +1,57 @@
+#include "analysis/plan_check.h"
+
+#include <gtest/gtest.h>
+
+namespace quartet::analysis {
+namespace {
+
+using nlohmann::json;
+
+TEST(PlanCheck, AnArmsJsonBecomesItsMeshAndKnobs) {
+  const json ddp = json::parse(R"({"name": "d", "regime": "data_parallel", "ranks": 4, "zero": 2, "micro_batches": 2,
+      "bucket_mb": 1.0, "backend": "hierarchical", "link": "10gbe",
+      "train": {"batch": 64, "checkpoint": true, "optimizer": {"name": "sgd"}}})");
+  const plan::PlanArm a = plan_arm_of(ddp, "cnn", 0);
+  EXPECT_EQ(a.mesh.dp, 4);
+  EXPECT_EQ(a.zero, 2);
+  EXPECT_EQ(a.micro_batches, 2);
+  EXPECT_EQ(a.batch, 64);
+  EXPECT_TRUE(a.checkpointing);
+  EXPECT_EQ(a.optimizer, "sgd");
+  EXPECT_EQ(a.algorithm, "hierarchical");
+  EXPECT_DOUBLE_EQ(a.bucket_bytes, 1024 * 1024);
+  EXPECT_DOUBLE_EQ(a.link_bandwidth_bytes_per_s, 10e9 / 8);
+
+  const json pipe = json::parse(R"({"name": "p", "regime": "pipeline", "cuts": ["enc2", "dec2"], "micro_batches": 4,
+      "schedule": "gpipe", "train": {"batch": 8}})");
+  const plan::PlanArm p = plan_arm_of(pipe, "unet3d-32", 0);
+  EXPECT_EQ(p.mesh.pp, 3);
+  EXPECT_EQ(p.schedule, "gpipe");
+
+  const json fed = json::parse(R"({"name": "f", "regime": "federated", "clients": 10, "fraction": 0.5,
+      "micro_batches": 3, "train": {"batch": 32}})");
+  const plan::PlanArm f = plan_arm_of(fed, "cnn", 60000);
+  EXPECT_EQ(f.client_samples, 6000);
+  EXPECT_EQ(f.micro_batches, 1);  // not a field of federated arms
+}
+
+TEST(PlanCheck, UnetIsNamedByItsPatch) {
+  EXPECT_EQ(plan_model_name(json{{"model", "unet3d"}, {"patch", 64}}, json::object()), "unet3d-64");
+  EXPECT_EQ(plan_model_name(json{{"model", "cnn"}}, json{{"model", "mlp"}}), "mlp");
+}
+
+TEST(PlanCheck, TheTableShowsTheSignedErrorAndTheSummaryItsSpread) {
+  const std::vector<CheckRow> rows = {{"a", "single", 110, 100, ""}, {"b", "split", 80, 100, ""},
+                                      {"c", "federated", 50, 0, ""}, {"d", "expert_parallel", 0, 20, "no shape"}};
+  const Table t = check_table(rows);
+  ASSERT_EQ(t.rows.size(), 4u);
+  EXPECT_EQ(t.rows[0][4], "+10.0 %");
+  EXPECT_EQ(t.rows[1][4], "-20.0 %");
+  EXPECT_EQ(t.rows[2][4], "not measured");
+  EXPECT_EQ(t.rows[3][4], "not planned");
+  EXPECT_EQ(check_summary(rows), "Median |error| over 2 arms: 15.0 %, largest 20.0 %");
+  EXPECT_EQ(check_summary({}), "");
+}
+
+}  // namespace
+}  // namespace quartet::analysis
