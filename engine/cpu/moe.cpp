@@ -11,6 +11,18 @@ namespace {
 // Rows of f elements, sliced so that a slice holds at least kMinParallelElements.
 int64_t serial_rows(int64_t f) { return std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(f, 1)); }
 
+// A row's max m and sum of exp(x - m), in double: what softmax and log-sum-exp share.
+struct RowExp {
+  float max;
+  double sum;
+};
+RowExp row_exp(const float* xr, int64_t f) {
+  const float m = *std::max_element(xr, xr + f);
+  double s = 0.0;
+  for (int64_t j = 0; j < f; ++j) s += std::exp(static_cast<double>(xr[j]) - m);
+  return {m, s};
+}
+
 }  // namespace
 
 void softmax(const Tensor& x, Tensor& out) {
@@ -23,10 +35,9 @@ void softmax(const Tensor& x, Tensor& out) {
         for (int64_t r = r0; r < r1; ++r) {
           const float* xr = px + r * f;
           float* orow = po + r * f;
-          const float m = *std::max_element(xr, xr + f);
-          double s = 0.0;
-          for (int64_t j = 0; j < f; ++j) s += std::exp(static_cast<double>(xr[j]) - m);
-          for (int64_t j = 0; j < f; ++j) orow[j] = static_cast<float>(std::exp(static_cast<double>(xr[j]) - m) / s);
+          const RowExp e = row_exp(xr, f);
+          for (int64_t j = 0; j < f; ++j)
+            orow[j] = static_cast<float>(std::exp(static_cast<double>(xr[j]) - e.max) / e.sum);
         }
       },
       serial_rows(f));
@@ -57,11 +68,8 @@ void logsumexp(const Tensor& x, Tensor& out) {
       rows,
       [=](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          const float* xr = px + r * f;
-          const float m = *std::max_element(xr, xr + f);
-          double s = 0.0;
-          for (int64_t j = 0; j < f; ++j) s += std::exp(static_cast<double>(xr[j]) - m);
-          po[r] = static_cast<float>(m + std::log(s));
+          const RowExp e = row_exp(px + r * f, f);
+          po[r] = static_cast<float>(e.max + std::log(e.sum));
         }
       },
       serial_rows(f));

@@ -6,6 +6,14 @@
 namespace quartet::engine::cuda {
 namespace {
 
+// A row's max m and sum of exp(x - m), in double: what softmax and log-sum-exp share.
+__device__ void row_exp(const float* xr, int64_t f, float& m, double& s) {
+  m = xr[0];
+  for (int64_t j = 1; j < f; ++j) m = fmaxf(m, xr[j]);
+  s = 0.0;
+  for (int64_t j = 0; j < f; ++j) s += exp(static_cast<double>(xr[j]) - m);
+}
+
 // One row of f per index.
 struct SoftmaxRow {
   const float* x;
@@ -13,10 +21,9 @@ struct SoftmaxRow {
   float* out;
   __device__ void operator()(int64_t r) const {
     const float* xr = x + r * f;
-    float m = xr[0];
-    for (int64_t j = 1; j < f; ++j) m = fmaxf(m, xr[j]);
-    double s = 0.0;
-    for (int64_t j = 0; j < f; ++j) s += exp(static_cast<double>(xr[j]) - m);
+    float m;
+    double s;
+    row_exp(xr, f, m, s);
     for (int64_t j = 0; j < f; ++j) out[r * f + j] = static_cast<float>(exp(static_cast<double>(xr[j]) - m) / s);
   }
 };
@@ -37,11 +44,9 @@ struct LogsumexpRow {
   int64_t f;
   float* out;
   __device__ void operator()(int64_t r) const {
-    const float* xr = x + r * f;
-    float m = xr[0];
-    for (int64_t j = 1; j < f; ++j) m = fmaxf(m, xr[j]);
-    double s = 0.0;
-    for (int64_t j = 0; j < f; ++j) s += exp(static_cast<double>(xr[j]) - m);
+    float m;
+    double s;
+    row_exp(x + r * f, f, m, s);
     out[r] = static_cast<float>(m + log(s));
   }
 };
