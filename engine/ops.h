@@ -47,6 +47,9 @@ Tensor expand(const Tensor& x, const Shape& shape);
 Tensor sum_to(const Tensor& x, const Shape& shape);
 // Dims permuted: out.size(d) = x.size(perm[d]); a new contiguous tensor.
 Tensor transpose(const Tensor& x, const std::vector<int>& perm);
+// x's values [start, start + length) along `dim`, the other dims whole; a new tensor.
+// Gradient: zeros around the part (pad).
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
 // Constant padding: begin[d] cells of `value` before and end[d] after dim d's values,
 // one size per dim of x, each >= 0. Gradient: the inner block.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& end, float value);

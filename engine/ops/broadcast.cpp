@@ -217,6 +217,37 @@ Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
   return out;
 }
 
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
+  if (!x.defined()) detail::fail("narrow", "input must be a defined tensor");
+  const int rank = x.dim();
+  if (dim < 0 || dim >= rank)
+    detail::fail("narrow", "dim " + std::to_string(dim) + " out of range for " + shape_str(x.shape()));
+  if (start < 0 || length < 0 || start + length > x.size(dim))
+    detail::fail("narrow", "range " + shape_str({start, start + length}) + " outside dim " + std::to_string(dim) +
+                               " of " + shape_str(x.shape()));
+  check_rank(x.shape(), "narrow");
+  Shape shape = x.shape();
+  shape[dim] = length;
+  const int lead = kStridedDims - rank;
+  const Shape stride = contiguous_strides(padded(x.shape())), po = padded(shape);
+  StridedMap m{};
+  for (int d = 0; d < kStridedDims; ++d) {
+    m.size[d] = po[d];
+    m.stride[d] = stride[d];
+  }
+  m.base = start * stride[lead + dim];
+  Tensor out = Tensor::empty(shape, x.device());
+  QUARTET_DISPATCH(x.device(), strided_copy, x, m, out);
+  std::vector<int64_t> begin(rank, 0), end(rank, 0);
+  begin[dim] = start;
+  end[dim] = x.size(dim) - start - length;
+  record(out, "narrow", {x}, [begin, end](const Tensor& g) {
+    NoGradScope no_grad;
+    return TensorList{pad(g, begin, end, 0.0f)};
+  });
+  return out;
+}
+
 Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined() || a.dim() < 2 || b.dim() < 2 || a.size(-1) != b.size(-2))
     detail::fail("batched_matmul", "expected (..., M, K) x (..., K, N), got " +

@@ -79,6 +79,14 @@ TEST(Layout, PadSurroundsWithAConstant) {
   EXPECT_TRUE(throws_invalid_argument([] { pad(Tensor::zeros({2}), {-1}, {0}, 0); }, {"pad", ">= 0"}));
 }
 
+TEST(Layout, NarrowKeepsARangeOfOneDim) {
+  Tensor x = Tensor::from_vector({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(narrow(x, 1, 1, 2).to_vector(), (std::vector<float>{2, 3, 5, 6}));
+  EXPECT_EQ(narrow(x, 0, 1, 1).to_vector(), (std::vector<float>{4, 5, 6}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return narrow(in[0], 1, 1, 2); }, {param({2, 4, 3}, 18)}));
+  EXPECT_TRUE(throws_invalid_argument([] { narrow(Tensor::zeros({2, 3}), 1, 2, 2); }, {"narrow", "[2, 4]", "[2, 3]"}));
+}
+
 TEST(Layout, ClipClampsAndPassesNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> y = clip(Tensor::from_vector({4}, {-1, 3, 7, nan}), 0, 6).to_vector();

@@ -23,6 +23,7 @@ TEST(CudaBroadcast, LayoutOpsMatchTheCpu) {
   const Inputs in = {random_tensor({2, 3, 4, 5}, 3)};
   expect_same_on_gpu("transpose", in, [](const Inputs& v) { return transpose(v[0], {3, 1, 0, 2}); }, 0.0);
   expect_same_on_gpu("pad", in, [](const Inputs& v) { return pad(v[0], {0, 1, 2, 0}, {1, 0, 1, 3}, 0.5f); }, 0.0);
+  expect_same_on_gpu("narrow", in, [](const Inputs& v) { return narrow(v[0], 2, 1, 2); }, 0.0);
   expect_same_on_gpu("clip", in, [](const Inputs& v) { return clip(v[0], -0.5f, 0.5f); }, 0.0);
   expect_same_on_gpu("expand", {random_tensor({3, 1, 5}, 4)},
                      [](const Inputs& v) { return expand(v[0], {2, 3, 4, 5}); }, 0.0);
