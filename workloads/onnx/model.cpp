@@ -1,10 +1,12 @@
 #include "workloads/onnx/model.h"
 
+#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -38,9 +40,12 @@ class GraphStage : public engine::Module {
     f.training = training();
     f.gen = &gen_;
     f.device = x.device();
+    f.stats_reducer = reducer_;
     program_->run(f, begin_, end_);
     return f.slots[out_];
   }
+
+  void set_stats_reducer(engine::StatsReducer* reducer) override { reducer_ = reducer; }
 
  protected:
   engine::Generator* own_generator() override { return &gen_; }
@@ -50,6 +55,7 @@ class GraphStage : public engine::Module {
   int begin_, end_, in_, out_;
   engine::Generator gen_;
   std::vector<std::pair<int, Tensor>> own_;
+  engine::StatsReducer* reducer_ = nullptr;
 };
 
 ::onnx::ModelProto read_file(const std::string& path) {
@@ -161,6 +167,38 @@ GraphInfo inspect_model(const std::string& path) {
   for (const Initializer& i : p.initializers())
     if (!i.buffer) info.parameters += i.value.numel();
   return info;
+}
+
+void export_model(const std::string& source, const engine::Model& trained, const std::string& out) {
+  ::onnx::ModelProto model = read_file(source);
+  // "<stage>.<initializer>": the initializer's name follows the stage's.
+  std::map<std::string, Tensor> values;
+  for (const auto& [name, t] : trained.state_dict()) values[name.substr(name.find('.') + 1)] = t;
+  size_t replaced = 0;
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
+    const auto it = values.find(init.name());
+    if (it == values.end()) continue;
+    const engine::Shape dims(init.dims().begin(), init.dims().end());
+    if (init.data_type() != ::onnx::TensorProto::FLOAT || it->second.shape() != dims)
+      throw std::invalid_argument("model onnx:" + source + ": initializer \"" + init.name() + "\" is " +
+                                  engine::shape_str(dims) + ", the trained tensor " +
+                                  engine::shape_str(it->second.shape()));
+    const std::vector<float> v = it->second.to_vector();
+    init.clear_float_data();
+    init.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    ++replaced;
+  }
+  if (replaced != values.size())
+    throw std::invalid_argument("model onnx:" + source + ": " + std::to_string(values.size() - replaced) +
+                                " trained tensors have no initializer of their name in the graph");
+  try {
+    ::onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("export to " + out + ": the ONNX checker refuses the result: " + e.what());
+  }
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  if (!file || !model.SerializeToOstream(&file) || !file.flush())
+    throw std::invalid_argument("export to " + out + ": cannot write the file");
 }
 
 }  // namespace quartet::workloads::onnx

@@ -35,4 +35,10 @@ struct GraphInfo {
 std::shared_ptr<engine::Model> import_model(const std::string& path, uint64_t seed);
 GraphInfo inspect_model(const std::string& path);
 
+// Writes the graph of `source` (an ONNX file) to `out` with `trained`'s values in place
+// of its initializers: the parameters and buffers of import_model(source), by name. The
+// file written passes the ONNX checker. throws std::invalid_argument naming the file
+// for a model whose tensors do not match the graph's, or a file that cannot be written.
+void export_model(const std::string& source, const engine::Model& trained, const std::string& out);
+
 }  // namespace quartet::workloads::onnx

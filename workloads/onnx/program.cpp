@@ -380,6 +380,17 @@ void Compiler::compile_node() {
     allow({});
     return unary([](const Tensor& x) { return engine::tanh(x); });
   }
+  if (op == "Identity" && has_input(0) && init_index.count(node->input(0)) && node->output_size() == 1) {
+    // PyTorch's exporter keeps one copy of initializers with equal values (BatchNorm's
+    // initial ones and zeros) and names the others through Identity nodes: each name is
+    // a tensor of its own in PyTorch, so a parameter of its own here.
+    allow({});
+    const Initializer& from = p.initializers_[init_index[node->input(0)]];
+    init_index[node->output(0)] = static_cast<int>(p.initializers_.size());
+    p.initializers_.push_back({node->output(0), from.value.clone(), false, -1, -1, -1});
+    known[node->output(0)] = known.at(node->input(0));
+    return;
+  }
   if (op == "Identity") {
     allow({});
     return unary([](const Tensor& x) { return x; });
@@ -670,6 +681,7 @@ void Compiler::batch_norm() {
     engine::BatchNormOptions opt;
     opt.eps = eps;
     opt.momentum = 1.0f - momentum;  // ONNX keeps `momentum` of the running value, PyTorch replaces it
+    opt.reducer = f.stats_reducer;
     f.slots[y] = engine::batch_norm(f.slots[x], f.slots[w], f.slots[b], f.slots[m], f.slots[v], f.training, opt);
   });
 }

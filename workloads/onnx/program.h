@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 
@@ -30,6 +31,7 @@ struct Frame {
   bool training = false;
   engine::Generator* gen = nullptr;
   engine::Device device = engine::Device::cpu();  // where constants are put
+  engine::StatsReducer* stats_reducer = nullptr;  // BatchNormalization's, SyncBatchNorm when set
 };
 
 // A float initializer that feeds a weight, bias or norm: trainable, or (running

@@ -16,5 +16,6 @@ namespace {
 bool available() { return false; }
 std::shared_ptr<engine::Model> import_model(const std::string& path, uint64_t) { missing(path); }
 GraphInfo inspect_model(const std::string& path) { missing(path); }
+void export_model(const std::string& source, const engine::Model&, const std::string&) { missing(source); }
 
 }  // namespace quartet::workloads::onnx

@@ -128,9 +128,9 @@ TEST(OnnxModel, TheModelZooNamesItAndTheImageWorkloadsTakeIt) {
 }
 
 // A one-node graph written to a file: input (N, features) float.
-class OnnxRefusal : public test_util::TempFolderTest {
+class OnnxGraphFile : public test_util::TempFolderTest {
  protected:
-  OnnxRefusal() : TempFolderTest("onnx") {}
+  OnnxGraphFile() : TempFolderTest("onnx") {}
 
   std::string write(const std::string& op, std::vector<int64_t> input = {-1, 1, 28, 28},
                     std::vector<int64_t> output = {-1, 10}) {
@@ -163,7 +163,7 @@ class OnnxRefusal : public test_util::TempFolderTest {
   }
 };
 
-TEST_F(OnnxRefusal, AnUnsupportedOpIsRefusedNamingTheNodeTheOpAndTheSupportedOnes) {
+TEST_F(OnnxGraphFile, AnUnsupportedOpIsRefusedNamingTheNodeTheOpAndTheSupportedOnes) {
   const std::string path = write("Abs");
   try {
     inspect_model(path);
@@ -175,7 +175,7 @@ TEST_F(OnnxRefusal, AnUnsupportedOpIsRefusedNamingTheNodeTheOpAndTheSupportedOne
   }
 }
 
-TEST_F(OnnxRefusal, AModelThatDoesNotFitTheWorkloadIsRefusedNamingBoth) {
+TEST_F(OnnxGraphFile, AModelThatDoesNotFitTheWorkloadIsRefusedNamingBoth) {
   const std::string name = std::string(kPrefix) + write("Identity", {-1, 5}, {-1, 5});
   try {
     check_workload_model("fashion-mnist", name);
@@ -184,6 +184,54 @@ TEST_F(OnnxRefusal, AModelThatDoesNotFitTheWorkloadIsRefusedNamingBoth) {
     const std::string what = e.what();
     for (const char* part : {"takes input [5]", "gives 5 classes", "fashion-mnist", "[1, 28, 28] images of 10 classes"})
       EXPECT_NE(what.find(part), std::string::npos) << "\"" << what << "\" lacks " << part;
+  }
+}
+
+// PyTorch's exporter keeps one copy of equal initializers and names the others through
+// Identity nodes: each name stays a parameter of its own, as in PyTorch.
+TEST_F(OnnxGraphFile, AnInitializerRenamedByIdentityIsAParameterOfItsOwn) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto node = [&](const char* op, std::vector<std::string> in, const char* out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+  };
+  node("Identity", {"a.bias"}, "b.bias");
+  node("Add", {"x", "a.bias"}, "h");
+  node("Add", {"h", "b.bias"}, "y");
+  auto* w = g->add_initializer();
+  w->set_name("a.bias");
+  w->set_data_type(::onnx::TensorProto::FLOAT);
+  w->add_dims(10);
+  for (int i = 0; i < 10; ++i) w->add_float_data(0.5f);
+  for (const char* name : {"x", "y"}) {
+    auto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(::onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_param("N");
+    t->mutable_shape()->add_dim()->set_dim_value(10);
+  }
+  const std::string path = (dir_ / "renamed.onnx").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+  }
+  auto model = import_model(path, 0);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model->named_parameters()) names.push_back(initializer_name(name));
+  EXPECT_EQ(names, (std::vector<std::string>{"a.bias", "b.bias"}));
+  Tensor x = Tensor::zeros({2, 10});
+  engine::sum(model->forward(x)).backward();
+  for (const auto& [name, t] : model->named_parameters()) {
+    EXPECT_EQ(t.to_vector(), std::vector<float>(10, 0.5f)) << name;
+    EXPECT_EQ(t.grad().to_vector(), std::vector<float>(10, 2.0f)) << name;  // each its own gradient
   }
 }
 
