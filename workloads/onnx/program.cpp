@@ -24,8 +24,8 @@ using engine::TensorList;
 const std::vector<std::string> kOps = {
     "Add", "AveragePool", "BatchNormalization", "Clip", "Concat", "Constant", "Conv", "ConvTranspose", "Div",
     "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity", "InstanceNormalization", "LayerNormalization",
-    "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid", "Softmax", "Squeeze",
-    "Sub", "Tanh", "Transpose", "Unsqueeze", "Upsample"};
+    "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid", "Slice", "Softmax",
+    "Split", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Upsample"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -73,27 +73,19 @@ Known read_tensor(const ::onnx::TensorProto& t, const std::string& where) {
   Known k;
   k.dtype = t.data_type();
   k.dims.assign(t.dims().begin(), t.dims().end());
+  auto parse = [&](auto type) {
+    try {
+      const auto v = ::onnx::ParseData<decltype(type)>(&t);
+      k.values.assign(v.begin(), v.end());
+    } catch (const std::exception& e) {  // the library's own error: sizes that do not add up
+      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" cannot be read: " + e.what());
+    }
+  };
   switch (t.data_type()) {
-    case TP::FLOAT: {
-      const auto v = ::onnx::ParseData<float>(&t);
-      k.values.assign(v.begin(), v.end());
-      break;
-    }
-    case TP::INT64: {
-      const auto v = ::onnx::ParseData<int64_t>(&t);
-      k.values.assign(v.begin(), v.end());
-      break;
-    }
-    case TP::INT32: {
-      const auto v = ::onnx::ParseData<int32_t>(&t);
-      k.values.assign(v.begin(), v.end());
-      break;
-    }
-    case TP::DOUBLE: {
-      const auto v = ::onnx::ParseData<double>(&t);
-      k.values.assign(v.begin(), v.end());
-      break;
-    }
+    case TP::FLOAT: parse(float{}); break;
+    case TP::INT64: parse(int64_t{}); break;
+    case TP::INT32: parse(int32_t{}); break;
+    case TP::DOUBLE: parse(double{}); break;
     default:
       throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" has dtype " + dtype_name(t.data_type()) +
                                   "; supported: float32, and int64 or int32 for values known at import");
@@ -179,7 +171,8 @@ Tensor softmax_axis(const Tensor& x, int axis) {
 const std::vector<std::string>& supported_ops() { return kOps; }
 
 bool is_static_input(const std::string& op, int index) {
-  if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Clip" || op == "Pad" || op == "Dropout")
+  if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Clip" || op == "Pad" || op == "Dropout" ||
+      op == "Slice" || op == "Split")
     return index >= 1;
   if (op == "Resize" || op == "Upsample") return index >= 1;
   return false;
@@ -325,6 +318,8 @@ struct Compiler {
   void pad();
   void constant();
   void squeeze(bool un);
+  void slice();
+  void split();
 };
 
 void Compiler::compile_node() {
@@ -341,6 +336,8 @@ void Compiler::compile_node() {
   if (op == "Pad") return pad();
   if (op == "Constant") return constant();
   if (op == "Squeeze") return squeeze(false);
+  if (op == "Slice") return slice();
+  if (op == "Split") return split();
   if (op == "Unsqueeze") return squeeze(true);
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     allow({});
@@ -847,6 +844,75 @@ void Compiler::squeeze(bool un) {
       }
     }
     return reshape_to(x, s);
+  });
+}
+
+void Compiler::slice() {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (opset < 10) {
+    allow({"axes", "ends", "starts"});
+    starts = attr_ints("starts");
+    ends = attr_ints("ends");
+    axes = attr_ints("axes");
+  } else {
+    allow({});
+    starts = known_input(1, "starts").ints();
+    ends = known_input(2, "ends").ints();
+    if (has_input(3)) axes = known_input(3, "axes").ints();
+    if (has_input(4)) steps = known_input(4, "steps").ints();
+  }
+  for (int64_t st : steps)
+    if (st != 1) refuse("steps " + dims_str(steps) + " are not supported (only 1)");
+  if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()))
+    refuse("starts " + dims_str(starts) + ", ends " + dims_str(ends) + " and axes " + dims_str(axes) +
+           " differ in length");
+  const std::string where = "onnx: node \"" + label + "\" (op Slice)";
+  unary([=](const Tensor& x) {
+    Tensor y = x;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const int axis = normalize_axis(axes.empty() ? static_cast<int64_t>(i) : axes[i], x.dim(), where);
+      const int64_t size = x.size(axis);
+      auto clamp = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
+      const int64_t b = clamp(starts[i]), e = clamp(ends[i]);
+      y = engine::narrow(y, axis, b, std::max<int64_t>(0, e - b));
+    }
+    return y;
+  });
+}
+
+void Compiler::split() {
+  std::vector<int64_t> sizes;
+  if (opset < 13) {
+    allow({"axis", "split"});
+    sizes = attr_ints("split");
+  } else {
+    allow({"axis"});
+    if (has_input(1)) sizes = known_input(1, "split").ints();
+  }
+  const int64_t axis = attr_int("axis", 0);
+  const int x = data(0);
+  std::vector<int> ys;
+  for (int i = 0; i < node->output_size(); ++i) ys.push_back(output(i));
+  if (!sizes.empty() && sizes.size() != ys.size())
+    refuse("split " + dims_str(sizes) + " has " + std::to_string(sizes.size()) + " sizes for " +
+           std::to_string(ys.size()) + " outputs");
+  const std::string where = "onnx: node \"" + label + "\" (op Split)";
+  step({x}, ys, [=](Frame& f) {
+    const Tensor& in = f.slots[x];
+    const int a = normalize_axis(axis, in.dim(), where);
+    std::vector<int64_t> parts = sizes;
+    if (parts.empty()) {
+      const int64_t n = static_cast<int64_t>(ys.size());
+      if (in.size(a) % n != 0)
+        throw std::invalid_argument(where + ": dim " + std::to_string(a) + " of " + engine::shape_str(in.shape()) +
+                                    " does not split into " + std::to_string(n) + " equal parts");
+      parts.assign(ys.size(), in.size(a) / n);
+    }
+    int64_t start = 0;
+    for (size_t i = 0; i < ys.size(); ++i) {
+      f.slots[ys[i]] = engine::narrow(in, a, start, parts[i]);
+      start += parts[i];
+    }
   });
 }
 
