@@ -55,6 +55,23 @@ TEST_F(OnnxCli, ValidateRefusesAnUnsupportedOpNamingTheNodeAndTheOp) {
   expect_exit2_with(r, "spec.workload.model");
 }
 
+// An arm of its own ONNX model beside the workload's built-in one: its initial weights
+// are the file's, saved under a name made from the file's.
+TEST_F(OnnxCli, AnArmTrainsItsOwnOnnxModelBesideABuiltInOne) {
+  const fs::path p = dir_ / "arms.json";
+  std::ofstream(p) << R"({"name": "arms", "workload": {"name": "synthetic", "model": "cnn", "train_samples": 64,
+      "test_samples": 32}, "seed": 1, "train": {"epochs": 1, "batch": 16, "optimizer": {"name": "sgd", "lr": 0.05}},
+      "arms": [{"name": "cnn", "regime": "single"},
+               {"name": "mine", "regime": "single", "model": "onnx:models/tiny_cnn.onnx"}]})";
+  const Result r = quartet({"run", p.string(), "--out", (dir_ / "run").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "mine" / "final.safetensors"));
+  int inits = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "run"))
+    inits += e.path().filename().string().rfind("init-onnx-tiny_cnn-", 0) == 0;
+  EXPECT_EQ(inits, 1);
+}
+
 TEST_F(OnnxCli, ListNamesTheStagesOfAFile) {
   const Result r = quartet({"list", "models", "--onnx", (dir_ / "models" / "tiny_cnn.onnx").string()}, dir_);
   ASSERT_EQ(r.code, 0) << r.out;
