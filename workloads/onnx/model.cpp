@@ -33,8 +33,7 @@ class GraphStage : public engine::Module {
   }
 
   Tensor forward(const Tensor& x) override {
-    Frame f;
-    f.slots.resize(program_->num_slots());
+    Frame f(program_->num_slots());
     f.slots[in_] = x;
     for (const auto& [slot, t] : own_) f.slots[slot] = t;
     f.training = training();

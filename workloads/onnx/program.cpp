@@ -367,7 +367,11 @@ void Compiler::compile_node() {
   }
   if (op == "Relu") {
     allow({});
-    return unary([](const Tensor& x) { return engine::relu(x); });
+    only_outputs(1);
+    const int x = data(0), y = output(0);
+    return step({x}, {y}, [x, y](Frame& f) {
+      f.slots[y] = f.dying[x] ? engine::relu_reusing(std::move(f.slots[x])) : engine::relu(f.slots[x]);
+    });
   }
   if (op == "Sigmoid") {
     allow({});
@@ -990,6 +994,17 @@ Program::Program(const ::onnx::ModelProto& model) {
   }
   // Initializers no node reads as a tensor stay out of the parameters.
   std::erase_if(initializers_, [](const Initializer& i) { return i.slot < 0; });
+  // Each slot's last reader frees it; the outputs and the parameters' slots live on.
+  std::vector<int> last(slot_names_.size(), -1);
+  for (int s = 0; s < static_cast<int>(steps_.size()); ++s)
+    for (int r : steps_[s].reads)
+      if (r >= 0) last[r] = s;
+  for (int o : outputs_) last[o] = -1;
+  for (const Initializer& i : initializers_)
+    if (i.slot >= 0) last[i.slot] = -1;
+  frees_.assign(steps_.size(), {});
+  for (int slot = 0; slot < num_slots(); ++slot)
+    if (last[slot] >= 0) frees_[last[slot]].push_back(slot);
   for (int s = 0; s < static_cast<int>(steps_.size()); ++s)
     for (int r : steps_[s].reads)
       for (Initializer& i : initializers_)
@@ -1000,15 +1015,21 @@ Program::Program(const ::onnx::ModelProto& model) {
 }
 
 void Program::run(Frame& frame, int begin, int end) const {
-  for (int s = begin; s < end; ++s) steps_[s].run(frame);
+  for (int s = begin; s < end; ++s) {
+    for (int slot : frees_[s]) frame.dying[slot] = 1;
+    steps_[s].run(frame);
+    for (int slot : frees_[s]) {
+      frame.dying[slot] = 0;
+      frame.slots[slot] = Tensor();
+    }
+  }
 }
 
 std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
   if (inputs.size() != inputs_.size())
     throw std::invalid_argument("onnx: the graph takes " + std::to_string(inputs_.size()) + " inputs, got " +
                                 std::to_string(inputs.size()));
-  Frame f;
-  f.slots.resize(slot_names_.size());
+  Frame f(num_slots());
   for (size_t i = 0; i < inputs.size(); ++i) f.slots[inputs_[i]] = inputs[i];
   for (const Initializer& i : initializers_) f.slots[i.slot] = i.value.clone();
   run(f, 0, static_cast<int>(steps_.size()));

@@ -27,7 +27,12 @@ const std::vector<std::string>& supported_ops();
 
 // What a step sees: one tensor per slot, the mode and the generator of Dropout.
 struct Frame {
+  explicit Frame(int num_slots) : slots(num_slots), dying(num_slots, 0) {}
   std::vector<engine::Tensor> slots;
+  // Set while the step that reads a slot last runs: the step may take its tensor over
+  // (relu in place); the slot is emptied after it, so activations are freed as soon as
+  // the graph is done with them.
+  std::vector<char> dying;
   bool training = false;
   engine::Generator* gen = nullptr;
   engine::Device device = engine::Device::cpu();  // where constants are put
@@ -76,6 +81,7 @@ class Program {
  private:
   friend struct Compiler;
   std::vector<Step> steps_;
+  std::vector<std::vector<int>> frees_;  // per step: the slots it reads last
   std::vector<std::string> slot_names_;
   std::vector<int> inputs_, outputs_;
   std::vector<engine::Shape> input_shapes_, output_shapes_;
