@@ -29,6 +29,7 @@ Tensor relu_reusing(Tensor x);
 Tensor leaky_relu(const Tensor& x, float negative_slope = 0.01f);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);  // the error function: GELU's exact form as ONNX exports it
 // Inverted dropout: zeroes each element with probability p and scales the rest by
 // 1/(1-p); the mask comes from `gen`, so a seed fixes it. requires 0 <= p < 1.
 Tensor dropout(const Tensor& x, float p, Generator& gen);

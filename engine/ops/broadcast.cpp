@@ -259,7 +259,8 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   Shape batch;
   try {
-    batch = broadcast_shape(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2));
+    batch = broadcast_shape(Shape(a.shape().begin(), a.shape().end() - 2),
+                            Shape(b.shape().begin(), b.shape().end() - 2));
   } catch (const std::invalid_argument& e) {
     detail::fail("batched_matmul", std::string("batch dims: ") + e.what());
   }

@@ -30,7 +30,8 @@ TEST(Broadcast, BinaryOpsRepeatTheSmallerInput) {
   EXPECT_EQ(mul(col, a).to_vector(), (std::vector<float>{2, 4, 6, 16, 20, 24}));
   EXPECT_EQ(div(a, col).to_vector(), (std::vector<float>{0.5f, 1, 1.5f, 1, 1.25f, 1.5f}));
   EXPECT_EQ(add(row, col).shape(), (Shape{2, 3}));
-  EXPECT_TRUE(throws_invalid_argument([] { sub(Tensor::zeros({2, 3}), Tensor::zeros({2})); }, {"sub", "[2, 3]", "[2]"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([] { sub(Tensor::zeros({2, 3}), Tensor::zeros({2})); }, {"sub", "[2, 3]", "[2]"}));
 }
 
 TEST(Broadcast, BinaryGradientsSumOverRepeatedDims) {
@@ -75,7 +76,8 @@ TEST(Layout, TransposeMovesDims) {
 TEST(Layout, PadSurroundsWithAConstant) {
   Tensor x = Tensor::from_vector({1, 2}, {1, 2});
   EXPECT_EQ(pad(x, {0, 1}, {1, 0}, 9).to_vector(), (std::vector<float>{9, 1, 2, 9, 9, 9}));
-  EXPECT_TRUE(gradcheck([](const TensorList& in) { return pad(in[0], {0, 1, 2}, {1, 0, 1}, 0.5f); }, {param({2, 3, 2}, 11)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return pad(in[0], {0, 1, 2}, {1, 0, 1}, 0.5f); },
+                        {param({2, 3, 2}, 11)}));
   EXPECT_TRUE(throws_invalid_argument([] { pad(Tensor::zeros({2}), {-1}, {0}, 0); }, {"pad", ">= 0"}));
 }
 

@@ -23,9 +23,9 @@ using engine::TensorList;
 // What a node may be asked to run, with the ONNX default domain's op names.
 const std::vector<std::string> kOps = {
     "Add", "AveragePool", "BatchNormalization", "Clip", "Concat", "Constant", "Conv", "ConvTranspose", "Div",
-    "Dropout", "Flatten", "Gemm", "GlobalAveragePool", "Identity", "InstanceNormalization", "LayerNormalization",
-    "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid", "Slice", "Softmax",
-    "Split", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Upsample"};
+    "Dropout", "Erf", "Flatten", "Gemm", "GlobalAveragePool", "Identity", "InstanceNormalization",
+    "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid",
+    "Slice", "Softmax", "Split", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Upsample"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -373,6 +373,10 @@ void Compiler::compile_node() {
       f.slots[y] = f.dying[x] ? engine::relu_reusing(std::move(f.slots[x])) : engine::relu(f.slots[x]);
     });
   }
+  if (op == "Erf") {
+    allow({});
+    return unary([](const Tensor& x) { return engine::erf(x); });
+  }
   if (op == "Sigmoid") {
     allow({});
     return unary([](const Tensor& x) { return engine::sigmoid(x); });
@@ -589,7 +593,8 @@ void Compiler::conv_transpose() {
     engine::ConvTransposeOptions opt;
     opt.stride = win.stride_list(spatial);
     opt.dilation = win.dilation_list(spatial);
-    opt.padding = win.pads.empty() ? std::vector<int64_t>{0} : std::vector<int64_t>(win.pads.begin(), win.pads.begin() + spatial);
+    opt.padding = win.pads.empty() ? std::vector<int64_t>{0}
+                                   : std::vector<int64_t>(win.pads.begin(), win.pads.begin() + spatial);
     opt.output_padding = out_pad.empty() ? std::vector<int64_t>{0} : out_pad;
     f.slots[y] = engine::conv_transpose(in, f.slots[w], b >= 0 ? f.slots[b] : Tensor(), opt);
   });
@@ -789,7 +794,8 @@ void Compiler::pad() {
   unary([pads, value, where](const Tensor& x) {
     const size_t n = static_cast<size_t>(x.dim());
     if (pads.size() != 2 * n)
-      throw std::invalid_argument(where + ": pads " + dims_str(pads) + " do not fit input " + engine::shape_str(x.shape()));
+      throw std::invalid_argument(where + ": pads " + dims_str(pads) + " do not fit input " +
+                                  engine::shape_str(x.shape()));
     return engine::pad(x, {pads.begin(), pads.begin() + n}, {pads.begin() + n, pads.end()}, value);
   });
 }

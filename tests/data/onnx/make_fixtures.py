@@ -4,7 +4,7 @@ computes on them: a small residual CNN for Fashion-MNIST-sized input (1x28x28, 1
 classes), exported with PyTorch's TorchScript exporter, and beside it a SequenceProto of
 named tensors: a batch, its labels, the eval-mode logits, and every parameter after one
 SGD step (lr 0.1, cross-entropy, train mode) from the exported weights. And
-unsupported_op.onnx: the same input through an op the importer refuses (Erf).
+unsupported_op.onnx: the same input through an op the importer refuses (Cos).
 
 Run with a Python that has torch and onnx (Debian: python3-torch, python3-onnx):
     python3 tests/data/onnx/make_fixtures.py
@@ -78,7 +78,7 @@ def unsupported():
     image = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 1, 28, 28])
     logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])
     w = numpy_helper.from_array(torch.zeros(10, 784).numpy(), "fc.weight")
-    nodes = [helper.make_node("Erf", ["image"], ["e"], name="the_erf"),
+    nodes = [helper.make_node("Cos", ["image"], ["e"], name="the_cos"),
              helper.make_node("Flatten", ["e"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc.weight"], ["logits"], name="fc", transB=1)]
     graph = helper.make_graph(nodes, "unsupported", [image], [logits], [w])
