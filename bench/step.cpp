@@ -5,6 +5,7 @@
 // parameters after the step, each parameter's gradient as "grad.<name>", and "loss".
 //
 //   quartet-bench-step case.safetensors --model gpt-mini --lr 0.1 --out after.safetensors
+//   quartet-bench-step case.safetensors --model onnx:resnet18.onnx ...  (bench/onnx_resnet18_parity.py)
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -29,7 +30,13 @@ int run(const std::string& in, const std::string& model_name, float lr, const st
     if (!file.count(key)) throw std::invalid_argument(in + " has no \"" + key + "\"");
   std::shared_ptr<engine::Model> model = workloads::make_model(model_name, 0);
   engine::NamedTensors weights;
-  for (const auto& [name, t] : model->state_dict()) weights.emplace_back(name, file.at(name));
+  // An imported ONNX model's tensors are "<stage>.<initializer>"; the file may name the
+  // initializers alone, as PyTorch's state_dict does.
+  for (const auto& [name, t] : model->state_dict()) {
+    const std::string bare = name.substr(name.find('.') + 1);
+    if (!file.count(name) && !file.count(bare)) throw std::invalid_argument(in + " has no \"" + name + "\"");
+    weights.emplace_back(name, file.at(file.count(name) ? name : bare));
+  }
   engine::load_state_dict(*model, weights);
   std::vector<int32_t> labels;
   for (float v : file.at("batch.y").to_vector()) labels.push_back(static_cast<int32_t>(v));

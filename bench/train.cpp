@@ -28,6 +28,7 @@
 #include "engine/random.h"
 #include "engine/threads.h"
 #include "workloads/models.h"
+#include "workloads/onnx/model.h"
 
 namespace {
 
@@ -112,6 +113,11 @@ Workload make_workload(const std::string& name, uint64_t seed) {
       return w;
     }
   }
+  if (name == "resnet-mini") return {workloads::make_model(name, seed), {1, 28, 28}, 10, 0};
+  if (workloads::onnx::is_onnx_model(name)) {  // an imported graph: its input and classes as declared
+    const workloads::ModelInfo info = workloads::model_info(name);
+    return {workloads::make_model(name, seed), info.input_shape, info.num_classes, 0};
+  }
   if (name == "gpt-mini") {  // 128 bytes a sample, a next-byte label per position
     Workload w{workloads::make_model(name, seed), {128}, 256, 0};
     w.labels_per_sample = 128;
@@ -119,7 +125,7 @@ Workload make_workload(const std::string& name, uint64_t seed) {
     return w;
   }
   throw std::invalid_argument("unknown model \"" + name +
-                              "\"; known: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128, "
+                              "\"; known: mlp, lenet5, cnn, resnet-mini, onnx:PATH, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128, "
                               "gpt-mini");
 }
 
@@ -226,7 +232,7 @@ void run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Trains one model for a fixed number of steps and prints samples/s and peak memory as JSON"};
   Options o;
-  app.add_option("--model", o.model, "mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128 or gpt-mini")->capture_default_str();
+  app.add_option("--model", o.model, "mlp, lenet5, cnn, resnet-mini, onnx:PATH (an ONNX file), conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128 or gpt-mini")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();

@@ -37,6 +37,10 @@ class Module {
   // in registration order: activation checkpointing replays them in its recompute.
   std::vector<Generator*> generators();
 
+  // The reducer of the batch norms this module runs itself (its children have their
+  // own): SyncBatchNorm when set. BatchNorm and imported graphs take it; others have none.
+  virtual void set_stats_reducer(StatsReducer*) {}
+
   void train(bool on = true);
   void eval() { train(false); }
   bool training() const { return training_; }
@@ -188,6 +192,7 @@ class BatchNorm : public Module {
   Tensor forward(const Tensor& x) override;
   // The reducer must outlive this module's forward and backward passes; null: local only.
   void set_reducer(StatsReducer* reducer) { options.reducer = reducer; }
+  void set_stats_reducer(StatsReducer* reducer) override { set_reducer(reducer); }
   Tensor weight, bias, running_mean, running_var;
   BatchNormOptions options;
 };

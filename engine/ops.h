@@ -18,8 +18,9 @@
 namespace quartet::engine {
 
 // ---- element-wise ----
-Tensor add(const Tensor& a, const Tensor& b);  // same shape
-Tensor mul(const Tensor& a, const Tensor& b);  // same shape
+// add and mul broadcast as sub and div below when the shapes differ.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, float s);
 Tensor relu(const Tensor& x);
 // relu(x), written into x's storage when the caller hands over the only reference to it
@@ -29,9 +30,34 @@ Tensor relu_reusing(Tensor x);
 Tensor leaky_relu(const Tensor& x, float negative_slope = 0.01f);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);  // the error function: GELU's exact form as ONNX exports it
 // Inverted dropout: zeroes each element with probability p and scales the rest by
 // 1/(1-p); the mask comes from `gen`, so a seed fixes it. requires 0 <= p < 1.
 Tensor dropout(const Tensor& x, float p, Generator& gen);
+
+// ---- broadcasting and layout (NumPy's rules, as ONNX's and PyTorch's) ----
+// Shapes aligned at the last dim; each size equal or 1, a size 1 repeated. Throws
+// std::invalid_argument naming both shapes when they do not broadcast.
+Shape broadcast_shape(const Shape& a, const Shape& b);
+// a - b and a / b, broadcast; each input's gradient summed over the dims it was repeated on.
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+// x repeated along its size-1 (and missing leading) dims to `shape`: NumPy's broadcast_to.
+// Gradient: summed back (sum_to). x itself when the shape is x's already.
+Tensor expand(const Tensor& x, const Shape& shape);
+// x summed over the dims where `shape` has size 1 (or lacks, at the front): expand's adjoint.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+// Dims permuted: out.size(d) = x.size(perm[d]); a new contiguous tensor.
+Tensor transpose(const Tensor& x, const std::vector<int>& perm);
+// x's values [start, start + length) along `dim`, the other dims whole; a new tensor.
+// Gradient: zeros around the part (pad).
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
+// Constant padding: begin[d] cells of `value` before and end[d] after dim d's values,
+// one size per dim of x, each >= 0. Gradient: the inner block.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& end, float value);
+// min(max(x, lo), hi), NaN passing through; gradient where lo <= x <= hi (PyTorch's
+// clamp). ReLU6 is clip(x, 0, 6). requires lo <= hi.
+Tensor clip(const Tensor& x, float lo, float hi);
 
 // ---- reductions ----
 Tensor sum(const Tensor& x);   // scalar, shape [1]
@@ -47,6 +73,9 @@ Tensor concat(const TensorList& xs, int dim = 1);
 
 // ---- dense ----
 Tensor matmul(const Tensor& a, const Tensor& b);  // a: (M, K), b: (K, N) -> (M, N)
+// a: (..., M, K), b: (..., K, N) -> (..., M, N); the batch dims (...) broadcast, each
+// pair of matrices multiplied as matmul. At most kMaxDims dims.
+Tensor batched_matmul(const Tensor& a, const Tensor& b);
 // x: (N, in), weight: (out, in) as PyTorch stores it, bias: (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 

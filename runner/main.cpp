@@ -12,6 +12,7 @@
 #include "runner/bench_collectives.h"
 #include "runner/calibrate_command.h"
 #include "runner/certs_command.h"
+#include "runner/export_command.h"
 #include "runner/inspect_command.h"
 #include "runner/launch_command.h"
 #include "runner/launcher.h"
@@ -25,6 +26,7 @@
 #include "runner/wiring.h"
 #include "trainers/regime.h"
 #include "workloads/models.h"
+#include "workloads/onnx/model.h"
 #include "workloads/workload.h"
 
 namespace {
@@ -37,6 +39,23 @@ int cmd_validate(const std::string& path) {
   check_experiment(spec);  // what `quartet run` checks before it starts
   std::cout << path << ": ok, experiment \"" << spec.name << "\" with " << spec.arms.size() << " arm"
             << (spec.arms.size() == 1 ? "" : "s") << "\n";
+  return 0;
+}
+
+// `quartet list models --onnx FILE`: the one model read from FILE, with its stages.
+int cmd_list_onnx(const std::string& file) {
+  const std::string name = std::string(workloads::onnx::kPrefix) + file;
+  workloads::ModelInfo m;
+  try {
+    m = workloads::model_info(name);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("--onnx: ") + e.what());
+  }
+  std::cout << "models (stages in order; a split cut names the client's last stage):\n  " << m.name << "  ("
+            << m.parameters << " parameters)  stages:";
+  for (const auto& s : m.stages) std::cout << " " << s;
+  std::cout << "\n      input " << engine::shape_str(m.input_shape) << " per sample, " << m.num_classes
+            << " classes\n";
   return 0;
 }
 
@@ -166,6 +185,8 @@ int main(int argc, char** argv) {
   auto* list_cmd = app.add_subcommand("list", "List workloads, models (with stage names) and regimes");
   list_cmd->add_option("what", list_what, "workloads, models, regimes or all")
       ->check(CLI::IsMember({"workloads", "models", "regimes", "all"}));
+  std::string list_onnx;
+  list_cmd->add_option("--onnx", list_onnx, "with models: list the model of this ONNX file (its stages) alone");
 
   std::string eval_weights, eval_workload, eval_model, eval_data;
   int64_t eval_batch = 1000;
@@ -192,6 +213,8 @@ int main(int argc, char** argv) {
   CLI::App* predict_cmd = add_predict_command(app, predict_opts);
   SampleOptions sample_opts;
   CLI::App* sample_cmd = add_sample_command(app, sample_opts);
+  ExportOptions export_opts;
+  CLI::App* export_cmd = add_export_command(app, export_opts);
   InspectOptions inspect_opts;
   CLI::App* inspect_cmd = add_inspect_command(app, inspect_opts);
   TuneOptions tune_opts;
@@ -251,7 +274,7 @@ int main(int argc, char** argv) {
       return run_experiment(run);
     }
     if (*validate_cmd) return cmd_validate(validate_path);
-    if (*list_cmd) return cmd_list(list_what);
+    if (*list_cmd) return list_onnx.empty() ? cmd_list(list_what) : cmd_list_onnx(list_onnx);
     if (*eval_cmd) return cmd_eval(eval_weights, eval_workload, eval_model, eval_data, eval_batch);
     if (*schema_cmd) {
       if (schema_markdown) std::cout << spec_markdown();
@@ -262,6 +285,7 @@ int main(int argc, char** argv) {
     if (*phantom_cmd) return phantom_main(phantom_opts);
     if (*predict_cmd) return predict_main(predict_opts);
     if (*sample_cmd) return sample_main(sample_opts);
+    if (*export_cmd) return export_main(export_opts);
     if (*inspect_cmd) return inspect_main(inspect_opts);
     if (*tune_cmd) return tune_main(tune_opts);
     if (*plan_cmd) return plan_main(plan_opts);

@@ -1,6 +1,7 @@
 #include "runner/spec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -12,6 +13,7 @@
 #include "medical3d/phantom.h"
 #include "transport/link.h"
 #include "workloads/models.h"
+#include "workloads/onnx/model.h"
 #include "workloads/workload.h"
 
 namespace quartet::runner {
@@ -173,6 +175,14 @@ bool safe_folder_name(const std::string& s) {
 }
 
 void check_model(const std::string& model, const std::string& path) {
+  if (workloads::onnx::is_onnx_model(model)) {  // read, checked and compiled: what it cannot run is refused here
+    try {
+      workloads::check_model_name(model);
+    } catch (const std::invalid_argument& e) {
+      throw SpecError(path + ": " + e.what());
+    }
+    return;
+  }
   const std::vector<std::string> known = workloads::model_names();
   if (std::find(known.begin(), known.end(), model) != known.end()) return;
   std::string list;
@@ -577,8 +587,25 @@ json read_spec_json(const std::string& path) {
   }
 }
 
+// "onnx:PATH" models with a relative PATH are read from the spec's folder: made absolute
+// here, so the spec as run names the file wherever it runs from.
+void resolve_onnx_paths(json& j, const std::string& spec_path) {
+  const std::filesystem::path folder = std::filesystem::absolute(spec_path).parent_path();
+  auto resolve = [&](json& holder) {
+    if (!holder.is_object() || !holder.contains("model") || !holder["model"].is_string()) return;
+    const std::string model = holder["model"].get<std::string>();
+    if (!workloads::onnx::is_onnx_model(model)) return;
+    const std::filesystem::path file = model.substr(std::strlen(workloads::onnx::kPrefix));
+    if (file.is_relative()) holder["model"] = workloads::onnx::kPrefix + (folder / file).lexically_normal().string();
+  };
+  if (j.contains("workload")) resolve(j["workload"]);
+  if (j.contains("arms") && j["arms"].is_array())
+    for (json& arm : j["arms"]) resolve(arm);
+}
+
 ExperimentSpec load_spec_file(const std::string& path) {
   json j = read_spec_json(path);
+  if (j.is_object()) resolve_onnx_paths(j, path);
   try {
     return parse_spec(std::move(j));
   } catch (const SpecError& e) {

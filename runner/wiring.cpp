@@ -1,5 +1,12 @@
 #include "runner/wiring.h"
 
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "workloads/onnx/model.h"
+
 namespace quartet::runner {
 
 workloads::WorkloadConfig workload_config(const ExperimentSpec& spec) {
@@ -25,10 +32,26 @@ workloads::WorkloadConfig workload_config(const ExperimentSpec& spec, const ArmS
   return c;
 }
 
+namespace {
+
+// A model's name as part of a file name: an ONNX model's is a path, so its file's stem
+// and a hash of the whole path (FNV-1a: the same in every build) stand for it.
+std::string file_name_part(const std::string& model) {
+  if (!workloads::onnx::is_onnx_model(model)) return model;
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : model) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return "onnx-" + std::filesystem::path(model.substr(std::strlen(workloads::onnx::kPrefix))).stem().string() + "-" +
+         hex;
+}
+
+}  // namespace
+
 std::filesystem::path initial_weights_path(const std::filesystem::path& run_dir, const ExperimentSpec& spec,
                                            const ArmSpec& arm) {
   if (arm.model == spec.workload.model) return run_dir / "init.safetensors";
-  return run_dir / ("init-" + arm.model + ".safetensors");
+  return run_dir / ("init-" + file_name_part(arm.model) + ".safetensors");
 }
 
 trainers::RoleContext role_context(const ArmSpec& arm, const std::filesystem::path& run_dir,

@@ -1,5 +1,6 @@
 #include "workloads/models.h"
 
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include "engine/random.h"
 #include "medical3d/models.h"
 #include "medical3d/phantom.h"
+#include "workloads/onnx/model.h"
 
 namespace quartet::workloads {
 namespace {
@@ -271,12 +273,20 @@ const Entry& find_tensor_parallel(const std::string& name) { return find_gpt(nam
 }  // namespace
 
 std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed) {
+  if (onnx::is_onnx_model(name)) return onnx::import_model(name.substr(std::strlen(onnx::kPrefix)), seed);
   const Entry& e = find(name);
   Generator gen(seed);
   return e.build(gen);
 }
 
 std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed, int classes) {
+  if (onnx::is_onnx_model(name)) {
+    const ModelInfo info = model_info(name);
+    if (classes != info.num_classes)
+      throw std::invalid_argument("model " + name + " gives " + std::to_string(info.num_classes) + " classes, not " +
+                                  std::to_string(classes));
+    return make_model(name, seed);
+  }
   const Entry& e = find(name);
   if (classes == e.num_classes) return make_model(name, seed);
   if (name != "unet3d")
@@ -337,9 +347,15 @@ std::vector<std::string> model_names() {
   return out;
 }
 
-void check_model_name(const std::string& name) { find(name); }
+void check_model_name(const std::string& name) {
+  if (onnx::is_onnx_model(name)) onnx::inspect_model(name.substr(std::strlen(onnx::kPrefix)));
+  else find(name);
+}
 
-std::string model_task(const std::string& name) { return find(name).task; }
+std::string model_task(const std::string& name) {
+  if (onnx::is_onnx_model(name)) return model_info(name).task;
+  return find(name).task;
+}
 
 int64_t parameter_count(const engine::Module& m) {
   int64_t n = 0;
@@ -348,6 +364,11 @@ int64_t parameter_count(const engine::Module& m) {
 }
 
 ModelInfo model_info(const std::string& name) {
+  if (onnx::is_onnx_model(name)) {  // an ONNX graph classifies images (workloads/onnx/model.h)
+    const onnx::GraphInfo g = onnx::inspect_model(name.substr(std::strlen(onnx::kPrefix)));
+    return {name, "imported from ONNX", kImageClassification, g.input_shape, static_cast<int>(g.num_classes),
+            g.stages, g.parameters};
+  }
   const Entry& e = find(name);
   Generator gen(0);
   const auto model = e.build(gen);

@@ -7,6 +7,7 @@
 #include "engine/ops.h"
 #include "workloads/idx.h"
 #include "workloads/models.h"
+#include "workloads/onnx/model.h"
 #include "workloads/segmentation.h"
 #include "workloads/synthetic.h"
 #include "workloads/text.h"
@@ -128,6 +129,20 @@ std::vector<std::string> workload_model_names(const std::string& workload) {
 
 void check_workload_model(const std::string& workload, const std::string& model) {
   check_model_name(model);
+  if (onnx::is_onnx_model(model)) {  // an imported graph classifies images of the right size
+    const auto fit = workload_model_names(workload);
+    const ModelInfo info = model_info(model);
+    if (fit.empty() || model_task(fit.front()) != info.task)
+      throw std::invalid_argument("model " + model + " classifies images; workload " + workload + " does not");
+    const engine::Shape image{1, 28, 28};
+    bool fits = info.input_shape.size() == image.size() && info.num_classes == 10;
+    for (size_t d = 0; fits && d < image.size(); ++d) fits = info.input_shape[d] == image[d] || info.input_shape[d] < 0;
+    if (!fits)
+      throw std::invalid_argument("model " + model + " takes input " + engine::shape_str(info.input_shape) +
+                                  " per sample and gives " + std::to_string(info.num_classes) + " classes; workload " +
+                                  workload + " has " + engine::shape_str(image) + " images of 10 classes");
+    return;
+  }
   const auto fit = workload_model_names(workload);
   if (std::find(fit.begin(), fit.end(), model) == fit.end())
     throw std::invalid_argument("model " + model + " does not fit workload " + workload + " (it is for " +

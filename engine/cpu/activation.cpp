@@ -29,6 +29,13 @@ void sigmoid_backward_range(const float* g, const float* y, float* gi, int64_t i
 void tanh_range(const float* px, float* po, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) po[i] = std::tanh(px[i]);
 }
+void erf_range(const float* px, float* po, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) po[i] = std::erf(px[i]);
+}
+void erf_backward_range(const float* g, const float* px, float* gi, int64_t i0, int64_t i1) {
+  constexpr float kTwoOverSqrtPi = 1.12837916709551257f;
+  for (int64_t i = i0; i < i1; ++i) gi[i] = g[i] * kTwoOverSqrtPi * std::exp(-px[i] * px[i]);
+}
 void tanh_backward_range(const float* g, const float* y, float* gi, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) gi[i] = g[i] * (1.0f - y[i] * y[i]);
 }
@@ -83,6 +90,19 @@ void dropout(const Tensor& x, float p, Generator& gen, Tensor& mask, Tensor& out
     pm[i] = gen.uniform(0.0f, 1.0f) < p ? 0.0f : keep_scale;
     po[i] = px[i] * pm[i];
   }
+}
+
+void erf(const Tensor& x, Tensor& out) {
+  const float* px = x.data();
+  float* po = out.data();
+  for_slices(out.numel(), [=](int64_t i0, int64_t i1) { erf_range(px, po, i0, i1); });
+}
+
+void erf_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_in) {
+  const float* g = grad_out.data();
+  const float* px = x.data();
+  float* gi = grad_in.data();
+  for_slices(grad_in.numel(), [=](int64_t i0, int64_t i1) { erf_backward_range(g, px, gi, i0, i1); });
 }
 
 }  // namespace quartet::engine::cpu

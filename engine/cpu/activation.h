@@ -19,6 +19,10 @@ void sigmoid_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in
 void tanh(const Tensor& x, Tensor& out);
 void tanh_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in);
 
+// out = erf(x); grad_in = grad_out * 2 / sqrt(pi) * exp(-x^2).
+void erf(const Tensor& x, Tensor& out);
+void erf_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_in);
+
 // mask[i] = 0 when gen.uniform(0, 1) < p, else 1 / (1 - p), drawn in element order;
 // out = x * mask. requires 0 <= p < 1.
 void dropout(const Tensor& x, float p, Generator& gen, Tensor& mask, Tensor& out);

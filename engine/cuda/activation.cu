@@ -51,6 +51,18 @@ struct TanhBackward {
   __device__ void operator()(int64_t i) const { gi[i] = g[i] * (1.0f - y[i] * y[i]); }
 };
 
+struct Erf {
+  const float* x;
+  float* out;
+  __device__ void operator()(int64_t i) const { out[i] = erff(x[i]); }
+};
+
+struct ErfBackward {
+  const float *g, *x;
+  float* gi;
+  __device__ void operator()(int64_t i) const { gi[i] = g[i] * 1.12837916709551257f * expf(-x[i] * x[i]); }
+};
+
 struct ApplyMask {
   const float *x, *mask;
   float* out;
@@ -84,6 +96,15 @@ void tanh(const Tensor& x, Tensor& out) {
 void tanh_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in) {
   for_each(grad_in.numel(), TanhBackward{grad_out.device_data(), out.device_data(), grad_in.device_data()},
            stream_of(grad_in), "tanh_backward");
+}
+
+void erf(const Tensor& x, Tensor& out) {
+  for_each(out.numel(), Erf{x.device_data(), out.device_data()}, stream_of(out), "erf");
+}
+
+void erf_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_in) {
+  for_each(grad_in.numel(), ErfBackward{grad_out.device_data(), x.device_data(), grad_in.device_data()},
+           stream_of(grad_in), "erf_backward");
 }
 
 void dropout(const Tensor& x, float p, Generator& gen, Tensor& mask, Tensor& out) {

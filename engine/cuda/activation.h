@@ -19,6 +19,10 @@ void sigmoid_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in
 void tanh(const Tensor& x, Tensor& out);
 void tanh_backward(const Tensor& grad_out, const Tensor& out, Tensor& grad_in);
 
+// out = erf(x); grad_in = grad_out * 2 / sqrt(pi) * exp(-x^2).
+void erf(const Tensor& x, Tensor& out);
+void erf_backward(const Tensor& grad_out, const Tensor& x, Tensor& grad_in);
+
 // The CPU's mask: drawn on the host from `gen` in element order (0 when
 // gen.uniform(0, 1) < p, else 1 / (1 - p)), so a seed gives the same mask on either
 // device; then uploaded to `mask` and out = x * mask on the device. requires 0 <= p < 1.

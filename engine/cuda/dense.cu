@@ -50,6 +50,31 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
                                   CUBLAS_GEMM_DEFAULT));
 }
 
+void batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out) {
+  const int64_t batch = out.size(0);
+  const int m = blas_int(out.size(1), "M"), n = blas_int(out.size(2), "N");
+  const int k = blas_int(trans_a ? a.size(1) : a.size(2), "K");
+  if (batch == 0 || m == 0 || n == 0) return;
+  DeviceContext& ctx = context_of(out);
+  if (k == 0) {
+    QUARTET_CUDA_CHECK(cudaMemsetAsync(out.device_data(), 0, static_cast<size_t>(out.numel()) * sizeof(float),
+                                       ctx.compute));
+    return;
+  }
+  const bool tf32 = allow_tf32();
+  QUARTET_CUDA_CHECK(cublas().set_math_mode(ctx.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  const int lda = blas_int(a.size(2), "lda"), ldb = blas_int(b.size(2), "ldb");
+  const int64_t sa = a.size(1) * a.size(2), sb = b.size(1) * b.size(2), so = out.size(1) * out.size(2);
+  const float alpha = 1.0f, beta = 0.0f;
+  for (int64_t i = 0; i < batch; ++i)
+    QUARTET_CUDA_CHECK(cublas().gemm_ex(ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                        b.device_data() + i * sb, CUDA_R_32F, ldb, a.device_data() + i * sa,
+                                        CUDA_R_32F, lda, &beta, out.device_data() + i * so, CUDA_R_32F, n,
+                                        tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT));
+}
+
 void add_row_bias(Tensor& out, const Tensor& bias) {
   const int64_t total = out.numel();
   if (total == 0) return;

@@ -11,6 +11,9 @@ namespace quartet::engine::cuda {
 // op(a): (M, K), op(b): (K, N), out: (M, N).
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out,
           float alpha, float beta);
+// out[i] = op(a[i]) op(b[i]) for every i < batch: a, b, out (batch, rows, cols); one
+// GEMM per entry, gemm's layout rule.
+void batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out);
 // out: (N, F) += bias (F) on every row.
 void add_row_bias(Tensor& out, const Tensor& bias);
 // out (F) = sum over rows of x (N, F); deterministic (a fixed summation order).

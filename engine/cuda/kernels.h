@@ -2,6 +2,7 @@
 
 // Every CUDA twin of engine/cpu/'s kernels, for QUARTET_DISPATCH (engine/dispatch.h).
 #include "engine/cuda/activation.h"
+#include "engine/cuda/broadcast.h"
 #include "engine/cuda/concat.h"
 #include "engine/cuda/conv.h"
 #include "engine/cuda/dense.h"

@@ -57,6 +57,18 @@ Tensor tanh(const Tensor& x) {
   return out;
 }
 
+Tensor erf(const Tensor& x) {
+  check_defined(x, "erf");
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  QUARTET_DISPATCH(x.device(), erf, x, out);
+  record(out, "erf", {x}, [x = x.detach()](const Tensor& g) {
+    Tensor d = Tensor::empty(g.shape(), g.device());
+    QUARTET_DISPATCH(g.device(), erf_backward, g, x, d);
+    return TensorList{d};
+  });
+  return out;
+}
+
 Tensor dropout(const Tensor& x, float p, Generator& gen) {
   check_defined(x, "dropout");
   if (!(p >= 0.0f && p < 1.0f))

@@ -4,6 +4,7 @@
 #include "engine/cpu/elementwise.h"
 #include "engine/dispatch.h"
 #include "engine/ops.h"
+#include "engine/ops/broadcast.h"
 
 namespace quartet::engine {
 namespace {
@@ -17,6 +18,8 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && a.shape() != b.shape())
+    return detail::broadcast_binary(cuda::BinaryKind::add, a, b, "add");
   check_same_shape(a, b, "add");
   check_same_device(a, b, "add");
   Tensor out = Tensor::empty(a.shape(), a.device());
@@ -26,6 +29,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && a.shape() != b.shape())
+    return detail::broadcast_binary(cuda::BinaryKind::mul, a, b, "mul");
   check_same_shape(a, b, "mul");
   check_same_device(a, b, "mul");
   Tensor out = Tensor::empty(a.shape(), a.device());

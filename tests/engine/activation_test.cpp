@@ -36,6 +36,12 @@ Tensor away_from_zero(const Shape& shape, uint64_t seed) {
 
 // ---- leaky_relu ----
 
+TEST(Erf, ForwardMatchesTheLibraryAndGradientsFiniteDifferences) {
+  const std::vector<float> y = erf(Tensor::from_vector({4}, {-2.0f, -0.5f, 0.0f, 1.0f})).to_vector();
+  expect_near(y, {-0.995322265f, -0.520499878f, 0.0f, 0.842700793f}, 1e-6f);
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return erf(in[0]); }, {param({3, 5}, 40, -2.0f, 2.0f)}));
+}
+
 TEST(LeakyReLU, ForwardMatchesHandComputedValues) {
   Tensor y = leaky_relu(Tensor::from_vector({4}, {-2, -0.5f, 0, 3}), 0.1f);
   expect_near(y.to_vector(), {-0.2f, -0.05f, 0, 3}, 1e-7f);

@@ -80,9 +80,7 @@ class RankHook final : public Reducer {
                 .fp16 = s.compress == "fp16",
                 .group_of = s.zero == 3 ? stage_of_parameters(model) : std::vector<int>{}}) {
     if (s.sync_bn)
-      model.visit([&](engine::Module& m) {
-        if (auto* bn = dynamic_cast<engine::BatchNorm*>(&m)) bn->set_reducer(&sync_);
-      });
+      model.visit([&](engine::Module& m) { m.set_stats_reducer(&sync_); });
     if (s.zero == 0) return;
     {
       engine::MemTagScope tag(MemTag::parameters);

@@ -35,6 +35,14 @@ TEST(CudaActivation, TanhMatches) {
                        [](const Inputs& v) { return tanh(v[0]); }, 2e-6);
 }
 
+TEST(CudaActivation, ErfMatches) {
+  QUARTET_NEED_GPU(1);
+  uint64_t seed = 30;
+  for (const Shape& s : kShapes)
+    expect_same_on_gpu("erf " + shape_str(s), {random_tensor(s, seed++, -4.0f, 4.0f)},
+                       [](const Inputs& v) { return erf(v[0]); }, 2e-6);
+}
+
 // The mask is drawn on the host in both: one seed, one mask, the same values.
 TEST(CudaActivation, DropoutDrawsTheCpuMask) {
   QUARTET_NEED_GPU(1);
