@@ -1,11 +1,11 @@
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "engine/ops.h"
+#include "tests/engine/gradcheck.h"
 
 namespace quartet::engine {
 namespace {
@@ -82,19 +82,6 @@ class SameSliceGroup final : public StatsReducer {
   int ranks_;
 };
 
-Tensor counting(int64_t n, float scale, float offset) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = offset + scale * static_cast<float>((i * 7) % 11);
-  return Tensor::from_vector({n}, v);
-}
-
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.to_vector(), y = b.to_vector();
-  float worst = x.size() == y.size() ? 0.0f : INFINITY;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
-}
-
 // The outputs and gradients of linears on the gathered sequence, computed as plain ops on
 // the sequence built by concat; the whole sequence gathered once more in backward, and
 // the input's gradient, summed over the three outputs, reduce-scattered once.
@@ -102,12 +89,12 @@ TEST(TensorParallelOps, GatheredLinearsEqualLinearsOnTheWholeSequence) {
   const int ranks = 2;
   const int64_t b = 2, s = 3, w = 4;
   SameSliceGroup group(ranks);
-  Tensor x = reshape(counting(b * s * w, 0.1f, -0.5f), {b, s, w});
+  Tensor x = testing::random_tensor({b, s, w}, 1);
   x.set_requires_grad(true);
   std::vector<std::pair<Tensor, Tensor>> layers;
   for (int64_t out : {5, 2, 3}) {
-    Tensor weight = reshape(counting(out * w, 0.05f, -0.2f * static_cast<float>(out)), {out, w});
-    Tensor bias = counting(out, 0.3f, 0.1f);
+    Tensor weight = testing::random_tensor({out, w}, 10 + static_cast<uint64_t>(out));
+    Tensor bias = testing::random_tensor({out}, 20 + static_cast<uint64_t>(out));
     weight.set_requires_grad(true), bias.set_requires_grad(true);
     layers.emplace_back(weight, bias);
   }
@@ -115,7 +102,7 @@ TEST(TensorParallelOps, GatheredLinearsEqualLinearsOnTheWholeSequence) {
   EXPECT_EQ(group.gathers, 1);
   Tensor loss = Tensor();
   for (size_t i = 0; i < outs.size(); ++i) {
-    const Tensor term = sum(mul(outs[i], reshape(counting(outs[i].numel(), 0.2f, -1.0f), outs[i].shape())));
+    const Tensor term = sum(mul(outs[i], testing::random_tensor(outs[i].shape(), 30 + i)));
     loss = loss.defined() ? add(loss, term) : term;
   }
   loss.backward(Tensor::full({1}, 1.0f));
@@ -133,19 +120,19 @@ TEST(TensorParallelOps, GatheredLinearsEqualLinearsOnTheWholeSequence) {
     weight.set_requires_grad(true), bias.set_requires_grad(true);
     ref_layers.emplace_back(weight, bias);
     const Tensor y = reshape(linear(rows, weight, bias), outs[i].shape());
-    EXPECT_LT(max_abs_diff(y, outs[i]), 1e-6f) << "output " << i;
-    const Tensor term = sum(mul(y, reshape(counting(y.numel(), 0.2f, -1.0f), y.shape())));
+    testing::expect_near(y.to_vector(), outs[i].to_vector(), 1e-6f);
+    const Tensor term = sum(mul(y, testing::random_tensor(y.shape(), 30 + i)));
     ref_loss = ref_loss.defined() ? add(ref_loss, term) : term;
   }
   ref_loss.backward(Tensor::full({1}, 1.0f));
   for (size_t i = 0; i < layers.size(); ++i) {
-    EXPECT_LT(max_abs_diff(layers[i].first.grad(), ref_layers[i].first.grad()), 1e-5f) << "weight " << i;
-    EXPECT_LT(max_abs_diff(layers[i].second.grad(), ref_layers[i].second.grad()), 1e-5f) << "bias " << i;
+    testing::expect_near(layers[i].first.grad().to_vector(), ref_layers[i].first.grad().to_vector(), 1e-5f);
+    testing::expect_near(layers[i].second.grad().to_vector(), ref_layers[i].second.grad().to_vector(), 1e-5f);
   }
   // Process 0's gradient: the sum over the processes of the gradient at its positions.
   Tensor expected = x0.grad().clone();
   scale_(expected, static_cast<float>(ranks));
-  EXPECT_LT(max_abs_diff(x.grad(), expected), 1e-5f);
+  testing::expect_near(x.grad().to_vector(), expected.to_vector(), 1e-5f);
 }
 
 }  // namespace
