@@ -36,6 +36,11 @@ class Builder {
     return add({name, stage_, OpClass::elementwise, 0, 2 * elements, parameters, saved < 0 ? elements : saved,
                 elements});
   }
+  // An activation over `elements` (read and written) then a pooling that reads them
+  // and writes (and hands on) `out`.
+  Layer& pool(const std::string& name, double elements, double out) {
+    return add({name, stage_, OpClass::elementwise, 0, 3 * elements + out, 0, elements, out});
+  }
   Layer& add(Layer l) {
     m_.layers.push_back(std::move(l));
     return m_.layers.back();
@@ -58,8 +63,8 @@ ModelShape mlp() {
 
 ModelShape lenet5() {
   Builder b("lenet5");
-  b.stage("conv1"), b.conv("conv1", 1, 6, 25, 28 * 28), b.elementwise("relu_pool1", 6 * 28 * 28);
-  b.stage("conv2"), b.conv("conv2", 6, 16, 25, 10 * 10), b.elementwise("relu_pool2", 16 * 10 * 10);
+  b.stage("conv1"), b.conv("conv1", 1, 6, 25, 28 * 28), b.pool("relu_pool1", 6 * 28 * 28, 6 * 14 * 14);
+  b.stage("conv2"), b.conv("conv2", 6, 16, 25, 10 * 10), b.pool("relu_pool2", 16 * 10 * 10, 16 * 5 * 5);
   b.stage("fc1"), b.linear("fc1", 400, 120), b.elementwise("relu3", 120);
   b.stage("fc2"), b.linear("fc2", 120, 84), b.elementwise("relu4", 84);
   b.stage("fc3"), b.linear("fc3", 84, 10), b.elementwise("loss", 10);
@@ -68,8 +73,8 @@ ModelShape lenet5() {
 
 ModelShape cnn() {
   Builder b("cnn");
-  b.stage("conv1"), b.conv("conv1", 1, 32, 9, 28 * 28), b.elementwise("relu_pool1", 32 * 28 * 28);
-  b.stage("conv2"), b.conv("conv2", 32, 64, 9, 14 * 14), b.elementwise("relu_pool2", 64 * 14 * 14);
+  b.stage("conv1"), b.conv("conv1", 1, 32, 9, 28 * 28), b.pool("relu_pool1", 32 * 28 * 28, 32 * 14 * 14);
+  b.stage("conv2"), b.conv("conv2", 32, 64, 9, 14 * 14), b.pool("relu_pool2", 64 * 14 * 14, 64 * 7 * 7);
   b.stage("fc1"), b.linear("fc1", 3136, 128), b.elementwise("relu3", 128);
   b.stage("fc2"), b.linear("fc2", 128, 10), b.elementwise("loss", 10);
   return b.take();
@@ -79,7 +84,7 @@ ModelShape conv3d(int64_t side) {
   const double v = static_cast<double>(side * side * side);
   Builder b("conv3d-" + std::to_string(side));
   b.stage("conv1"), b.conv("conv1", 1, 16, 27, v), b.elementwise("relu1", 16 * v);
-  b.stage("conv2"), b.conv("conv2", 16, 32, 27, v), b.elementwise("relu_pool2", 32 * v);
+  b.stage("conv2"), b.conv("conv2", 16, 32, 27, v), b.pool("relu_pool2", 32 * v, 32);
   b.stage("head"), b.linear("head", 32, 2), b.elementwise("loss", 2);
   return b.take();
 }

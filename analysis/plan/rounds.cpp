@@ -24,11 +24,12 @@ Link arm_link(const PlanArm& arm, const ClusterProfile& c) {
   return {c.inter.bandwidth_bytes_per_s, c.inter.latency_s};
 }
 
-// Cores a process gets when `processes` share the cluster's first node (cpu), or one
-// device each (gpu).
-double devices_each(const ClusterProfile& c, int64_t processes) {
+// Cores a process gets when `processes` share the cluster's first node (cpu): its share,
+// or the arm's threads where it sets fewer; one device each (gpu).
+double devices_each(const ClusterProfile& c, int64_t processes, const PlanArm& arm) {
   if (c.device.kind == "gpu") return 1.0;
-  return static_cast<double>(c.devices_per_node) / static_cast<double>(std::max<int64_t>(1, processes));
+  const double share = static_cast<double>(c.devices_per_node) / static_cast<double>(std::max<int64_t>(1, processes));
+  return arm.threads > 0 ? std::min<double>(arm.threads, share) : share;
 }
 
 std::string link_name(const PlanArm& arm, const ClusterProfile& c) {
@@ -60,8 +61,8 @@ Prediction predict_split(const ModelShape& m, const PlanArm& arm, const ClusterP
   const bool splitfed = arm.variant == "splitfed";
   // Vanilla and U-shaped run one process at a time (the rest wait); SplitFed's clients
   // share the node's cores.
-  const double client_devices = devices_each(c, splitfed ? std::min<int64_t>(arm.clients, c.devices_per_node) : 1);
-  const double server_devices = devices_each(c, 1);
+  const double client_devices = devices_each(c, splitfed ? std::min<int64_t>(arm.clients, c.devices_per_node) : 1, arm);
+  const double server_devices = devices_each(c, 1, arm);
   const size_t client_end = starts[1];
   double client = layers_seconds(m, 0, client_end, samples, c, arm.precision, client_devices);
   double server = layers_seconds(m, client_end, arm.cuts.size() == 2 ? starts[2] : m.layers.size(), samples, c,
@@ -128,7 +129,7 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
     // in turn within its pool; weights cross the arm's link.
     const int64_t pools = std::min<int64_t>(asked, c.device.kind == "gpu" ? c.devices_per_node : c.devices_per_node);
     const double per_client =
-        layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision, devices_each(c, pools)) *
+        layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision, devices_each(c, pools, arm)) *
         work / static_cast<double>(arm.batch);
     const Link link = arm_link(arm, c);
     const double t_comm = 2 * message_seconds(model_bytes, link);

@@ -18,9 +18,28 @@ TEST(Rounds, SplitStepIsBothHalvesAndTwoMessages) {
   a.link_latency_s = 100e-6;
   const Prediction p = predict(m, a, compute_bound());
   const double compute = train_flops(m) * 32 / 0.5e12;
-  const double comm = 2 * 100e-6 + 2 * 64 * 14 * 14 * 32 * 4.0 / 125e6;  // conv2's pooled output, up and down
+  const double comm = 2 * 100e-6 + 2 * 64 * 7 * 7 * 32 * 4.0 / 125e6;  // conv2's pooled output, up and down
   EXPECT_NEAR(p.step_seconds, compute + comm, 1e-9);
   EXPECT_NEAR(p.comm_seconds, comm, 1e-12);
+}
+
+// On a CPU node, a process runs on the threads the arm gives it when they are fewer than
+// its share of the cores: split's client and server on one thread each take a step twice
+// as long in compute as on the node's two cores.
+TEST(Rounds, SplitOnACpuNodeRunsOnTheArmsThreads) {
+  const ModelShape m = model_shape("cnn");
+  ClusterProfile c = compute_bound(2);
+  c.device.kind = "cpu";
+  PlanArm a;
+  a.name = a.regime = "split";
+  a.batch = 32;
+  a.clients = 4;
+  a.cuts = {"conv2"};
+  const Prediction both = predict(m, a, c);
+  a.threads = 1;
+  const Prediction one = predict(m, a, c);
+  EXPECT_NEAR(one.compute_seconds, 2 * both.compute_seconds, 1e-12);
+  EXPECT_NEAR(one.comm_seconds, both.comm_seconds, 1e-15);
 }
 
 Population phones() {
