@@ -146,13 +146,16 @@ std::string check_summary(const std::vector<CheckRow>& rows) {
          " %, largest " + fixed(100 * errors.back(), 1) + " %";
 }
 
+std::string check_intro(const plan::ClusterProfile& cluster) {
+  return "Every arm predicted by the planner (docs/plan.md) on the profile " + cluster.name +
+         ", from the profile alone, never from this run's timings, beside the samples per second of training time "
+         "it measured.";
+}
+
 std::string check_markdown(const RunResults& run, const plan::ClusterProfile& cluster) {
   const std::vector<CheckRow> rows = check_rows(run, cluster);
   const std::string summary = check_summary(rows);
-  return "Every arm predicted by the planner (docs/plan.md) on the profile " + cluster.name +
-         ", from the profile alone, never from this run's timings, beside the samples per second of training time "
-         "it measured.\n\n" +
-         to_markdown(check_table(rows)) + (summary.empty() ? "" : "\n" + summary + "\n");
+  return check_intro(cluster) + "\n\n" + to_markdown(check_table(rows)) + (summary.empty() ? "" : "\n" + summary + "\n");
 }
 
 }  // namespace quartet::analysis

@@ -43,8 +43,10 @@ Table check_table(const std::vector<CheckRow>& rows);
 // "Median |error| over N arms: M %, largest L %", or "" when no arm has both.
 std::string check_summary(const std::vector<CheckRow>& rows);
 
-// The report's section: what the prediction assumes, the table and the summary, in
-// Markdown.
+// The report's section "Predicted beside measured": what the prediction assumes (one
+// paragraph, plain text), then the table and the summary.
+std::string check_intro(const plan::ClusterProfile& cluster);
+// The section in Markdown (the HTML report builds it from the same pieces).
 std::string check_markdown(const RunResults& run, const plan::ClusterProfile& cluster);
 
 }  // namespace quartet::analysis

@@ -5,7 +5,9 @@
 #include <stdexcept>
 
 #include "analysis/pipeline_view.h"
+#include "analysis/plan_check.h"
 #include "analysis/projection.h"
+#include "runner/report_command.h"
 #include "runner/results.h"
 #include "gui/chart_render.h"
 #include "gui/charts.h"
@@ -110,7 +112,8 @@ void write_text(const fs::path& path, const std::string& text, std::vector<fs::p
 
 }  // namespace
 
-std::string report_html(const RunResults& run, const std::string& image_ext) {
+std::string report_html(const RunResults& run, const std::string& image_ext,
+                        const analysis::plan::ClusterProfile* cluster) {
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
       << escape_html(run.name) << " — Quartet report</title>\n<style>\n"
@@ -156,11 +159,19 @@ std::string report_html(const RunResults& run, const std::string& image_ext) {
          "<i>projected</i> is computed from them.</p>\n<ul>\n";
   for (const std::string& a : projection_assumptions()) out << "<li>" << escape_html(a) << "</li>\n";
   out << "</ul>\n" << projection_html(projection_table(run.arms));
+  if (cluster) {
+    const std::vector<analysis::CheckRow> rows = analysis::check_rows(run, *cluster);
+    out << "<h2>Predicted beside measured</h2>\n<p>" << escape_html(analysis::check_intro(*cluster)) << "</p>\n"
+        << to_html(analysis::check_table(rows));
+    if (const std::string summary = analysis::check_summary(rows); !summary.empty())
+      out << "<p>" << escape_html(summary) << "</p>\n";
+  }
   out << "</body>\n</html>\n";
   return out.str();
 }
 
-std::vector<fs::path> write_report(const RunResults& run, const analysis::ReportFormats& formats) {
+std::vector<fs::path> write_report(const RunResults& run, const analysis::ReportFormats& formats,
+                                   const analysis::plan::ClusterProfile* cluster) {
   const fs::path dir = run.dir / "report";
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -184,9 +195,10 @@ std::vector<fs::path> write_report(const RunResults& run, const analysis::Report
     if (formats.png || formats.svg)
       for (const ChartInfo& c : chart_kinds())
         images.push_back({std::string(c.id) + "." + image_ext, c.title, chart_caption(c.kind)});
-    write_text(dir / "report.md", analysis::report_markdown(run, images), written);
+    write_text(dir / "report.md", analysis::report_markdown(run, images) + runner::predicted_section_markdown(run, cluster),
+               written);
   }
-  if (formats.html) write_text(dir / "index.html", report_html(run, image_ext), written);
+  if (formats.html) write_text(dir / "index.html", report_html(run, image_ext, cluster), written);
   return written;
 }
 

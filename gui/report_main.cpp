@@ -36,14 +36,15 @@ int main(int argc, char** argv) {
 
   quartet::analysis::ReportFormats f;
   quartet::analysis::RunResults run;
-  if (!quartet::runner::read_report_input(options, f, run)) return 2;
+  std::optional<quartet::analysis::plan::ClusterProfile> cluster;
+  if (!quartet::runner::read_report_input(options, f, run, cluster)) return 2;
   // Charts render offscreen: a report never needs a display.
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   qInstallMessageHandler(qt_messages);
   int qt_argc = 1;
   QApplication qt(qt_argc, argv);
   try {
-    const auto written = quartet::gui::write_report(run, f);
+    const auto written = quartet::gui::write_report(run, f, cluster ? &*cluster : nullptr);
     if (!options.quiet) {
       for (const std::string& w : run.warnings) std::cerr << "quartet report: warning: " << w << "\n";
       std::cout << "quartet report: " << written.size() << " files in " << (run.dir / "report").string() << "\n";

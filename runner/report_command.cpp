@@ -66,43 +66,45 @@ void add_report_options(CLI::App& cmd, ReportOptions& o) {
       ->capture_default_str();
   cmd.add_flag("-q,--quiet", o.quiet, "print nothing on success");
   cmd.add_option("--cluster", o.cluster,
-                 "a cluster profile (this machine's: quartet calibrate): report.md adds every arm predicted on it beside "
-                 "what it measured (docs/plan.md); with --format md");
+                 "a cluster profile (this machine's: quartet calibrate): the report (Markdown and HTML) adds every arm "
+                 "predicted on it beside what it measured (docs/plan.md)");
 }
 
-bool read_report_input(const ReportOptions& o, analysis::ReportFormats& formats, analysis::RunResults& run) {
+bool read_report_input(const ReportOptions& o, analysis::ReportFormats& formats, analysis::RunResults& run,
+                       std::optional<analysis::plan::ClusterProfile>& cluster) {
   try {
     formats = analysis::parse_formats(o.formats);
-    if (!o.cluster.empty() && analysis::needs_charts(formats))
-      throw std::invalid_argument("--cluster: the predicted-beside-measured section is written with --format md only");
     run = analysis::load_run(o.run_dir);
-    return true;
   } catch (const std::exception& e) {
     std::cerr << "quartet report: " << e.what() << "\n";
     return false;
   }
+  if (o.cluster.empty()) return true;
+  try {
+    cluster = analysis::plan::load_cluster_file(o.cluster);
+    return true;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "quartet report: --cluster: " << e.what() << "\n";
+    return false;
+  }
+}
+
+std::string predicted_section_markdown(const analysis::RunResults& run, const analysis::plan::ClusterProfile* cluster) {
+  return cluster ? "\n## Predicted beside measured\n\n" + analysis::check_markdown(run, *cluster) : "";
 }
 
 int report_main(const ReportOptions& o, int argc, char** argv) {
   analysis::ReportFormats formats;
   analysis::RunResults run;
-  if (!read_report_input(o, formats, run)) return 2;
+  std::optional<analysis::plan::ClusterProfile> cluster;
+  if (!read_report_input(o, formats, run, cluster)) return 2;
   if (analysis::needs_charts(formats)) return hand_over(argc, argv);
   const fs::path dir = run.dir / "report";
   // Without Qt the only charts are the repeats' (SVG); the Qt report draws the rest.
   const std::vector<analysis::RepeatChart> repeat_charts = analysis::repeat_charts(run.arms);
   std::vector<analysis::ChartImage> charts;
   for (const analysis::RepeatChart& c : repeat_charts) charts.push_back(c.image);
-  std::string md = analysis::report_markdown(run, charts);
-  if (!o.cluster.empty()) {
-    try {
-      md += "\n## Predicted beside measured\n\n" +
-            analysis::check_markdown(run, analysis::plan::load_cluster_file(o.cluster));
-    } catch (const std::invalid_argument& e) {
-      std::cerr << "quartet report: --cluster: " << e.what() << "\n";
-      return 2;
-    }
-  }
+  const std::string md = analysis::report_markdown(run, charts) + predicted_section_markdown(run, cluster ? &*cluster : nullptr);
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);

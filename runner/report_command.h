@@ -6,8 +6,10 @@
 // they are the work of quartet-report, beside quartet in a Qt build, which this command
 // hands over to, as `git foo` runs `git-foo`.
 
+#include <optional>
 #include <string>
 
+#include "analysis/plan/cluster.h"
 #include "analysis/report.h"
 
 namespace CLI {
@@ -20,7 +22,7 @@ struct ReportOptions {
   std::string run_dir;
   std::string formats = "png,svg,md,html";
   bool quiet = false;
-  std::string cluster;  // a cluster profile: report.md adds each arm predicted on it beside its measurement (md only)
+  std::string cluster;  // a cluster profile: the report adds each arm predicted on it beside its measurement
 };
 
 // Adds the `report` subcommand to `app`, bound to `options`.
@@ -28,10 +30,15 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options);
 // Adds the report's arguments to `command` (quartet report, or quartet-report itself).
 void add_report_options(CLI::App& command, ReportOptions& options);
 
-// The formats and the run `options` name. For bad input (an unknown format, no such
-// folder, not a run folder, a corrupt file) prints one line naming it and returns false:
-// exit code 2.
-bool read_report_input(const ReportOptions& options, analysis::ReportFormats& formats, analysis::RunResults& run);
+// The formats, the run and the cluster profile (when --cluster names one) `options` name.
+// For bad input (an unknown format, no such folder, not a run folder, a corrupt file, a
+// bad profile) prints one line naming it and returns false: exit code 2.
+bool read_report_input(const ReportOptions& options, analysis::ReportFormats& formats, analysis::RunResults& run,
+                       std::optional<analysis::plan::ClusterProfile>& cluster);
+
+// The report's "Predicted beside measured" section in Markdown (with its heading), or ""
+// without a profile.
+std::string predicted_section_markdown(const analysis::RunResults& run, const analysis::plan::ClusterProfile* cluster);
 
 // Writes report.md and prints it (unless quiet) when md is the only format; hands
 // quartet's own `argv` over to quartet-report otherwise. Returns the exit code: 0

@@ -86,8 +86,11 @@ TEST_F(PlanCheck, PrintsPredictedMeasuredAndTheErrorOfEveryArm) {
   const std::string md = file_bytes(run / "report" / "report.md");
   EXPECT_NE(md.find("## Predicted beside measured"), std::string::npos);
   EXPECT_NE(md.find("| single | single | "), std::string::npos) << md;
-  expect_exit2_with(cli_util::quartet({"report", run.string(), "--format", "html", "--cluster", profile.string()}, dir_),
-                    "--cluster: the predicted-beside-measured section is written with --format md only");
+  // A profile that is no profile is refused before anything is written.
+  const fs::path bad = dir_ / "bad.json";
+  std::ofstream(bad) << "{\"name\": 3}";
+  expect_exit2_with(cli_util::quartet({"report", run.string(), "--format", "md", "--cluster", bad.string()}, dir_),
+                    "quartet report: --cluster: ");
 }
 
 TEST_F(PlanCheck, AFolderThatIsNoRunIsRefused) {

@@ -55,6 +55,28 @@ class ReportTest : public QObject {
     QVERIFY(md.find("![Throughput per arm](throughput.png)") != std::string::npos);
   }
 
+  // With a cluster profile, the HTML page (and report.md) add every arm predicted on it
+  // beside what it measured.
+  void HtmlReportShowsPredictedBesideMeasured() {
+    QTemporaryDir tmp;
+    const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
+    const quartet::analysis::RunResults run = load_run(dir);
+    const auto cluster = quartet::analysis::plan::load_cluster_file(
+        (fs::path(QUARTET_SOURCE_DIR) / "clusters" / "cpu-10gbe.json").string());
+    write_report(run, parse_formats("svg,md,html"), &cluster);
+    const QString html = QString::fromStdString(gui_test::read_text(dir / "report" / "index.html"));
+    QVERIFY(html.contains("<h2>Predicted beside measured</h2>"));
+    QVERIFY(html.contains("on the profile " + QString::fromStdString(cluster.name)));
+    QVERIFY(html.contains("<th class=\"num\">predicted</th><th class=\"num\">measured</th>"));
+    for (const quartet::analysis::ArmResults& a : run.arms)
+      QVERIFY2(html.contains(QString::fromStdString("<tr><td>" + a.name + "</td>")), a.name.c_str());
+    const std::string md = gui_test::read_text(dir / "report" / "report.md");
+    QVERIFY(md.find("## Predicted beside measured") != std::string::npos);
+    // Without a profile there is no such section.
+    write_report(run, parse_formats("svg,html"));
+    QVERIFY(!QString::fromStdString(gui_test::read_text(dir / "report" / "index.html")).contains("Predicted beside"));
+  }
+
   void QuartetReportHandsOverToQuartetReport() {
     QTemporaryDir tmp;
     const fs::path dir = gui_test::copy_fixture(tmp.path().toStdString());
