@@ -58,6 +58,13 @@ plan::PlanArm plan_arm_of(const json& f, const std::string& model, int64_t train
     p.mesh.cp = ranks;
   } else if (p.regime == "expert_parallel") {
     p.mesh.ep = ranks;
+  } else if (p.regime == "mesh") {
+    const json& m = f.contains("mesh") && f["mesh"].is_object() ? f["mesh"] : json::object();
+    for (const char* axis : plan::kMeshAxes) p.mesh.size(axis) = integer(m, axis, 1);
+    p.schedule = "sequential";  // the mesh runs micro-batches through its stages in turn
+    p.zero = integer(f, "zero", 0);
+    p.sequence_parallel = f.value("sequence_parallel", false);
+    p.bucket_bytes = f.value("bucket_mb", 25.0) * 1024 * 1024;
   } else if (p.regime == "pipeline") {
     if (f.contains("cuts") && f["cuts"].is_array()) p.cuts = f["cuts"].get<std::vector<std::string>>();
     p.mesh.pp = static_cast<int64_t>(p.cuts.size()) + 1;
@@ -74,7 +81,7 @@ plan::PlanArm plan_arm_of(const json& f, const std::string& model, int64_t train
     p.client_samples = train_samples > 0 ? train_samples / std::max<int64_t>(1, p.clients) : 0;
   }
   if (p.regime != "pipeline" && p.regime != "accumulate" && p.regime != "data_parallel" &&
-      p.regime != "expert_parallel")
+      p.regime != "expert_parallel" && p.regime != "mesh")
     p.micro_batches = 1;
   if (const std::string link = text_of(f, "link", "loopback"); link != "loopback") {
     const transport::LinkProfile profile = transport::link_profile(link);

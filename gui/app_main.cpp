@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "gui/main_window.h"
+#include "gui/compare_view.h"
 #include "gui/screenshots.h"
 
 int main(int argc, char** argv) {
@@ -28,11 +29,18 @@ int main(int argc, char** argv) {
   QCommandLineOption size("size", "window size for --screenshots, WxH (default 1400x900)", "WxH", "1400x900");
   QCommandLineOption volume("volume", "with --screenshots: also save volume.png of this NIfTI image", "IMAGE");
   QCommandLineOption mask("mask", "with --volume: its mask", "MASK");
-  cli.addOptions({screenshots, spec, size, volume, mask});
+  QCommandLineOption cluster("cluster", "a cluster profile: Compare predicts every arm on it beside what it measured",
+                             "FILE");
+  cli.addOptions({screenshots, spec, size, volume, mask, cluster});
   cli.process(app);
 
   if (cli.isSet(screenshots)) qputenv("QUARTET_GUI_NO_DIALOGS", "1");  // nobody is there to answer
   quartet::gui::MainWindow window;
+  if (cli.isSet(cluster))
+    if (const std::optional<QString> problem = window.compare()->set_cluster(cli.value(cluster))) {
+      std::cerr << "quartet-gui: " << problem->toStdString() << "\n";
+      if (cli.isSet(screenshots)) return 2;
+    }
   if (cli.isSet(screenshots)) {
     const QStringList wh = cli.value(size).split('x');
     window.resize(wh.value(0).toInt() > 0 ? wh.value(0).toInt() : 1400, wh.value(1).toInt() > 0 ? wh.value(1).toInt() : 900);

@@ -1,6 +1,7 @@
 #include "gui/compare_view.h"
 
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -8,8 +9,10 @@
 #include <QSplitter>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <memory>
 
+#include "analysis/plan_check.h"
 #include "analysis/repeats.h"
 #include "analysis/summary.h"
 #include "gui/chart_panel.h"
@@ -24,6 +27,9 @@ using analysis::load_run;
 using analysis::RunResults;
 
 namespace {
+
+// The tree's columns.
+enum Column { kName, kRegime, kStatus, kRepeats, kMeasured, kPredicted, kError, kColumns };
 
 // An arm's figures over its repeats, one a line as the report gives them ("samples/s:
 // 1234 ± 56 (n = 3)"), or "" for an arm without repeats.
@@ -62,12 +68,21 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
   tree_ = new QTreeWidget(left);
-  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status"), tr("Repeats")});
-  tree_->headerItem()->setToolTip(3, tr("Repeats that ran to their end; the arm's tooltip gives its figures over them"));
-  // Regime, status and repeats always whole; the names take what is left.
+  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status"), tr("Repeats"), tr("Samples/s"),
+                          tr("Predicted"), tr("Error")});
+  tree_->headerItem()->setToolTip(kRepeats,
+                                  tr("Repeats that ran to their end; the arm's tooltip gives its figures over them"));
+  tree_->headerItem()->setToolTip(kMeasured, tr("Training samples per second of training time, measured"));
+  tree_->headerItem()->setToolTip(kPredicted, tr("Samples per second the planner predicts on the chosen cluster "
+                                                 "profile, from the profile alone (Predict on…)"));
+  tree_->headerItem()->setToolTip(kError, tr("(predicted − measured) / measured"));
+  for (int c : {kMeasured, kPredicted, kError}) tree_->headerItem()->setTextAlignment(c, Qt::AlignRight);
+  // Everything but the names always whole; the names take what is left.
   tree_->header()->setStretchLastSection(false);
-  tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  for (int c = 1; c < 4; ++c) tree_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  tree_->header()->setSectionResizeMode(kName, QHeaderView::Stretch);
+  for (int c = 1; c < kColumns; ++c) tree_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  tree_->setColumnHidden(kPredicted, true);
+  tree_->setColumnHidden(kError, true);
   tree_->setToolTip(tr("Tick the arms to compare"));
   // Run folders of one experiment differ at their end (its time): cut their middle.
   tree_->setTextElideMode(Qt::ElideMiddle);
@@ -75,9 +90,17 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto* buttons = new QHBoxLayout;
   auto* open = new QPushButton(tr("Add run…"), left);
   auto* remove = new QPushButton(tr("Remove run"), left);
+  auto* predict = new QPushButton(tr("Predict on…"), left);
+  predict->setToolTip(tr("Choose a cluster profile (clusters/*.json, or this machine's from quartet calibrate): "
+                         "each arm is predicted on it beside what it measured"));
   buttons->addWidget(open);
   buttons->addWidget(remove);
+  buttons->addWidget(predict);
   lv->addLayout(buttons);
+  cluster_label_ = new QLabel(left);
+  cluster_label_->setWordWrap(true);
+  cluster_label_->hide();
+  lv->addWidget(cluster_label_);
   error_ = new QLabel(left);
   set_text_tone(error_, Tone::error);
   error_->setWordWrap(true);
@@ -97,9 +120,21 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
     add_run(dir);
   });
   connect(remove, &QPushButton::clicked, this, &CompareView::remove_selected_run);
+  connect(predict, &QPushButton::clicked, this, [this] {
+    const QString file = QFileDialog::getOpenFileName(this, tr("Predict on a cluster profile"),
+                                                      start_folder(kClusterFolder), tr("Cluster profiles (*.json)"));
+    if (file.isEmpty()) return;
+    remember_folder(kClusterFolder, file);
+    set_cluster(file);
+  });
   connect(tree_, &QTreeWidget::itemChanged, this, [this] {
     if (!updating_) update_charts();
   });
+}
+
+void CompareView::show_error(const QString& message) {
+  error_->setText(message);
+  error_->show();
 }
 
 std::optional<QString> CompareView::add_run(const QString& dir) {
@@ -107,8 +142,7 @@ std::optional<QString> CompareView::add_run(const QString& dir) {
     add_run(load_run(dir.toStdString()));
   } catch (const std::exception& e) {
     const QString message = QString::fromStdString(e.what());
-    error_->setText(message);
-    error_->show();
+    show_error(message);
     return message;
   }
   error_->hide();
@@ -137,7 +171,10 @@ void CompareView::fill_item(QTreeWidgetItem* top, const RunResults& run, const Q
                                                                       : a.status),
                                            repeats_count(a)});
     if (const QString tip = repeats_tooltip(a); !tip.isEmpty())
-      for (int c = 0; c < 4; ++c) item->setToolTip(c, tip);
+      for (int c = 0; c <= kRepeats; ++c) item->setToolTip(c, tip);
+    if (const double measured = analysis::samples_per_second(a); measured > 0)
+      item->setText(kMeasured, QString::number(measured, 'f', 1));
+    for (int c : {kMeasured, kPredicted, kError}) item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
     const bool has_figures = !a.roles.empty() || !a.summary.is_null();
     item->setCheckState(0, has_figures && !unpicked.contains(item->text(0)) ? Qt::Checked : Qt::Unchecked);
@@ -162,8 +199,74 @@ void CompareView::add_run(RunResults run) {
     runs_.push_back(std::move(run));
   }
   relabel();
+  fill_predictions();
   updating_ = false;
   update_charts();
+}
+
+std::optional<QString> CompareView::set_cluster(const QString& file) {
+  try {
+    cluster_ = analysis::plan::load_cluster_file(file.toStdString());
+  } catch (const std::exception& e) {
+    const QString message = tr("Predict on %1: %2").arg(file, QString::fromStdString(e.what()));
+    show_error(message);
+    return message;
+  }
+  error_->hide();
+  cluster_label_->setText(tr("Predicted on %1 (%2), from the profile alone")
+                              .arg(QString::fromStdString(cluster_->name), QFileInfo(file).fileName()));
+  cluster_label_->show();
+  tree_->setColumnHidden(kPredicted, false);
+  tree_->setColumnHidden(kError, false);
+  const bool was = updating_;
+  updating_ = true;
+  fill_predictions();
+  updating_ = was;
+  return std::nullopt;
+}
+
+void CompareView::clear_cluster() {
+  cluster_.reset();
+  cluster_label_->hide();
+  tree_->setColumnHidden(kPredicted, true);
+  tree_->setColumnHidden(kError, true);
+}
+
+// The planner's rows (analysis/plan_check.h: the same as `quartet plan --check`) into the
+// arms' columns.
+void CompareView::fill_predictions() {
+  if (!cluster_) return;
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(r));
+    if (!top) continue;
+    const std::vector<analysis::CheckRow> rows = analysis::check_rows(runs_[r], *cluster_);
+    for (int i = 0; i < top->childCount(); ++i) {
+      QTreeWidgetItem* item = top->child(i);
+      const auto row = std::find_if(rows.begin(), rows.end(),
+                                    [&](const analysis::CheckRow& c) { return c.arm == item->text(kName).toStdString(); });
+      QString predicted, error, tip;
+      if (row != rows.end() && row->unsupported.empty() && row->predicted > 0) {
+        predicted = QString::number(row->predicted, 'f', 1);
+        if (row->measured > 0)
+          error = QString::asprintf("%+.1f %%", 100 * (row->predicted - row->measured) / row->measured);
+      } else if (row != rows.end()) {
+        predicted = tr("–");
+        tip = tr("Not planned: %1").arg(QString::fromStdString(row->unsupported));
+      }
+      item->setText(kPredicted, predicted);
+      item->setText(kError, error);
+      item->setToolTip(kPredicted, tip);
+    }
+  }
+}
+
+QStringList CompareView::arm_figures(size_t run, const std::string& arm) const {
+  const QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(run));
+  if (!top) return {};
+  for (int i = 0; i < top->childCount(); ++i)
+    if (top->child(i)->text(kName).toStdString() == arm)
+      return {top->child(i)->text(kMeasured), top->child(i)->text(kPredicted), top->child(i)->text(kError)};
+  return {};
 }
 
 void CompareView::relabel() {

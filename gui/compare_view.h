@@ -2,6 +2,8 @@
 
 // Finished runs side by side: pick runs and their arms; the charts show the picked arms,
 // each named "A: arm" (the run's letter in the list) when more than one run is open.
+// Each arm shows the samples per second it measured; with a cluster profile chosen
+// ("Predict on…"), the planner's prediction on it and the error beside them.
 
 #include <QString>
 #include <QWidget>
@@ -9,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/plan/cluster.h"
 #include "analysis/results_model.h"
 
 class QLabel;
@@ -43,6 +46,14 @@ class CompareView : public QWidget {
   ChartPanel* charts() const { return charts_; }
   QString error_text() const;
 
+  // Predicts every open arm on the profile in `file` (quartet calibrate's, or a shipped
+  // one) and shows it beside the measurement. Returns the error, shown in the view, when
+  // the file is no profile; the columns stay as they were.
+  std::optional<QString> set_cluster(const QString& file);
+  void clear_cluster();
+  // The arm's row as shown: measured samples/s, predicted, error ("" where none).
+  QStringList arm_figures(size_t run, const std::string& arm) const;
+
  signals:
   void run_opened(const QString& dir);
 
@@ -53,8 +64,13 @@ class CompareView : public QWidget {
   // The index of the open run in the same folder as `dir`, or -1.
   int index_of(const std::filesystem::path& dir) const;
 
+  void show_error(const QString& message);
+  void fill_predictions();
+
   std::vector<analysis::RunResults> runs_;
+  std::optional<analysis::plan::ClusterProfile> cluster_;
   QTreeWidget* tree_;
+  QLabel* cluster_label_;
   QLabel* error_;
   ChartPanel* charts_;
   bool updating_ = false;

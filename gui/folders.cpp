@@ -15,6 +15,7 @@ QString start_folder(const char* kind) {
   QString fallback = QDir::currentPath();
   if (std::strcmp(kind, kSpecFolder) == 0) fallback = QDir::current().filePath("experiments");
   if (std::strcmp(kind, kResultsFolder) == 0) fallback = results_folder();
+  if (std::strcmp(kind, kClusterFolder) == 0) fallback = QDir::current().filePath("clusters");
   // Always a folder that exists: an empty or missing one would send Qt's dialog to the
   // last folder any dialog visited.
   return QFileInfo(fallback).isDir() ? fallback : QDir::currentPath();

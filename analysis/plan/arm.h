@@ -29,12 +29,13 @@ struct Mesh {
 
 struct PlanArm {
   std::string name;
-  std::string regime;           // single, accumulate, data_parallel, tensor_parallel, pipeline, context_parallel, split, federated
+  std::string regime;           // single, accumulate, data_parallel, tensor_parallel, pipeline, context_parallel,
+                                // expert_parallel, mesh, split, federated
   std::string model;
   int64_t batch = 1;            // samples per optimizer step, all ranks together
   Mesh mesh;
   int64_t micro_batches = 1;    // accumulate, pipeline; data_parallel: per rank
-  std::string schedule = "1f1b";  // pipeline: gpipe, 1f1b
+  std::string schedule = "1f1b";  // pipeline: gpipe, 1f1b; sequential: micro-batches through the stages in turn (mesh)
   std::vector<std::string> cuts;  // pipeline, split: the last stage before each cut; empty: balanced
   int64_t zero = 0;             // data_parallel: ZeRO stage 0..3
   bool checkpointing = false;   // recompute each stage's activations in backward

@@ -88,7 +88,9 @@ struct StageTime {
   double attention_forward = 0.0;  // what CP's ring hides behind
   double by_op[4] = {};
   double blocks = 0.0;             // transformer blocks in the stage
-  double parameters = 0.0;         // on this rank (tensor-parallel layers split)
+  double moe_blocks = 0.0;         // of them, blocks with experts
+  double parameters = 0.0;         // on this rank (tensor-parallel layers split, experts spread over ep)
+  double expert_parameters = 0.0;  // of them, the experts'
   double largest_parameters = 0.0; // the largest model stage's, on this rank (ZeRO-3's gather)
 };
 
@@ -101,7 +103,7 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
   for (size_t i = first; i < last; ++i) {
     const Layer& l = m.layers[i];
     const double split = (l.tensor_parallel ? tp : (arm.sequence_parallel ? tp : 1.0)) * cp;
-    const double param_split = l.tensor_parallel ? tp : 1.0;
+    const double param_split = l.tensor_parallel ? tp : (l.expert ? static_cast<double>(arm.mesh.ep) : 1.0);
     const double flops = l.forward_flops * samples / (l.tensor_parallel ? tp : 1.0) / cp;
     const double bytes = l.moved_elements * samples * e / split + l.parameters * e / param_split;
     const int op = static_cast<int>(l.op);
@@ -121,12 +123,16 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
     t.by_op[op] += fwd + bwd + recompute;
     if (l.op == OpClass::attention) t.attention_forward += fwd;
     t.parameters += l.parameters / param_split;
+    if (l.expert) t.expert_parameters += l.parameters / param_split;
     stage_params[l.stage] += l.parameters / param_split;
   }
   for (const auto& [s, p] : stage_params) t.largest_parameters = std::max(t.largest_parameters, p);
   if (m.gpt)
-    for (size_t i = first; i < last; ++i)
+    for (size_t i = first; i < last; ++i) {
       if (m.layers[i].op == OpClass::attention) t.blocks += 1;
+      if (m.layers[i].expert && !m.layers[i].row_parallel && m.layers[i].out_features > m.layers[i].in_features)
+        t.moe_blocks += 1;  // the experts' up projection: one a block
+    }
   return t;
 }
 
@@ -142,13 +148,23 @@ void check_arm(const ModelShape& m, const PlanArm& arm) {
   for (const char* a : kMeshAxes)
     if (mesh.size(a) < 1) throw std::invalid_argument("arm " + arm.name + ": mesh axis " + a + " must be ≥ 1");
   if (arm.micro_batches < 1) throw std::invalid_argument("arm " + arm.name + ": micro_batches must be ≥ 1");
-  if (arm.batch % (mesh.dp * arm.micro_batches) != 0)
+  if (arm.batch % (mesh.dp * mesh.ep * arm.micro_batches) != 0)
     throw std::invalid_argument("arm " + arm.name + ": batch " + std::to_string(arm.batch) + " does not split into " +
-                                std::to_string(mesh.dp) + " ranks × " + std::to_string(arm.micro_batches) +
+                                std::to_string(mesh.dp * mesh.ep) + " ranks × " + std::to_string(arm.micro_batches) +
                                 " micro-batches");
-  if (mesh.ep > 1)
-    throw std::invalid_argument("arm " + arm.name + ": expert parallelism needs a mixture-of-experts shape; " +
-                                "the planner describes none yet");
+  const bool experts = m.gpt && m.gpt->moe;
+  if (mesh.ep > 1 && !experts)
+    throw std::invalid_argument("arm " + arm.name + ": expert parallelism spreads a mixture of experts; " + m.name +
+                                " has none");
+  if (mesh.ep > 1 && m.gpt->moe->experts % mesh.ep != 0)
+    throw std::invalid_argument("arm " + arm.name + ": ep " + std::to_string(mesh.ep) + " does not divide the " +
+                                std::to_string(m.gpt->moe->experts) + " experts of " + m.name);
+  // What the runtime trains a mixture of experts with (docs/mesh.md): no split of its
+  // blocks by tp or cp, and no ZeRO beside ep.
+  if (experts && (mesh.tp > 1 || mesh.cp > 1))
+    throw std::invalid_argument("arm " + arm.name + ": " + m.name + " is split by dp, ep and pp only, not tp or cp");
+  if (mesh.ep > 1 && arm.zero > 0)
+    throw std::invalid_argument("arm " + arm.name + ": ZeRO is not combined with expert parallelism");
   if ((mesh.tp > 1 || mesh.cp > 1) && !m.gpt)
     throw std::invalid_argument("arm " + arm.name + ": tensor and context parallelism split transformers; " + m.name +
                                 " is not one");
@@ -235,7 +251,7 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
   const Link intra = intra_of(c), inter = inter_of(c);
   const int nics = c.inter.nics_per_node;
   const double m_count = static_cast<double>(arm.micro_batches);
-  const double samples = static_cast<double>(arm.batch) / static_cast<double>(mesh.dp) / m_count;
+  const double samples = static_cast<double>(arm.batch) / static_cast<double>(mesh.dp * mesh.ep) / m_count;
   const double tokens = m.gpt ? static_cast<double>(m.tokens_per_sample) : 1.0;
   const double width = m.gpt ? static_cast<double>(m.gpt->width) : 0.0;
   const Algorithm algorithm = algorithm_named(arm.algorithm);
@@ -249,9 +265,17 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
   // The slowest pipeline stage decides the slot; the fullest one the memory.
   const std::vector<size_t> starts = pipeline_stage_starts(m, mesh.pp, arm.cuts);
   const Group tp_group = group_of(mesh, "tp", where), cp_group = group_of(mesh, "cp", where),
-              pp_group = group_of(mesh, "pp", where), grad_group = group_of_axes(mesh, {"dp", "cp"}, where);
-  const int64_t grad_ranks = mesh.dp * mesh.cp;
-  double slot = 0.0, slot_compute = 0.0, slot_tp = 0.0, slot_cp = 0.0, slot_p2p = 0.0;
+              pp_group = group_of(mesh, "pp", where), ep_group = group_of(mesh, "ep", where),
+              grad_group = group_of_axes(mesh, {"dp", "cp", "ep"}, where),
+              expert_grad_group = group_of_axes(mesh, {"dp", "cp"}, where);
+  // The shared parameters' gradients are summed over dp × cp × ep, the experts' over the
+  // ranks that hold the same experts (dp × cp).
+  const int64_t grad_ranks = mesh.dp * mesh.cp * mesh.ep, expert_grad_ranks = mesh.dp * mesh.cp;
+  // Sequential micro-batches (the mesh regime's pp: no overlap): a step is every stage of
+  // every micro-batch in turn.
+  const bool sequential = arm.schedule == "sequential";
+  double slot = 0.0, slot_compute = 0.0, slot_tp = 0.0, slot_cp = 0.0, slot_p2p = 0.0, slot_ep = 0.0;
+  double all_stages = 0.0;
   StageTime slowest;
   double intra_bytes = 0.0, inter_bytes = 0.0;
   MemoryBytes fullest;
@@ -294,12 +318,26 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
       }
       p2p_bytes *= 2.0;
     }
-    const double stage_slot = t.forward + t.backward + tp_s + cp_s + p2p;
+    // Expert parallelism: each MoE block's dispatch and combine all-to-alls forward, and
+    // both again backward, of the micro-batch's k choices a token; exposed.
+    double ep_s = 0.0;
+    CollectiveCost ep_one;
+    if (mesh.ep > 1 && t.moe_blocks > 0) {
+      const double rows_bytes = samples * tokens * static_cast<double>(m.gpt->moe->top_k) * width * e;
+      ep_one = all_to_all(rows_bytes, ep_group.per_node, ep_group.nodes, intra, inter, nics);
+      ep_s = 4.0 * t.moe_blocks * ep_one.seconds;
+    }
+    const double stage_slot = t.forward + t.backward + tp_s + cp_s + p2p + ep_s;
+    all_stages += stage_slot;
     if (stage_slot >= slot) {
       slot = stage_slot, slot_compute = t.forward + t.backward, slot_tp = tp_s, slot_cp = cp_s, slot_p2p = p2p;
+      slot_ep = ep_s;
       slowest = t;
-      const double per_micro_intra = tp_calls * tp_one.intra_bytes + cp_hop.intra_bytes + (pp_group.nodes > 1 ? 0.0 : p2p_bytes);
-      const double per_micro_inter = tp_calls * tp_one.inter_bytes + cp_hop.inter_bytes + (pp_group.nodes > 1 ? p2p_bytes : 0.0);
+      const double ep_calls = 4.0 * t.moe_blocks;
+      const double per_micro_intra = tp_calls * tp_one.intra_bytes + cp_hop.intra_bytes +
+                                     (pp_group.nodes > 1 ? 0.0 : p2p_bytes) + ep_calls * ep_one.intra_bytes;
+      const double per_micro_inter = tp_calls * tp_one.inter_bytes + cp_hop.inter_bytes +
+                                     (pp_group.nodes > 1 ? p2p_bytes : 0.0) + ep_calls * ep_one.inter_bytes;
       intra_bytes = per_micro_intra * m_count;
       inter_bytes = per_micro_inter * m_count;
     }
@@ -308,7 +346,9 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
     const ActivationBytes act = activations(m, first, last, samples, mesh.tp, mesh.cp, arm.sequence_parallel,
                                             arm.checkpointing, arm.precision);
     const double in_flight = static_cast<double>(
-        mesh.pp > 1 ? micro_batches_in_flight(arm.schedule, static_cast<int64_t>(s), mesh.pp, arm.micro_batches) : 1);
+        mesh.pp > 1 && !sequential
+            ? micro_batches_in_flight(arm.schedule, static_cast<int64_t>(s), mesh.pp, arm.micro_batches)
+            : 1);
     mem.activations = act.kept * in_flight + act.recompute;
     if (grad_ranks > 1) mem.communication = std::min(arm.bucket_bytes, t.parameters * state.gradient) * 2.0;
     if (arm.zero >= 3) mem.communication += t.largest_parameters * e;  // a gathered stage
@@ -318,18 +358,29 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
     if (mem.total() > fullest.total()) fullest = mem;
   }
   const double P = static_cast<double>(mesh.pp);
-  const double pipeline_s = (m_count + P - 1.0) * slot;
-  p.bubble_seconds = (P - 1.0) * slot;
+  const double pipeline_s = sequential ? m_count * all_stages : (m_count + P - 1.0) * slot;
+  // Idle time of the slowest stage's ranks while the others work.
+  p.bubble_seconds = sequential ? m_count * (all_stages - slot) : (P - 1.0) * slot;
 
   // Gradient reduction over dp × cp (ZeRO 1 and 2: reduce-scatter then all-gather of the
-  // parameters, the same bytes; ZeRO 3: the parameters gathered forward and backward too).
+  // parameters, the same bytes; ZeRO 3: the parameters gathered forward and backward too);
+  // with experts, the shared parameters' over dp × cp × ep, the experts' over dp × cp.
   double grad_s = 0.0, grad_exposed = 0.0;
   if (grad_ranks > 1) {
-    const double grad_bytes = slowest.parameters * state.gradient;
-    const CollectiveCost g = all_reduce(algorithm, grad_bytes, grad_group.per_node, grad_group.nodes, intra, inter, nics);
+    const double shared = slowest.parameters - slowest.expert_parameters;
+    const double grad_bytes = (expert_grad_ranks > 1 ? slowest.parameters : shared) * state.gradient;
+    const CollectiveCost g = all_reduce(algorithm, shared * state.gradient, grad_group.per_node, grad_group.nodes,
+                                        intra, inter, nics);
     grad_s = g.seconds;
     intra_bytes += g.intra_bytes;
     inter_bytes += g.inter_bytes;
+    if (expert_grad_ranks > 1 && slowest.expert_parameters > 0) {
+      const CollectiveCost ge = all_reduce(algorithm, slowest.expert_parameters * state.gradient,
+                                           expert_grad_group.per_node, expert_grad_group.nodes, intra, inter, nics);
+      grad_s += ge.seconds;
+      intra_bytes += ge.intra_bytes;
+      inter_bytes += ge.inter_bytes;
+    }
     // DDP: buckets all-reduced as backward fills them; the last bucket waits for the end.
     const double buckets = std::max(1.0, std::ceil(grad_bytes / arm.bucket_bytes));
     const double hidden_by = mesh.pp > 1 ? 0.0 : slowest.backward;
@@ -351,7 +402,7 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
   p.step_seconds = pipeline_s + grad_exposed + optimizer_s;
   p.samples_per_second = static_cast<double>(arm.batch) / p.step_seconds;
   p.compute_seconds = m_count * slot_compute + optimizer_s;
-  p.comm_seconds = m_count * (slot_tp + slot_cp + slot_p2p) + grad_exposed;
+  p.comm_seconds = m_count * (slot_tp + slot_cp + slot_p2p + slot_ep) + grad_exposed;
   p.intra_bytes = intra_bytes;
   p.inter_bytes = inter_bytes;
   p.memory = fullest;
@@ -370,8 +421,12 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
                                           (tp_group.nodes > 1 ? "inter-node" : "intra-node") + " link"});
   parts.push_back({m_count * slot_cp, "context-parallel K/V ring beyond the attention it hides behind"});
   parts.push_back({m_count * slot_p2p, "activations sent between pipeline stages"});
-  parts.push_back({p.bubble_seconds, "the pipeline bubble: P − 1 = " + std::to_string(mesh.pp - 1) + " of " +
-                                         std::to_string(arm.micro_batches + mesh.pp - 1) + " slots idle"});
+  parts.push_back({m_count * slot_ep, std::string("expert-parallel all-to-alls on the ") +
+                                          (ep_group.nodes > 1 ? "inter-node" : "intra-node") + " link"});
+  parts.push_back({p.bubble_seconds, sequential ? "stages waiting for each other: micro-batches run through the " +
+                                                     std::to_string(mesh.pp) + " stages in turn, without overlap"
+                                               : "the pipeline bubble: P − 1 = " + std::to_string(mesh.pp - 1) + " of " +
+                                                     std::to_string(arm.micro_batches + mesh.pp - 1) + " slots idle"});
   parts.push_back({grad_exposed, std::string("gradient ") + (arm.zero >= 3 ? "reduction and ZeRO-3 gathers" : "all-reduce") +
                                      " not hidden by backward, on the " +
                                      (grad_group.nodes > 1 ? "inter-node" : "intra-node") + " link"});

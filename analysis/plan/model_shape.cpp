@@ -121,11 +121,11 @@ struct FamilyRow {
 // length 2048 and vocabulary 51,200 (§5.1).
 const std::vector<FamilyRow>& family() {
   static const std::vector<FamilyRow> rows = {
-      {"gpt-1.7b", {24, 24, 2304, 2048, 51200, true}},   {"gpt-3.6b", {30, 32, 3072, 2048, 51200, true}},
-      {"gpt-7.5b", {36, 32, 4096, 2048, 51200, true}},   {"gpt-18b", {40, 48, 6144, 2048, 51200, true}},
-      {"gpt-39b", {48, 64, 8192, 2048, 51200, true}},    {"gpt-76b", {60, 80, 10240, 2048, 51200, true}},
-      {"gpt-145b", {80, 96, 12288, 2048, 51200, true}},  {"gpt-310b", {96, 128, 16384, 2048, 51200, true}},
-      {"gpt-530b", {105, 128, 20480, 2048, 51200, true}}, {"gpt-1t", {128, 160, 25600, 2048, 51200, true}},
+      {"gpt-1.7b", {24, 24, 2304, 2048, 51200, true, std::nullopt}},   {"gpt-3.6b", {30, 32, 3072, 2048, 51200, true, std::nullopt}},
+      {"gpt-7.5b", {36, 32, 4096, 2048, 51200, true, std::nullopt}},   {"gpt-18b", {40, 48, 6144, 2048, 51200, true, std::nullopt}},
+      {"gpt-39b", {48, 64, 8192, 2048, 51200, true, std::nullopt}},    {"gpt-76b", {60, 80, 10240, 2048, 51200, true, std::nullopt}},
+      {"gpt-145b", {80, 96, 12288, 2048, 51200, true, std::nullopt}},  {"gpt-310b", {96, 128, 16384, 2048, 51200, true, std::nullopt}},
+      {"gpt-530b", {105, 128, 20480, 2048, 51200, true, std::nullopt}}, {"gpt-1t", {128, 160, 25600, 2048, 51200, true, std::nullopt}},
   };
   return rows;
 }
@@ -166,10 +166,24 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     proj.tensor_parallel = proj.row_parallel = true;
     b.elementwise(p + ".residual1", T * w, 0, 0);
     b.elementwise(p + ".ln2", T * w, 2 * w);
-    b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
-    b.elementwise(p + ".gelu", 4 * T * w).tensor_parallel = true;
-    Layer& fc2 = b.linear(p + ".fc2", 4 * w, w, T);
-    fc2.tensor_parallel = fc2.row_parallel = true;
+    if (d.moe && i % d.moe->every == d.moe->every - 1) {
+      // Mixture of experts: a router (no bias), then each token's top-k choices through
+      // an expert MLP (the tokens' rows k times; what capacity drops is not subtracted),
+      // combined by their gates. E experts' parameters; the FLOPs of k.
+      const double E = static_cast<double>(d.moe->experts), k = static_cast<double>(d.moe->top_k);
+      b.linear(p + ".moe.router", w, E, T, /*bias=*/false);
+      Layer& up = b.linear(p + ".moe.up", w, 4 * w, k * T);
+      up.parameters *= E, up.expert = true;
+      b.elementwise(p + ".moe.gelu", 4 * k * T * w);
+      Layer& down = b.linear(p + ".moe.down", 4 * w, w, k * T);
+      down.parameters *= E, down.expert = true;
+      b.elementwise(p + ".moe.combine", k * T * w);
+    } else {
+      b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
+      b.elementwise(p + ".gelu", 4 * T * w).tensor_parallel = true;
+      Layer& fc2 = b.linear(p + ".fc2", 4 * w, w, T);
+      fc2.tensor_parallel = fc2.row_parallel = true;
+    }
     b.elementwise(p + ".residual2", T * w, 0, 0);
   }
   b.stage("head");
@@ -197,11 +211,12 @@ ModelShape model_shape(const std::string& name) {
   if (name == "unet3d-64") return unet3d(64);
   if (name == "unet3d-128") return unet3d(128);
   if (name == "gpt-mini") return gpt_shape(name, GptDims{});
+  if (name == "gpt-moe" || name == "gpt-moe-dropless") return gpt_shape(name, GptDims{.moe = MoeDims{}});
   for (const FamilyRow& r : family())
     if (name == r.name) return gpt_shape(name, r.dims);
   const std::vector<std::string> family = gpt_family_names();
   throw std::invalid_argument("model " + name + ": the planner has no shape for it; it describes mlp, lenet5, cnn, " +
-                              "conv3d-32/64, unet3d-32/64/128, gpt-mini and " + family.front() + " .. " + family.back());
+                              "conv3d-32/64, unet3d-32/64/128, gpt-mini, gpt-moe, gpt-moe-dropless and " + family.front() + " .. " + family.back());
 }
 
 double forward_flops(const ModelShape& m) {

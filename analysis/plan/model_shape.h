@@ -28,11 +28,19 @@ struct Layer {
   double saved_elements = 0.0;    // per sample: kept from forward for backward
   double output_elements = 0.0;   // per sample: what leaves it (crosses a cut after it)
   bool tensor_parallel = false;   // split over a tensor-parallel group (Megatron's column/row pairs)
+  bool expert = false;            // an MoE block's experts: their parameters spread over the ep axis
   // Matrix products: the weight's dimensions, and which one tensor parallelism splits
   // (row-parallel layers split the input, column-parallel ones the output).
   double in_features = 0.0;
   double out_features = 0.0;
   bool row_parallel = false;
+};
+
+// A mixture of experts in a transformer's MLPs (workloads/moe.h's MoeConfig).
+struct MoeDims {
+  int64_t experts = 4;
+  int64_t top_k = 2;
+  int64_t every = 2;  // blocks every-1, 2 every-1, ... have experts
 };
 
 // A transformer's dimensions (workloads/gpt.h's GptConfig, the same definition).
@@ -43,6 +51,7 @@ struct GptDims {
   int64_t context = 128;
   int64_t vocab = 256;
   bool vocab_parallel = false;  // Megatron's: embedding and head split over tensor parallelism, and tied
+  std::optional<MoeDims> moe;   // gpt-moe: some blocks' MLP a mixture of experts
 };
 
 struct ModelShape {
@@ -54,8 +63,8 @@ struct ModelShape {
 };
 
 // The shape of a named model: mlp, lenet5, cnn, conv3d-32, conv3d-64, unet3d (= unet3d-32),
-// unet3d-32/64/128, gpt-mini, and the gpt family (gpt_family_names()). Throws
-// std::invalid_argument naming the known ones.
+// unet3d-32/64/128, gpt-mini, gpt-moe, gpt-moe-dropless, and the gpt family
+// (gpt_family_names()). Throws std::invalid_argument naming the known ones.
 ModelShape model_shape(const std::string& name);
 
 // make_gpt's layout (workloads/gpt.h) at any size: embed, blocks, head.

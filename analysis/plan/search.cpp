@@ -41,8 +41,8 @@ namespace {
 // the mesh does not split the model (nothing of it is predicted then).
 bool search_mesh(const ModelShape& model, const PlanArm& base, const ClusterProfile& cluster, const SearchOptions& o,
                  const Mesh& mesh, SearchResult& r) {
-  const int64_t per_rank = base.batch / mesh.dp;
-  const bool sharded = mesh.dp * mesh.cp > 1;
+  const int64_t per_rank = base.batch / (mesh.dp * mesh.ep);
+  const bool sharded = mesh.dp * mesh.cp > 1 && mesh.ep == 1;  // ZeRO is not combined with ep
   for (int64_t micro = 1; micro <= std::min(per_rank, o.max_micro_batches); micro *= 2) {
     if (per_rank % micro != 0) continue;
     for (int64_t zero = 0; zero <= (o.zero && sharded ? 3 : 0); ++zero)
@@ -75,8 +75,10 @@ bool search_mesh(const ModelShape& model, const PlanArm& base, const ClusterProf
 SearchResult search(const ModelShape& model, const PlanArm& base, const ClusterProfile& cluster,
                     const SearchOptions& o) {
   SearchResult r;
-  for (const Mesh& mesh : enumerate_meshes(cluster.devices(), o.axes))
-    if (base.batch % mesh.dp != 0 || !search_mesh(model, base, cluster, o, mesh, r)) ++r.refused;
+  std::vector<std::string> axes = o.axes;
+  if (model.gpt && model.gpt->moe && std::find(axes.begin(), axes.end(), "ep") == axes.end()) axes.push_back("ep");
+  for (const Mesh& mesh : enumerate_meshes(cluster.devices(), axes))
+    if (base.batch % (mesh.dp * mesh.ep) != 0 || !search_mesh(model, base, cluster, o, mesh, r)) ++r.refused;
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& x, const Candidate& y) {
     return x.prediction.step_seconds < y.prediction.step_seconds;
   });

@@ -23,7 +23,7 @@ namespace quartet::analysis::plan {
 std::vector<Mesh> enumerate_meshes(int64_t devices, const std::vector<std::string>& axes);
 
 struct SearchOptions {
-  std::vector<std::string> axes = {"dp", "tp", "pp", "cp"};  // ep joins when a model has experts
+  std::vector<std::string> axes = {"dp", "tp", "pp", "cp"};  // ep joins when the model has experts
   bool zero = true;
   bool checkpointing = true;
   int64_t max_micro_batches = 64;
@@ -46,7 +46,7 @@ SearchResult search(const ModelShape& model, const PlanArm& base, const ClusterP
                     const SearchOptions& options = {});
 
 // The regime an existing spec arm would need for `arm`'s mesh: single, accumulate,
-// data_parallel, tensor_parallel, pipeline or context_parallel; "" when more than one
+// data_parallel, tensor_parallel, pipeline, context_parallel or expert_parallel; "" when more than one
 // axis is > 1 (a mesh no single regime runs).
 std::string regime_for(const PlanArm& arm);
 

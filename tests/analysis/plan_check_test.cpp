@@ -33,6 +33,17 @@ TEST(PlanCheck, AnArmsJsonBecomesItsMeshAndKnobs) {
   const plan::PlanArm f = plan_arm_of(fed, "cnn", 60000);
   EXPECT_EQ(f.client_samples, 6000);
   EXPECT_EQ(f.micro_batches, 1);  // not a field of federated arms
+
+  const json mesh = json::parse(R"({"name": "m", "regime": "mesh", "mesh": {"dp": 2, "tp": 2, "pp": 2},
+      "micro_batches": 2, "zero": 1, "sequence_parallel": true, "train": {"batch": 16}})");
+  const plan::PlanArm m = plan_arm_of(mesh, "gpt-mini", 0);
+  EXPECT_EQ(m.mesh, (plan::Mesh{.tp = 2, .cp = 1, .ep = 1, .dp = 2, .pp = 2}));
+  EXPECT_EQ(m.micro_batches, 2);
+  EXPECT_EQ(m.zero, 1);
+  EXPECT_TRUE(m.sequence_parallel);
+  EXPECT_EQ(m.schedule, "sequential");  // the mesh's micro-batches do not overlap
+  const json ep = json::parse(R"({"name": "e", "regime": "expert_parallel", "ranks": 2, "train": {"batch": 16}})");
+  EXPECT_EQ(plan_arm_of(ep, "gpt-moe", 0).mesh.ep, 2);
 }
 
 TEST(PlanCheck, UnetIsNamedByItsPatch) {

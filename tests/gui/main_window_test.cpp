@@ -18,6 +18,7 @@
 
 #include "gui/chart_panel.h"
 #include "gui/chart_view.h"
+#include "analysis/plan_check.h"
 #include "gui/compare_view.h"
 #include "gui/folders.h"
 #include "gui/main_window.h"
@@ -130,6 +131,46 @@ class MainWindowTest : public QObject {
     QVERIFY2(names.contains("B: ddp-2") && !names.contains("B: fedavg-4"), qPrintable(names.join(",")));
     // The run view shows the last folder opened.
     QCOMPARE(w.run_view()->shown().arms.size(), size_t{5});
+  }
+
+  // Predict on a cluster profile: every arm shows the planner's figure beside the one it
+  // measured, the same as `quartet plan --check` prints; a file that is no profile is
+  // named in the view and changes nothing.
+  void ComparedArmsShowPredictedBesideMeasured() {
+    MainWindow w;
+    w.resize(1280, 720);
+    w.show();
+    QCOMPARE(w.open_results(QString::fromStdString(gui_test::fixture_run().string())), QString());
+    w.show_tab(2);
+    CompareView* c = w.compare();
+    const QString profile = QString::fromStdString((fs::path(QUARTET_SOURCE_DIR) / "clusters" / "cpu-10gbe.json").string());
+    QCOMPARE(c->arm_figures(0, "single").value(1), QString());  // no prediction before a profile is chosen
+    QVERIFY(!c->set_cluster(profile));
+    const auto cluster = quartet::analysis::plan::load_cluster_file(profile.toStdString());
+    const std::vector<quartet::analysis::CheckRow> rows = quartet::analysis::check_rows(c->runs().front(), cluster);
+    QVERIFY(!rows.empty());
+    for (const quartet::analysis::CheckRow& r : rows) {
+      const QStringList shown = c->arm_figures(0, r.arm);
+      QCOMPARE(shown.size(), 3);
+      if (r.measured > 0) QCOMPARE(shown[0], QString::number(r.measured, 'f', 1));
+      if (!r.unsupported.empty()) {
+        QCOMPARE(shown[1], QString("–"));
+        continue;
+      }
+      QCOMPARE(shown[1], QString::number(r.predicted, 'f', 1));
+      const double error = 100 * (r.predicted - r.measured) / r.measured;
+      QCOMPARE(shown[2], QString::asprintf("%+.1f %%", error));
+    }
+    QTemporaryDir tmp;
+    const QString bad = tmp.filePath("bad.json");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"name\": 3}");
+    f.close();
+    const std::optional<QString> problem = c->set_cluster(bad);
+    QVERIFY(problem && problem->contains("bad.json"));
+    QCOMPARE(c->error_text(), *problem);
+    QCOMPARE(c->arm_figures(0, "single").value(1), QString::number(rows.front().predicted, 'f', 1));
   }
 
   // Two runs of the same arms at the app's default size, as a person sees them: every

@@ -138,6 +138,47 @@ TEST(Cost, BalancedStagesSplitTheBlocksEvenly) {
   EXPECT_EQ(m.layers[pipeline_stage_starts(m, 2, {"block0"})[1]].stage, "block1");
 }
 
+// Expert parallelism on gpt-moe (docs/moe.md): each of ep ranks takes 1/ep of the batch
+// and holds 1/ep of the experts; per MoE block and micro-batch, two all-to-alls forward
+// and two backward of the rank's tokens' k choices (rows of the width), exposed; the
+// shared parameters' gradients are all-reduced over the ep ranks.
+TEST(Cost, ExpertParallelSpreadsTheExpertsAndAddsFourAllToAllsABlock) {
+  const ModelShape m = model_shape("gpt-moe");
+  const PlanArm single = arm_of("single", 8);
+  PlanArm ep = arm_of("expert_parallel", 8);
+  ep.mesh.ep = 2;
+  const Prediction one = predict(m, single, compute_bound()), two = predict(m, ep, compute_bound());
+  double experts = 0;
+  for (const Layer& l : m.layers) experts += l.expert ? l.parameters : 0;
+  EXPECT_NEAR(two.memory.parameters, (parameter_count(m) - experts / 2) * 4, 1e-6);
+  const double rows = 4 * 128 * 2 * 128 * 4.0;  // 4 samples of 128 tokens, 2 choices, 128 floats
+  const CollectiveCost a2a = all_to_all(rows, 2, 1, {10e9, 10e-6}, {1e9, 50e-6});
+  const double shared = (parameter_count(m) - experts) * 4;
+  const double all_reduce_s = 2 * (shared / 2 / 10e9 + 10e-6);
+  EXPECT_NEAR(two.comm_seconds, 2 * 4 * a2a.seconds + all_reduce_s, 1e-12);
+  EXPECT_NEAR(two.intra_bytes, 2 * 4 * a2a.intra_bytes + shared, 1e-3);
+  // Half the samples a rank: the compute halves (the optimizer step aside).
+  EXPECT_NEAR((two.compute_seconds) / (one.compute_seconds), 0.5, 0.01);
+}
+
+// The mesh runs micro-batches through its pp stages one after another: a step is every
+// stage's slot of every micro-batch, not (m + P − 1) slots of the slowest.
+TEST(Cost, TheMeshsStagesRunInTurn) {
+  const ModelShape m = model_shape("gpt-mini");
+  PlanArm pipe = arm_of("pipeline", 8);
+  pipe.mesh.pp = 2;
+  pipe.micro_batches = 4;
+  PlanArm mesh = pipe;
+  mesh.regime = "mesh";
+  mesh.schedule = "sequential";
+  const Prediction overlapped = predict(m, pipe, compute_bound()), in_turn = predict(m, mesh, compute_bound());
+  const Prediction whole = predict(m, arm_of("single", 8), compute_bound());
+  // In turn: the whole model's compute (less the optimizer's) plus the hand-overs;
+  // overlapped: 5 slots of the slower half.
+  EXPECT_GT(in_turn.step_seconds, whole.step_seconds - 1e-12);
+  EXPECT_LT(overlapped.step_seconds, in_turn.step_seconds);
+}
+
 TEST(CostHostile, ArmsTheModelOrClusterCannotTakeAreNamed) {
   const ModelShape cnn = model_shape("cnn");
   PlanArm a = arm_of("data_parallel", 100);
@@ -153,6 +194,18 @@ TEST(CostHostile, ArmsTheModelOrClusterCannotTakeAreNamed) {
   a.mesh.pp = 2;
   a.cuts = {"nope"};
   EXPECT_THROW(predict(cnn, a, compute_bound()), std::invalid_argument);
+  // Experts: ep needs them and must divide them; gpt-moe is not split by tp; no ZeRO with ep.
+  a = arm_of("expert_parallel", 8);
+  a.mesh.ep = 2;
+  EXPECT_THROW(predict(model_shape("gpt-mini"), a, compute_bound()), std::invalid_argument);
+  a.mesh.ep = 8;
+  EXPECT_THROW(predict(model_shape("gpt-moe"), a, compute_bound()), std::invalid_argument);
+  a = arm_of("tensor_parallel", 8);
+  a.mesh.tp = 2;
+  EXPECT_THROW(predict(model_shape("gpt-moe"), a, compute_bound()), std::invalid_argument);
+  a = arm_of("mesh", 8);
+  a.mesh.ep = 2, a.mesh.dp = 2, a.zero = 1;
+  EXPECT_THROW(predict(model_shape("gpt-moe"), a, compute_bound()), std::invalid_argument);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ TEST(Memory, ZeroShardsTheStatesInOrder) {
 // 16 bits without parallelism, 2 s b h of them the two dropout masks gpt-mini's layout
 // lacks: 32 + 5 a s / h here. Tensor with sequence parallelism divides all of it by t.
 TEST(Memory, TransformerLayerActivationsAreKorthikantis) {
-  GptDims d{1, 16, 1024, 512, 256, false};
+  GptDims d{1, 16, 1024, 512, 256, false, std::nullopt};
   const ModelShape m = gpt_shape("g", d);
   size_t first = 0, last = 0;  // block0's layers
   for (size_t i = 0; i < m.layers.size(); ++i) {

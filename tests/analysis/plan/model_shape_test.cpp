@@ -39,6 +39,22 @@ TEST(ModelShape, ParametersAreTheEnginesModels) {
   EXPECT_DOUBLE_EQ(parameter_count(model_shape("cnn")), 421642);
   EXPECT_DOUBLE_EQ(parameter_count(model_shape("unet3d")), 339603);
   EXPECT_DOUBLE_EQ(parameter_count(model_shape("gpt-mini")), 875520);
+  EXPECT_DOUBLE_EQ(parameter_count(model_shape("gpt-moe")), 1666816);
+  EXPECT_DOUBLE_EQ(parameter_count(model_shape("gpt-moe-dropless")), 1666816);
+}
+
+// gpt-moe: blocks 1 and 3 route each token to 2 of 4 experts, each gpt-mini's MLP; the
+// router adds a 128 → 4 product. FLOPs are gpt-mini's with those MLPs run twice a token.
+TEST(ModelShape, MixtureOfExpertsRunsTopKExpertsAToken) {
+  const ModelShape mini = model_shape("gpt-mini"), moe = model_shape("gpt-moe");
+  const double T = 128, w = 128;
+  const double mlp = 2 * (w * 4 * w + 4 * w * w) * T;  // fc1 and fc2 of one block, a sample
+  const double router = 2 * w * 4 * T;
+  EXPECT_DOUBLE_EQ(forward_flops(moe), forward_flops(mini) + 2 * (mlp + router));
+  EXPECT_EQ(moe.stages, mini.stages);
+  int experts = 0;
+  for (const Layer& l : moe.layers) experts += l.expert;
+  EXPECT_EQ(experts, 4);  // up and down of blocks 1 and 3
 }
 
 TEST(ModelShape, StagesAreTheWorkloadsStageNames) {

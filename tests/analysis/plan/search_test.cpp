@@ -37,6 +37,24 @@ TEST(Search, GptMiniOnTwoDgxH100sIsRankedAndFits) {
   for (const Candidate& c : r.ranked) EXPECT_LE(c.arm.mesh.tp, 4);
 }
 
+// A model with experts adds the ep axis: ep 2 and 4 (dividing the 4 experts) are among the
+// ranked meshes, never 8 or 16, nor tp or cp, which gpt-moe is not split by.
+TEST(Search, AMixtureOfExpertsSearchesTheEpAxis) {
+  PlanArm base;
+  base.batch = 64;
+  base.model = "gpt-moe";
+  const SearchResult r = search(model_shape("gpt-moe"), base, dgx());
+  std::set<int64_t> eps;
+  for (const Candidate& c : r.ranked) {
+    eps.insert(c.arm.mesh.ep);
+    EXPECT_EQ(c.arm.mesh.tp * c.arm.mesh.cp, 1);
+    if (c.arm.mesh.ep > 1) {
+      EXPECT_EQ(c.arm.zero, 0);
+    }
+  }
+  EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));
+}
+
 TEST(Search, TooBigAModelOnTooFewDevicesFitsNowhere) {
   ClusterProfile one = dgx();
   one.nodes = 1;
