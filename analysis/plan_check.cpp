@@ -95,6 +95,14 @@ plan::PlanArm plan_arm_of(const json& f, const std::string& model, int64_t train
 std::vector<CheckRow> check_rows(const RunResults& run, const plan::ClusterProfile& cluster, int64_t train_samples) {
   const json& workload = run.spec.contains("workload") ? run.spec["workload"] : json::object();
   if (train_samples == 0) train_samples = integer(workload, "train_samples", 0);
+  // The whole training set (train_samples 0): its size is what an epoch counts, which
+  // every arm's summary gives as samples over epochs.
+  for (const ArmResults& a : run.arms) {
+    if (train_samples > 0) break;
+    const double samples = a.summary.is_object() ? a.summary.value("samples", 0.0) : 0.0;
+    const double epochs = a.summary.is_object() ? a.summary.value("epochs", 0.0) : 0.0;
+    if (samples > 0 && epochs > 0) train_samples = std::llround(samples / epochs);
+  }
   std::vector<CheckRow> rows;
   if (!run.spec.contains("arms") || !run.spec["arms"].is_array()) return rows;
   for (json arm : run.spec["arms"]) {

@@ -36,7 +36,8 @@ struct CheckRow {
 
 // Every arm of `run` predicted on `cluster`, each with the compute threads its processes
 // had (the run's summaries say). `train_samples`: the training set's size (0: the spec's
-// workload.train_samples), which a federated client's share is of.
+// workload.train_samples, else samples over epochs of an arm's summary), which a
+// federated client's share is of.
 std::vector<CheckRow> check_rows(const RunResults& run, const plan::ClusterProfile& cluster, int64_t train_samples = 0);
 // arm, regime, predicted, measured, error.
 Table check_table(const std::vector<CheckRow>& rows);

@@ -28,8 +28,8 @@ using analysis::RunResults;
 
 namespace {
 
-// The tree's columns.
-enum Column { kName, kRegime, kStatus, kRepeats, kMeasured, kPredicted, kError, kColumns };
+// The prediction table's columns.
+enum Column { kArm, kMeasured, kPredicted, kError, kColumns };
 
 // An arm's figures over its repeats, one a line as the report gives them ("samples/s:
 // 1234 ± 56 (n = 3)"), or "" for an arm without repeats.
@@ -68,21 +68,12 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
   tree_ = new QTreeWidget(left);
-  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status"), tr("Repeats"), tr("Samples/s"),
-                          tr("Predicted"), tr("Error")});
-  tree_->headerItem()->setToolTip(kRepeats,
-                                  tr("Repeats that ran to their end; the arm's tooltip gives its figures over them"));
-  tree_->headerItem()->setToolTip(kMeasured, tr("Training samples per second of training time, measured"));
-  tree_->headerItem()->setToolTip(kPredicted, tr("Samples per second the planner predicts on the chosen cluster "
-                                                 "profile, from the profile alone (Predict on…)"));
-  tree_->headerItem()->setToolTip(kError, tr("(predicted − measured) / measured"));
-  for (int c : {kMeasured, kPredicted, kError}) tree_->headerItem()->setTextAlignment(c, Qt::AlignRight);
-  // Everything but the names always whole; the names take what is left.
+  tree_->setHeaderLabels({tr("Run / arm"), tr("Regime"), tr("Status"), tr("Repeats")});
+  tree_->headerItem()->setToolTip(3, tr("Repeats that ran to their end; the arm's tooltip gives its figures over them"));
+  // Regime, status and repeats always whole; the names take what is left.
   tree_->header()->setStretchLastSection(false);
-  tree_->header()->setSectionResizeMode(kName, QHeaderView::Stretch);
-  for (int c = 1; c < kColumns; ++c) tree_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
-  tree_->setColumnHidden(kPredicted, true);
-  tree_->setColumnHidden(kError, true);
+  tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+  for (int c = 1; c < 4; ++c) tree_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
   tree_->setToolTip(tr("Tick the arms to compare"));
   // Run folders of one experiment differ at their end (its time): cut their middle.
   tree_->setTextElideMode(Qt::ElideMiddle);
@@ -97,10 +88,25 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   buttons->addWidget(remove);
   buttons->addWidget(predict);
   lv->addLayout(buttons);
+  // Predicted beside measured: a table of its own under the runs, once a profile is chosen.
   cluster_label_ = new QLabel(left);
   cluster_label_->setWordWrap(true);
   cluster_label_->hide();
   lv->addWidget(cluster_label_);
+  predicted_ = new QTreeWidget(left);
+  predicted_->setRootIsDecorated(false);
+  predicted_->setHeaderLabels({tr("Arm"), tr("Measured"), tr("Predicted"), tr("Error")});
+  predicted_->headerItem()->setToolTip(kMeasured, tr("Training samples per second of training time, measured"));
+  predicted_->headerItem()->setToolTip(kPredicted, tr("Samples per second the planner predicts on the chosen "
+                                                      "cluster profile, from the profile alone"));
+  predicted_->headerItem()->setToolTip(kError, tr("(predicted − measured) / measured"));
+  for (int col : {kMeasured, kPredicted, kError}) predicted_->headerItem()->setTextAlignment(col, Qt::AlignRight);
+  predicted_->header()->setStretchLastSection(false);
+  predicted_->header()->setSectionResizeMode(kArm, QHeaderView::Stretch);
+  for (int col = 1; col < kColumns; ++col) predicted_->header()->setSectionResizeMode(col, QHeaderView::ResizeToContents);
+  predicted_->setTextElideMode(Qt::ElideMiddle);
+  predicted_->hide();
+  lv->addWidget(predicted_, 1);
   error_ = new QLabel(left);
   set_text_tone(error_, Tone::error);
   error_->setWordWrap(true);
@@ -171,10 +177,7 @@ void CompareView::fill_item(QTreeWidgetItem* top, const RunResults& run, const Q
                                                                       : a.status),
                                            repeats_count(a)});
     if (const QString tip = repeats_tooltip(a); !tip.isEmpty())
-      for (int c = 0; c <= kRepeats; ++c) item->setToolTip(c, tip);
-    if (const double measured = analysis::samples_per_second(a); measured > 0)
-      item->setText(kMeasured, QString::number(measured, 'f', 1));
-    for (int c : {kMeasured, kPredicted, kError}) item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+      for (int c = 0; c < 4; ++c) item->setToolTip(c, tip);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
     const bool has_figures = !a.roles.empty() || !a.summary.is_null();
     item->setCheckState(0, has_figures && !unpicked.contains(item->text(0)) ? Qt::Checked : Qt::Unchecked);
@@ -216,56 +219,50 @@ std::optional<QString> CompareView::set_cluster(const QString& file) {
   cluster_label_->setText(tr("Predicted on %1 (%2), from the profile alone")
                               .arg(QString::fromStdString(cluster_->name), QFileInfo(file).fileName()));
   cluster_label_->show();
-  tree_->setColumnHidden(kPredicted, false);
-  tree_->setColumnHidden(kError, false);
-  const bool was = updating_;
-  updating_ = true;
+  predicted_->show();
   fill_predictions();
-  updating_ = was;
   return std::nullopt;
 }
 
 void CompareView::clear_cluster() {
   cluster_.reset();
   cluster_label_->hide();
-  tree_->setColumnHidden(kPredicted, true);
-  tree_->setColumnHidden(kError, true);
+  predicted_->hide();
+  predicted_->clear();
 }
 
-// The planner's rows (analysis/plan_check.h: the same as `quartet plan --check`) into the
-// arms' columns.
+// The planner's rows (analysis/plan_check.h: the same as `quartet plan --check`), an arm
+// a row, named as the charts name it.
 void CompareView::fill_predictions() {
+  predicted_->clear();
   if (!cluster_) return;
-  for (size_t r = 0; r < runs_.size(); ++r) {
-    QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(r));
-    if (!top) continue;
-    const std::vector<analysis::CheckRow> rows = analysis::check_rows(runs_[r], *cluster_);
-    for (int i = 0; i < top->childCount(); ++i) {
-      QTreeWidgetItem* item = top->child(i);
-      const auto row = std::find_if(rows.begin(), rows.end(),
-                                    [&](const analysis::CheckRow& c) { return c.arm == item->text(kName).toStdString(); });
-      QString predicted, error, tip;
-      if (row != rows.end() && row->unsupported.empty() && row->predicted > 0) {
-        predicted = QString::number(row->predicted, 'f', 1);
-        if (row->measured > 0)
-          error = QString::asprintf("%+.1f %%", 100 * (row->predicted - row->measured) / row->measured);
-      } else if (row != rows.end()) {
-        predicted = tr("–");
-        tip = tr("Not planned: %1").arg(QString::fromStdString(row->unsupported));
+  for (size_t r = 0; r < runs_.size(); ++r)
+    for (const analysis::CheckRow& row : analysis::check_rows(runs_[r], *cluster_)) {
+      const std::string label = runs_.size() > 1 ? run_letter(r) + ": " + row.arm : row.arm;
+      auto* item = new QTreeWidgetItem(predicted_, {QString::fromStdString(label)});
+      item->setData(kArm, Qt::UserRole, static_cast<qulonglong>(r));
+      item->setData(kArm, Qt::UserRole + 1, QString::fromStdString(row.arm));
+      item->setToolTip(kArm, QString::fromStdString(row.arm + " (" + row.regime + ")"));
+      if (row.measured > 0) item->setText(kMeasured, QString::number(row.measured, 'f', 1));
+      if (!row.unsupported.empty()) {
+        item->setText(kPredicted, tr("–"));
+        item->setToolTip(kPredicted, tr("Not planned: %1").arg(QString::fromStdString(row.unsupported)));
+      } else {
+        item->setText(kPredicted, QString::number(row.predicted, 'f', 1));
+        if (row.measured > 0)
+          item->setText(kError, QString::asprintf("%+.1f %%", 100 * (row.predicted - row.measured) / row.measured));
       }
-      item->setText(kPredicted, predicted);
-      item->setText(kError, error);
-      item->setToolTip(kPredicted, tip);
+      for (int col : {kMeasured, kPredicted, kError}) item->setTextAlignment(col, Qt::AlignRight | Qt::AlignVCenter);
     }
-  }
 }
 
 QStringList CompareView::arm_figures(size_t run, const std::string& arm) const {
-  const QTreeWidgetItem* top = tree_->topLevelItem(static_cast<int>(run));
-  if (!top) return {};
-  for (int i = 0; i < top->childCount(); ++i)
-    if (top->child(i)->text(kName).toStdString() == arm)
-      return {top->child(i)->text(kMeasured), top->child(i)->text(kPredicted), top->child(i)->text(kError)};
+  for (int i = 0; i < predicted_->topLevelItemCount(); ++i) {
+    const QTreeWidgetItem* item = predicted_->topLevelItem(i);
+    if (item->data(kArm, Qt::UserRole).toULongLong() == run &&
+        item->data(kArm, Qt::UserRole + 1).toString().toStdString() == arm)
+      return {item->text(kMeasured), item->text(kPredicted), item->text(kError)};
+  }
   return {};
 }
 
@@ -287,6 +284,7 @@ void CompareView::remove_selected_run() {
   delete tree_->takeTopLevelItem(at);
   runs_.erase(runs_.begin() + at);
   relabel();
+  fill_predictions();
   update_charts();
 }
 

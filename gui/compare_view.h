@@ -51,7 +51,8 @@ class CompareView : public QWidget {
   // the file is no profile; the columns stay as they were.
   std::optional<QString> set_cluster(const QString& file);
   void clear_cluster();
-  // The arm's row as shown: measured samples/s, predicted, error ("" where none).
+  // The arm's row of the prediction table: measured samples/s, predicted, error ("" where
+  // none); empty without a profile.
   QStringList arm_figures(size_t run, const std::string& arm) const;
 
  signals:
@@ -70,6 +71,7 @@ class CompareView : public QWidget {
   std::vector<analysis::RunResults> runs_;
   std::optional<analysis::plan::ClusterProfile> cluster_;
   QTreeWidget* tree_;
+  QTreeWidget* predicted_;
   QLabel* cluster_label_;
   QLabel* error_;
   ChartPanel* charts_;

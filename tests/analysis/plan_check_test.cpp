@@ -64,5 +64,24 @@ TEST(PlanCheck, TheTableShowsTheSignedErrorAndTheSummaryItsSpread) {
   EXPECT_EQ(check_summary({}), "");
 }
 
+// A run of the whole training set (workload.train_samples 0) gives a federated client
+// its share of the set's size, which an arm's summary gives as samples over epochs.
+TEST(PlanCheck, TheWholeTrainingSetsSizeComesFromTheSummaries) {
+  RunResults run;
+  run.spec = json::parse(R"({"workload": {"name": "fashion-mnist", "model": "cnn", "train_samples": 0},
+      "arms": [{"name": "f", "regime": "federated", "clients": 10, "fraction": 0.5, "train": {"batch": 128}}]})");
+  ArmResults arm;
+  arm.name = "f";
+  arm.summary = json{{"samples", 56704}, {"epochs", 56704.0 / 60000.0}, {"samples_per_second", 1000.0},
+                     {"train_seconds", 56.704}};
+  run.arms.push_back(arm);
+  plan::ClusterProfile c = plan::load_cluster_file(std::string(QUARTET_SOURCE_DIR) + "/clusters/cpu-10gbe.json");
+  const std::vector<CheckRow> derived = check_rows(run, c), given = check_rows(run, c, 60000);
+  ASSERT_EQ(derived.size(), 1u);
+  EXPECT_TRUE(derived[0].unsupported.empty()) << derived[0].unsupported;
+  EXPECT_DOUBLE_EQ(derived[0].predicted, given[0].predicted);
+  EXPECT_NE(derived[0].predicted, check_rows(run, c, 1280)[0].predicted);
+}
+
 }  // namespace
 }  // namespace quartet::analysis
