@@ -92,6 +92,25 @@ plan::PlanArm plan_arm_of(const json& f, const std::string& model, int64_t train
   return p;
 }
 
+std::vector<std::vector<std::vector<int64_t>>> client_rounds(const ArmResults& arm) {
+  std::vector<const trainers::RoleRecords*> pools;
+  for (const trainers::RoleRecords& r : arm.roles)
+    if (r.role.rfind("pool", 0) == 0) pools.push_back(&r);
+  std::vector<std::vector<std::vector<int64_t>>> rounds;
+  for (size_t k = 0; k < pools.size(); ++k)
+    for (const json& rec : pools[k]->records) {
+      if (!rec.is_object() || rec.value("type", "") != "client_round") continue;
+      const int64_t round = rec.value("round", int64_t{0}), samples = rec.value("samples_processed", int64_t{0});
+      if (round < 1 || round > 1000000 || samples < 0) continue;
+      if (rounds.size() < static_cast<size_t>(round))
+        rounds.resize(static_cast<size_t>(round), std::vector<std::vector<int64_t>>(pools.size()));
+      rounds[static_cast<size_t>(round - 1)][k].push_back(samples);
+    }
+  // A round no pool reported (an interrupted run's last) says nothing.
+  std::erase_if(rounds, [](const auto& r) { return std::all_of(r.begin(), r.end(), [](const auto& p) { return p.empty(); }); });
+  return rounds;
+}
+
 std::vector<CheckRow> check_rows(const RunResults& run, const plan::ClusterProfile& cluster, int64_t train_samples) {
   const json& workload = run.spec.contains("workload") ? run.spec["workload"] : json::object();
   if (train_samples == 0) train_samples = integer(workload, "train_samples", 0);
@@ -118,8 +137,9 @@ std::vector<CheckRow> check_rows(const RunResults& run, const plan::ClusterProfi
     }
     try {
       const std::string model = plan_model_name(workload, arm);
-      row.predicted = plan::predict(plan::model_shape(model), plan_arm_of(arm, model, train_samples), cluster)
-                          .samples_per_second;
+      plan::PlanArm planned = plan_arm_of(arm, model, train_samples);
+      if (measured != run.arms.end() && planned.regime == "federated") planned.client_rounds = client_rounds(*measured);
+      row.predicted = plan::predict(plan::model_shape(model), planned, cluster).samples_per_second;
     } catch (const std::invalid_argument& e) {
       row.unsupported = e.what();
     }

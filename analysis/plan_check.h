@@ -34,6 +34,10 @@ struct CheckRow {
   std::string unsupported;   // why the planner did not predict it
 };
 
+// A federated arm's rounds as its records give them: per round, per pool (process), the
+// samples each client it trained took; empty for an arm without client records.
+std::vector<std::vector<std::vector<int64_t>>> client_rounds(const ArmResults& arm);
+
 // Every arm of `run` predicted on `cluster`, each with the compute threads its processes
 // had (the run's summaries say). `train_samples`: the training set's size (0: the spec's
 // workload.train_samples, else samples over epochs of an arm's summary), which a

@@ -50,6 +50,10 @@ struct PlanArm {
   double fraction = 1.0;        // federated: clients asked per round
   int64_t local_epochs = 1;
   int64_t client_samples = 0;   // federated: samples a client holds; 0: batch
+  // federated, when known (a finished run's records): each round's clients by the pool
+  // (process) that trained them, as the samples each trained; empty: every client holds
+  // client_samples and the pools take the clients asked in turn.
+  std::vector<std::vector<std::vector<int64_t>>> client_rounds;
   std::string variant = "vanilla";  // split: vanilla, ushaped, splitfed
   double link_bandwidth_bytes_per_s = 0.0;  // split, federated: the arm's own link; 0: the cluster's
   double link_latency_s = 0.0;

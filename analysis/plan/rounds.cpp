@@ -112,17 +112,43 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
   p.regime = arm.regime;
   p.mesh = std::to_string(asked) + " of " + std::to_string(arm.clients);
   p.ranks = asked;
-  double round = 0.0, train = 0.0, comm = 0.0;
-  int64_t answered = 0;
+  // Per round: its time, the slowest's training and messages, the clients that answer
+  // and the samples they train on.
+  double round = 0.0, train = 0.0, comm = 0.0, clients = 0.0, trained = 0.0;
   if (c.population) {
     // Cross-device: each client asked is drawn; the round waits for the slowest answer.
     const std::vector<ClientDraw> drawn = draw_clients(*c.population, asked, seed);
     for (const ClientDraw& d : drawn) {
       if (d.drops) continue;
-      ++answered;
+      clients += 1;
+      trained += work;
       const double t_train = train_flops(m) * work / d.flops_per_s;
       const double t_comm = 2 * d.latency_s + model_bytes / d.down_bytes_per_s + model_bytes / d.up_bytes_per_s;
       if (t_train + t_comm > round) round = t_train + t_comm, train = t_train, comm = t_comm;
+    }
+  } else if (!arm.client_rounds.empty()) {
+    // The rounds as they were dealt (a finished run's records): each pool trains its
+    // clients in turn, and a round waits for the pool with the most work. Per round, on
+    // average over the rounds.
+    const int64_t pools = static_cast<int64_t>(std::max<size_t>(1, arm.client_rounds.front().size()));
+    const double per_sample =
+        layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision, devices_each(c, pools, arm)) /
+        static_cast<double>(arm.batch);
+    const double t_comm = 2 * message_seconds(model_bytes, arm_link(arm, c));
+    const double rounds = static_cast<double>(arm.client_rounds.size());
+    for (const auto& round_pools : arm.client_rounds) {
+      double slowest = 0.0, slowest_train = 0.0;
+      for (const std::vector<int64_t>& pool : round_pools) {
+        double t_train = 0.0;
+        for (const int64_t samples : pool) t_train += static_cast<double>(samples) * per_sample;
+        const double t = t_train + static_cast<double>(pool.size()) * t_comm;
+        if (t > slowest) slowest = t, slowest_train = t_train;
+        clients += static_cast<double>(pool.size()) / rounds;
+        for (const int64_t samples : pool) trained += static_cast<double>(samples) / rounds;
+      }
+      round += slowest / rounds;
+      train += slowest_train / rounds;
+      comm += (slowest - slowest_train) / rounds;
     }
   } else {
     // Clients as processes on one node: the pools share its cores, each client's round
@@ -137,12 +163,13 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
     train = turns * per_client;
     comm = turns * t_comm;
     round = train + comm;
-    answered = asked;
+    clients = static_cast<double>(asked);
+    trained = clients * work;
   }
   // Aggregation: the server reads every update once.
-  const double aggregate = static_cast<double>(answered) * model_bytes / (c.device.memory_bandwidth_bytes_per_s * c.devices_per_node);
+  const double aggregate = clients * model_bytes / (c.device.memory_bandwidth_bytes_per_s * c.devices_per_node);
   p.step_seconds = round + aggregate;
-  p.samples_per_second = static_cast<double>(answered) * work / p.step_seconds;
+  p.samples_per_second = trained / p.step_seconds;
   p.compute_seconds = train + aggregate;
   p.comm_seconds = comm;
   p.inter_bytes = 2 * model_bytes;
@@ -154,7 +181,9 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
   p.mfu = 0.0;
   p.bottleneck = comm > train ? "the slowest answering client's download and upload"
                               : "the slowest answering client's local training";
-  if (answered < asked) p.bottleneck += " (" + std::to_string(asked - answered) + " of " + std::to_string(asked) + " dropped out)";
+  const int64_t answered = std::llround(clients);
+  if (c.population && answered < asked)
+    p.bottleneck += " (" + std::to_string(asked - answered) + " of " + std::to_string(asked) + " dropped out)";
   return p;
 }
 

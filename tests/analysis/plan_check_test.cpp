@@ -64,6 +64,20 @@ TEST(PlanCheck, TheTableShowsTheSignedErrorAndTheSummaryItsSpread) {
   EXPECT_EQ(check_summary({}), "");
 }
 
+// A federated arm's records give its rounds: per round, per pool, each client's samples.
+TEST(PlanCheck, ClientRoundsAreReadFromThePoolsRecords) {
+  ArmResults arm;
+  arm.roles = {{"server", {json{{"type", "round"}, {"round", 1}}}},
+               {"pool0", {json{{"type", "client_round"}, {"round", 1}, {"samples_processed", 896}},
+                          json{{"type", "client_round"}, {"round", 2}, {"samples_processed", 128}}}},
+               {"pool1", {json{{"type", "client_round"}, {"round", 1}, {"samples_processed", 256}},
+                          json{{"type", "client_round"}, {"round", 1}, {"samples_processed", 512}}}}};
+  const auto rounds = client_rounds(arm);
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_EQ(rounds[0], (std::vector<std::vector<int64_t>>{{896}, {256, 512}}));
+  EXPECT_EQ(rounds[1], (std::vector<std::vector<int64_t>>{{128}, {}}));
+}
+
 // A run of the whole training set (workload.train_samples 0) gives a federated client
 // its share of the set's size, which an arm's summary gives as samples over epochs.
 TEST(PlanCheck, TheWholeTrainingSetsSizeComesFromTheSummaries) {

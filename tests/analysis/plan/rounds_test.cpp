@@ -64,6 +64,30 @@ TEST(Rounds, DrawsAreSeededAndDropAtTheRate) {
   EXPECT_NE(draw_clients(phones(), 10, 8)[0].flops_per_s, a[0].flops_per_s);
 }
 
+// Rounds as a run dealt them (unequal clients, two pools): each round waits for the pool
+// with the most samples to train, each client's model down and up on the arm's link.
+TEST(Rounds, DealtRoundsWaitForTheBusiestPool) {
+  ClusterProfile c = compute_bound(2);
+  c.device.kind = "cpu";
+  PlanArm a;
+  a.name = a.regime = "federated";
+  a.batch = 32;
+  a.clients = 10;
+  a.fraction = 0.4;
+  a.link_bandwidth_bytes_per_s = 125e6;
+  a.link_latency_s = 1e-3;
+  a.client_rounds = {{{100, 300}, {50}}, {{200}, {600, 10}}};
+  const ModelShape m = model_shape("cnn");
+  const Prediction p = predict(m, a, c);
+  const double per_sample = train_flops(m) / 0.5e12;  // a pool on one of the node's two devices
+  const double msgs = 2 * (1e-3 + parameter_count(m) * 4 / 125e6);
+  const double r1 = 400 * per_sample + 2 * msgs, r2 = 610 * per_sample + 2 * msgs;
+  const double aggregate = 3 * parameter_count(m) * 4 / (1e18 * 2);
+  // (Elementwise layers take their bytes over the toy's vast memory bandwidth: ~1e-9 s.)
+  EXPECT_NEAR(p.step_seconds / ((r1 + r2) / 2 + aggregate), 1.0, 1e-6);
+  EXPECT_NEAR(p.samples_per_second / ((450.0 + 810.0) / (r1 + r2 + 2 * aggregate)), 1.0, 1e-6);
+}
+
 TEST(Rounds, AHundredThousandClientsWaitForTheSlowest) {
   ClusterProfile c = compute_bound();
   c.population = phones();
