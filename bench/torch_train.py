@@ -21,7 +21,7 @@ import time
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64", "unet3d-128", "gpt-mini"])
+    p.add_argument("--model", required=True, choices=["mlp", "lenet5", "cnn", "resnet-mini", "resnet18", "conv3d-32", "conv3d-64", "unet3d-32", "unet3d-64", "unet3d-128", "gpt-mini"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=50)

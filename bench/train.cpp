@@ -114,6 +114,8 @@ Workload make_workload(const std::string& name, uint64_t seed) {
     }
   }
   if (name == "resnet-mini") return {workloads::make_model(name, seed), {1, 28, 28}, 10, 0};
+  // torchvision's ResNet-18 on CIFAR-sized images, the twin of bench/onnx_speed.py's import
+  if (name == "resnet18") return {workloads::make_resnet18(seed), {3, 32, 32}, 10, 0};
   if (workloads::onnx::is_onnx_model(name)) {  // an imported graph: its input and classes as declared
     const workloads::ModelInfo info = workloads::model_info(name);
     return {workloads::make_model(name, seed), info.input_shape, info.num_classes, 0};
@@ -125,7 +127,7 @@ Workload make_workload(const std::string& name, uint64_t seed) {
     return w;
   }
   throw std::invalid_argument("unknown model \"" + name +
-                              "\"; known: mlp, lenet5, cnn, resnet-mini, onnx:PATH, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128, "
+                              "\"; known: mlp, lenet5, cnn, resnet-mini, resnet18, onnx:PATH, conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128, "
                               "gpt-mini");
 }
 
@@ -232,7 +234,7 @@ void run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Trains one model for a fixed number of steps and prints samples/s and peak memory as JSON"};
   Options o;
-  app.add_option("--model", o.model, "mlp, lenet5, cnn, resnet-mini, onnx:PATH (an ONNX file), conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128 or gpt-mini")->capture_default_str();
+  app.add_option("--model", o.model, "mlp, lenet5, cnn, resnet-mini, resnet18 (3x32x32), onnx:PATH (an ONNX file), conv3d-32, conv3d-64, unet3d-32, unet3d-64, unet3d-128 or gpt-mini")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "compute threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();

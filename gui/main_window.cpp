@@ -312,7 +312,7 @@ QString MainWindow::start_run() {
     show_tab(0);
     return tr("the experiment is not valid: %1").arg(editor_->problem());
   }
-  const nlohmann::json spec = editor_->spec();
+  const nlohmann::json spec = editor_->spec_as_run();
   const QString name = QString::fromStdString(spec.value("name", "run"));
   QDir().mkpath(results_dir());
   QString out = QDir(results_dir()).filePath(name + "-" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));

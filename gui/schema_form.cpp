@@ -128,6 +128,7 @@ struct SchemaForm::Node {
   QComboBox* combo = nullptr;
   QComboBox* names = nullptr;        // a line with known values to pick from (its line edit is `line`)
   QToolButton* pick = nullptr;       // a list of names: a menu of those known, ticked into `line`
+  QToolButton* browse = nullptr;     // a name: its browse() button, hidden while none is registered
   QLabel* error = nullptr;
   QTabWidget* tabs = nullptr;  // list
   std::vector<std::unique_ptr<Node>> children;
@@ -304,7 +305,15 @@ QWidget* SchemaForm::build_field(Node& n) {
     n.line = n.names->lineEdit();
     connect(n.line, &QLineEdit::textEdited, this, [this] { edited(); });
     connect(n.names, &QComboBox::textActivated, this, [this] { edited(); });
-    v->addWidget(n.names);
+    // As wide as the row: a file's path needs the room a name does not.
+    auto* line = new QHBoxLayout;
+    line->addWidget(n.names, 1);
+    n.browse = new QToolButton(row);
+    const std::string path = n.path;  // the node may be rebuilt (an arm's tab): found again by path
+    connect(n.browse, &QToolButton::clicked, this, [this, path] { browse_clicked(path); });
+    line->addWidget(n.browse);
+    v->addLayout(line);
+    show_browse(n);
   } else {
     n.line = new QLineEdit(row);
     n.line->setClearButtonEnabled(true);
@@ -619,6 +628,37 @@ void SchemaForm::clear_errors() {
 void SchemaForm::suggest(const std::string& format, Suggestions names) {
   suggestions_[format] = std::move(names);
   refresh_suggestions();
+}
+
+void SchemaForm::browse(const std::string& format, const QString& label, Browse pick) {
+  browsers_[format] = {label, std::move(pick)};
+  for (auto& [path, n] : index_)
+    if (n->browse) show_browse(*n);
+}
+
+void SchemaForm::show_browse(Node& n) {
+  auto it = browsers_.find(field(n.schema, "format").get<std::string>());
+  n.browse->setVisible(it != browsers_.end());
+  if (it != browsers_.end()) n.browse->setText(it->second.first);
+}
+
+QToolButton* SchemaForm::browse_button(const std::string& path) const {
+  auto it = index_.find(path);
+  return it == index_.end() || !it->second->browse || it->second->browse->isHidden() ? nullptr : it->second->browse;
+}
+
+void SchemaForm::browse_clicked(const std::string& path) {
+  auto node = index_.find(path);
+  if (node == index_.end()) return;
+  auto it = browsers_.find(field(node->second->schema, "format").get<std::string>());
+  if (it == browsers_.end()) return;
+  const QString text = it->second.second(value(), path);
+  if (text.isEmpty()) return;
+  // Found again: the dialog's event loop may have rebuilt the form.
+  node = index_.find(path);
+  if (node == index_.end()) return;
+  node->second->line->setText(text);
+  edited();
 }
 
 void SchemaForm::refresh_picker(Node& n, const QStringList& names) {

@@ -11,6 +11,7 @@
 #include <QWidget>
 
 class QMenu;
+class QToolButton;
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +57,14 @@ class SchemaForm : public QWidget {
   using Suggestions = std::function<QStringList(const nlohmann::json& value, const std::string& path)>;
   void suggest(const std::string& format, Suggestions names);
 
+  // A button labelled `label` beside every string field of `format` (a model's "File…"):
+  // clicking it calls `pick` with the whole value and the field's path, and a text it
+  // returns becomes the field's value as if typed; an empty one (cancelled) changes nothing.
+  using Browse = std::function<QString(const nlohmann::json& value, const std::string& path)>;
+  void browse(const std::string& format, const QString& label, Browse pick);
+  // The button browse() put beside the field at `path`, or null.
+  QToolButton* browse_button(const std::string& path) const;
+
  signals:
   void changed();
 
@@ -73,6 +82,8 @@ class SchemaForm : public QWidget {
   void update_visibility(Node& object);
   void refresh_visibility(Node& n);
   void refresh_suggestions();
+  void show_browse(Node& n);
+  void browse_clicked(const std::string& path);
   void refresh_picker(Node& n, const QStringList& names);
   bool applies(const Node& object, const Node& n) const;
   // The field's x-applies-when, from its schema.
@@ -84,6 +95,7 @@ class SchemaForm : public QWidget {
   std::unique_ptr<Node> root_;
   std::map<std::string, Node*> index_;
   std::map<std::string, Suggestions> suggestions_;
+  std::map<std::string, std::pair<QString, Browse>> browsers_;  // format -> (label, pick)
   bool filling_ = false;
 };
 

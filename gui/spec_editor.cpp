@@ -1,10 +1,14 @@
 #include "gui/spec_editor.h"
 
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QLabel>
 #include <QScrollArea>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "runner/results.h"
@@ -13,6 +17,7 @@
 #include "gui/tone.h"
 #include "gui/wheel_guard.h"
 #include "workloads/models.h"
+#include "workloads/onnx/model.h"
 #include "workloads/workload.h"
 
 namespace quartet::gui {
@@ -20,6 +25,13 @@ namespace quartet::gui {
 using nlohmann::json;
 
 json spec_json_schema() { return runner::spec_json_schema(); }
+
+QString onnx_model_value(const QString& file, const QString& spec_path) {
+  const QString absolute = QFileInfo(file).absoluteFilePath();
+  const QString prefix = workloads::onnx::kPrefix;
+  if (spec_path.isEmpty()) return prefix + absolute;
+  return prefix + QFileInfo(spec_path).absoluteDir().relativeFilePath(absolute);
+}
 
 namespace {
 
@@ -73,7 +85,13 @@ SpecEditor::SpecEditor(QWidget* parent) : QWidget(parent) {
   layout->addWidget(status_);
   form_ = new SchemaForm(spec_json_schema(), "spec");
   form_->suggest("model", model_choices);
-  form_->suggest("stage", stage_choices);
+  // An onnx: model's stages, read from the file its path names relative to the spec.
+  form_->suggest("stage", [this](const json& value, const std::string& field) {
+    json whole = value;
+    resolve_models(whole);
+    return stage_choices(whole, field);
+  });
+  form_->browse("model", tr("File…"), [this](const json&, const std::string& field) { return choose_onnx_model(field); });
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(form_);
   scroll->setWidgetResizable(true);
@@ -121,11 +139,41 @@ void SpecEditor::follow_workload() {
     return;  // a workload this build does not know: validation says so
   }
   const std::string model = text_at(workload, "model");
-  if (fit.empty() || std::find(fit.begin(), fit.end(), model) != fit.end()) return;
+  // An ONNX file is the user's own: kept, and validation says whether it fits.
+  if (fit.empty() || workloads::onnx::is_onnx_model(model) || std::find(fit.begin(), fit.end(), model) != fit.end())
+    return;
   form_->set_field("spec.workload.model", fit.front());  // the first model that fits the new workload
 }
 
 json SpecEditor::spec() const { return form_->value(); }
+
+void SpecEditor::resolve_models(json& spec) const {
+  runner::resolve_onnx_paths(spec, path_.isEmpty() ? QDir::current().filePath("untitled.json").toStdString()
+                                                   : path_.toStdString());
+}
+
+json SpecEditor::spec_as_run() const {
+  json j = spec();
+  resolve_models(j);
+  return j;
+}
+
+QString SpecEditor::choose_onnx_model(const std::string& field) {
+  // Opens where the field's file is, else beside the spec, else in the working folder.
+  QString folder = path_.isEmpty() ? QDir::currentPath() : QFileInfo(path_).absolutePath();
+  const json whole = spec_as_run();
+  const json* holder = arm_of(whole, field);
+  const std::string current = text_at(holder ? *holder : whole.value("workload", json::object()), "model");
+  if (workloads::onnx::is_onnx_model(current)) {
+    const QFileInfo file(QString::fromStdString(current.substr(std::strlen(workloads::onnx::kPrefix))));
+    if (file.absoluteDir().exists()) folder = file.absolutePath();
+  }
+  QFileDialog dialog(this, tr("Choose an ONNX model"), folder, tr("ONNX models (*.onnx)"));
+  dialog.setFileMode(QFileDialog::ExistingFile);
+  dialog.setAcceptMode(QFileDialog::AcceptOpen);
+  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return {};
+  return onnx_model_value(dialog.selectedFiles().front(), path_);
+}
 
 void SpecEditor::load(const QString& path) {
   const json j = runner::read_spec_json(path.toStdString());
@@ -145,7 +193,7 @@ bool SpecEditor::validate() {
   check_timer_->stop();
   form_->clear_errors();
   try {
-    const runner::ExperimentSpec parsed = runner::parse_spec(spec());
+    const runner::ExperimentSpec parsed = runner::parse_spec(spec_as_run());
     problem_.clear();
     set_text_tone(status_, Tone::ok);
     status_->setText(tr("Valid: experiment \"%1\" with %n arm(s).", nullptr, static_cast<int>(parsed.arms.size()))

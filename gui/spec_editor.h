@@ -30,6 +30,9 @@ class SpecEditor : public QWidget {
   void save(const QString& path);
   void set_spec(const nlohmann::json& spec);
   nlohmann::json spec() const;
+  // spec() with its relative onnx: model paths made absolute, read from the spec file's
+  // folder (the working folder while it has none): what validation checks and a run gets.
+  nlohmann::json spec_as_run() const;
 
   // Checks the spec now; shows the first problem at its field. Returns whether it is valid.
   bool validate();
@@ -47,6 +50,11 @@ class SpecEditor : public QWidget {
   void set_modified(bool m);
   // A workload switched to one its model does not fit: the first model that fits it.
   void follow_workload();
+  // The model field's "File…": an ONNX file chosen in a file dialog, as "onnx:PATH";
+  // empty when cancelled. `field` is the field's path in the form.
+  QString choose_onnx_model(const std::string& field);
+  // Makes spec's relative onnx: paths absolute, as spec_as_run() does.
+  void resolve_models(nlohmann::json& spec) const;
 
   SchemaForm* form_;
   QLabel* status_;
@@ -59,5 +67,10 @@ class SpecEditor : public QWidget {
 
 // The experiment file schema (`quartet schema`), as the form reads it.
 nlohmann::json spec_json_schema();
+
+// The model field's value for an ONNX file: "onnx:" and the file's path relative to the
+// folder of the spec file at `spec_path` ("onnx:../models/m.onnx"), or absolute while the
+// spec has no file (`spec_path` empty).
+QString onnx_model_value(const QString& file, const QString& spec_path);
 
 }  // namespace quartet::gui

@@ -67,6 +67,9 @@ Field workload_field() {
               .allowed(workloads::workload_names())
               .needed(),
           field("model", FieldType::string, "the model (quartet list models)").needed().names_a("model"),
+          field("model_made_by", FieldType::string,
+                "an onnx: model's file is written by this command: named when the file is missing")
+              .defaults_to(""),
           field("data_dir", FieldType::string,
                 "dataset folder (text-lm: a folder of fortune files); empty: the workload's default")
               .defaults_to("")
@@ -174,8 +177,13 @@ bool safe_folder_name(const std::string& s) {
   return true;
 }
 
-void check_model(const std::string& model, const std::string& path) {
+// made_by: the command that writes an onnx: model's file (spec.workload.model_made_by),
+// named when the file is not there yet; empty: none known.
+void check_model(const std::string& model, const std::string& path, const std::string& made_by = "") {
   if (workloads::onnx::is_onnx_model(model)) {  // read, checked and compiled: what it cannot run is refused here
+    const std::filesystem::path file = model.substr(std::strlen(workloads::onnx::kPrefix));
+    if (!made_by.empty() && !std::filesystem::exists(file))
+      throw SpecError(path + ": model " + model + ": no such file; it is written by `" + made_by + "`: run that first");
     try {
       workloads::check_model_name(model);
     } catch (const std::invalid_argument& e) {
@@ -519,7 +527,7 @@ ExperimentSpec parse_spec(json j, bool machine_limits) {
   spec.workload = {w.at("name").get<std::string>(), w.at("model").get<std::string>(),
                    w.at("data_dir").get<std::string>(), w.at("train_samples").get<int64_t>(),
                    w.at("test_samples").get<int64_t>()};
-  check_model(spec.workload.model, "spec.workload.model");
+  check_model(spec.workload.model, "spec.workload.model", w.at("model_made_by").get<std::string>());
   std::optional<trainers::MachineLimits> limits;
   if (machine_limits && !j.at("override_limits").get<bool>()) limits = trainers::MachineLimits::of_this_machine();
   check_workload(j.at("workload"), "spec.workload", limits);

@@ -96,5 +96,8 @@ std::string json_error_text(const nlohmann::json::exception& e);
 nlohmann::json read_spec_json(const std::string& path);
 // read_spec_json, then parse_spec; SpecError naming the file when unreadable or invalid.
 ExperimentSpec load_spec_file(const std::string& path);
+// Makes each relative "onnx:PATH" model (the workload's, the arms') absolute, read from
+// the folder of the spec file at `spec_path`, as load_spec_file does.
+void resolve_onnx_paths(nlohmann::json& j, const std::string& spec_path);
 
 }  // namespace quartet::runner

@@ -187,6 +187,38 @@ std::shared_ptr<Model> build_resnet_mini(Generator& gen) {
   return m;
 }
 
+// torchvision's ResNet-18: a 7x7/2 stem, 3x3/2 max pool, four layers of two basic blocks
+// (64, 128, 256, 512 channels), global average pool, 512-classes. Each block is a fork
+// and a join stage, as in resnet-mini.
+std::shared_ptr<Model> build_resnet18(Generator& gen, int64_t in_channels, int classes) {
+  auto m = std::make_shared<Model>();
+  engine::PoolOptions pool;
+  pool.kernel = {3};
+  pool.stride = {2};
+  pool.padding = {1};
+  auto stem = seq();
+  stem->emplace<engine::Conv2d>(in_channels, 64, 7, stride_padding(2, 3), gen, false)
+      .emplace<engine::BatchNorm>(64)
+      .emplace<engine::ReLU>()
+      .emplace<engine::MaxPool>(pool);
+  m->add_stage("stem", stem);
+  int64_t in = 64;
+  for (int layer = 1; layer <= 4; ++layer) {
+    const int64_t out = int64_t{64} << (layer - 1);
+    for (int block = 0; block < 2; ++block) {
+      const std::string name = "layer" + std::to_string(layer) + "_" + std::to_string(block);
+      const int64_t stride = layer > 1 && block == 0 ? 2 : 1;
+      m->add_stage(name + "a", std::make_shared<ResidualFork>(in, out, stride, gen));
+      m->add_stage(name + "b", std::make_shared<ResidualJoin>(out, gen));
+      in = out;
+    }
+  }
+  auto head = seq();
+  head->emplace<engine::GlobalAvgPool>().emplace<engine::Flatten>(1).emplace<engine::Linear>(512, classes, gen);
+  m->add_stage("head", head);
+  return m;
+}
+
 struct Entry {
   const char* name;
   const char* description;
@@ -296,6 +328,14 @@ std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed
     throw std::invalid_argument("unet3d: classes must be in [2, 256], got " + std::to_string(classes));
   Generator gen(seed);
   return build_unet3d(gen, classes);
+}
+
+std::shared_ptr<engine::Model> make_resnet18(uint64_t seed, int64_t in_channels, int classes) {
+  if (in_channels < 1 || classes < 1)
+    throw std::invalid_argument("resnet18: in_channels and classes must be >= 1, got " + std::to_string(in_channels) +
+                                " and " + std::to_string(classes));
+  Generator gen(seed);
+  return build_resnet18(gen, in_channels, classes);
 }
 
 std::vector<std::string> tensor_parallel_models() {

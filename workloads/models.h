@@ -41,6 +41,14 @@ std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed
 // or classes outside [2, 256].
 std::shared_ptr<engine::Model> make_model(const std::string& name, uint64_t seed, int classes);
 
+// torchvision's ResNet-18 (BasicBlock, [2, 2, 2, 2], the 7x7/2 stem and 3x3/2 max pool)
+// over (in_channels, H, W) images, H and W >= 32, built from the engine's modules as
+// resnet-mini is: stages stem, layer1_0a, layer1_0b, ..., layer4_1b, head. Not a
+// registered model (the image workloads' models take 1x28x28): the module-built twin
+// that bench/onnx_speed.py times an imported ResNet-18 against. 11,181,642 parameters
+// for 3 channels and 10 classes. Throws std::invalid_argument for a count below 1.
+std::shared_ptr<engine::Model> make_resnet18(uint64_t seed, int64_t in_channels = 3, int classes = 10);
+
 std::vector<std::string> model_names();
 std::vector<ModelInfo> model_catalog();
 // Throws like make_model for an unknown name.

@@ -55,6 +55,17 @@ TEST_F(OnnxCli, ValidateRefusesAnUnsupportedOpNamingTheNodeAndTheOp) {
   expect_exit2_with(r, "spec.workload.model");
 }
 
+// A spec whose model file a script writes, before the script has run: exit 2 naming the
+// file and the script.
+TEST_F(OnnxCli, ValidateNamesTheScriptThatWritesAMissingModelFile) {
+  const fs::path p = dir_ / "later.json";
+  std::ofstream(p) << R"({"name": "later", "workload": {"name": "synthetic", "model": "onnx:models/later.onnx",
+      "model_made_by": "bench/write_later.py"}, "train": {"epochs": 1, "batch": 16},
+      "arms": [{"name": "single", "regime": "single"}]})";
+  const Result r = quartet({"validate", p.string()}, dir_);
+  expect_exit2_with(r, "later.onnx: no such file; it is written by `bench/write_later.py`: run that first");
+}
+
 // An arm of its own ONNX model beside the workload's built-in one: its initial weights
 // are the file's, saved under a name made from the file's.
 TEST_F(OnnxCli, AnArmTrainsItsOwnOnnxModelBesideABuiltInOne) {

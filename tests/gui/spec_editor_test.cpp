@@ -3,6 +3,11 @@
 
 #include <QComboBox>
 #include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QTimer>
+#include <QToolButton>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -12,10 +17,12 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <functional>
 
 #include "runner/spec.h"
 #include "gui/schema_form.h"
 #include "gui/spec_editor.h"
+#include "workloads/onnx/model.h"
 #include "workloads/workload.h"
 #include "tests/gui/gui_test_util.h"
 
@@ -44,12 +51,32 @@ void type_into(QLineEdit* edit, const QString& text) {
   QTest::keyClicks(edit, text);
 }
 
+// Answers the next file dialog `owner` opens as a user would, once it is up: `answer`
+// picks a file and accepts, or rejects.
+void when_file_dialog_opens(QWidget* owner, std::function<void(QFileDialog*)> answer) {
+  auto* watch = new QTimer(owner);
+  watch->setInterval(10);
+  QObject::connect(watch, &QTimer::timeout, owner, [owner, watch, answer] {
+    for (QFileDialog* dialog : owner->findChildren<QFileDialog*>()) {
+      if (!dialog->isVisible()) continue;
+      watch->stop();
+      watch->deleteLater();
+      answer(dialog);
+      return;
+    }
+  });
+  watch->start();
+}
+
 }  // namespace
 
 class SpecEditorTest : public QObject {
   Q_OBJECT
 
  private slots:
+  // Qt's own file dialog, which a test can answer, wherever a platform has its own.
+  void initTestCase() { QCoreApplication::setAttribute(Qt::AA_DontUseNativeDialogs); }
+
   void FormHasAFieldPerSchemaMember() {
     SpecEditor e;
     e.set_spec(tiny_spec());
@@ -454,6 +481,77 @@ class SpecEditorTest : public QObject {
     QTRY_VERIFY2_WITH_TIMEOUT(shown->height() >= shown->heightForWidth(shown->width()),
                               qPrintable(QString("%1 px shown of %2").arg(shown->height()).arg(shown->heightForWidth(shown->width()))),
                               5000);
+  }
+
+  // The model field's "File…" opens a dialog for *.onnx files; the file chosen becomes
+  // "onnx:" and its path relative to the spec's folder, which validation reads it from,
+  // and a split arm's cut then offers the graph's stages. Cancelling changes nothing.
+  void TheModelsFileButtonPicksAnOnnxFileRelativeToTheSpec() {
+    if (!quartet::workloads::onnx::available()) QSKIP("this build reads no ONNX files (QUARTET_ONNX)");
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("models") && QDir(dir.path()).mkpath("specs"));
+    const QString model = dir.filePath("models/tiny_cnn.onnx");
+    QVERIFY(QFile::copy(QString(QUARTET_TEST_DATA_DIR) + "/onnx/tiny_cnn.onnx", model));
+    SpecEditor e;
+    json spec = tiny_spec();
+    spec["arms"] = json::array({{{"name", "split"}, {"regime", "split"}, {"clients", 2}, {"cut", "pool_MaxPool"}}});
+    e.set_spec(spec);
+    e.save(dir.filePath("specs/mine.json"));
+    QToolButton* file = e.form()->browse_button("spec.workload.model");
+    QVERIFY(file);
+    QCOMPARE(file->text(), QString("File…"));
+
+    when_file_dialog_opens(&e, [](QFileDialog* d) { d->reject(); });
+    file->click();
+    QCOMPARE(e.spec()["workload"]["model"], spec["workload"]["model"]);
+
+    QStringList filters;
+    when_file_dialog_opens(&e, [&](QFileDialog* d) {
+      filters = d->nameFilters();
+      // The file's path in the name field, then Open.
+      auto* name = d->findChild<QLineEdit*>("fileNameEdit");
+      QVERIFY(name);
+      name->setText(model);
+      static_cast<QDialog*>(d)->accept();  // QFileDialog::accept, as its Open button does
+    });
+    file->click();
+    QCOMPARE(filters, QStringList{"ONNX models (*.onnx)"});
+    QCOMPARE(e.spec()["workload"]["model"], json("onnx:../models/tiny_cnn.onnx"));
+    QVERIFY(e.modified());
+    QVERIFY2(e.validate(), qPrintable(e.problem()));
+    auto* cut = qobject_cast<QComboBox*>(e.form()->editor("spec.arms[0].cut")->parentWidget());
+    QVERIFY(cut);
+    QVERIFY(cut->count() > 2);
+    QCOMPARE(cut->itemText(0), QString("conv1_Conv"));
+    // The arm's own model field has the button too.
+    QVERIFY(e.form()->browse_button("spec.arms[0].model"));
+  }
+
+  // An onnx: path typed into the model field stays as typed while the list of built-in
+  // models is refreshed around it and the workload changes, and is read relative to the
+  // spec.
+  void ATypedOnnxPathIsKept() {
+    if (!quartet::workloads::onnx::available()) QSKIP("this build reads no ONNX files (QUARTET_ONNX)");
+    QTemporaryDir dir;
+    QVERIFY(QFile::copy(QString(QUARTET_TEST_DATA_DIR) + "/onnx/tiny_cnn.onnx", dir.filePath("tiny_cnn.onnx")));
+    SpecEditor e;
+    json spec = tiny_spec();
+    spec["arms"] = json::array({{{"name", "single"}, {"regime", "single"}}});
+    e.set_spec(spec);
+    e.save(dir.filePath("mine.json"));
+    type_into(line(e, "spec.workload.model"), "onnx:tiny_cnn.onnx");
+    combo(e, "spec.workload.name")->setCurrentText("fashion-mnist");
+    QCOMPARE(line(e, "spec.workload.model")->text(), QString("onnx:tiny_cnn.onnx"));
+    QCOMPARE(e.spec()["workload"]["model"], json("onnx:tiny_cnn.onnx"));
+    QVERIFY2(e.validate(), qPrintable(e.problem()));
+    QCOMPARE(e.spec_as_run()["workload"]["model"], json("onnx:" + dir.filePath("tiny_cnn.onnx").toStdString()));
+  }
+
+  // Relative to the spec's folder once it has one; absolute before.
+  void AnOnnxFilesValueIsRelativeToTheSpec() {
+    QCOMPARE(onnx_model_value("/data/models/m.onnx", "/data/specs/a.json"), QString("onnx:../models/m.onnx"));
+    QCOMPARE(onnx_model_value("/data/specs/m.onnx", "/data/specs/a.json"), QString("onnx:m.onnx"));
+    QCOMPARE(onnx_model_value("/data/models/m.onnx", ""), QString("onnx:/data/models/m.onnx"));
   }
 
   // Fields whose default a rule applies (the volume workloads') show it.

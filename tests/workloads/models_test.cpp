@@ -230,6 +230,27 @@ TEST(Models, ParameterCountsAreTheDocumentedOnes) {
   EXPECT_EQ(parameter_count(*make_model("cnn-wide", 0)), 6463882);
 }
 
+// torchvision's resnet18(num_classes=10) has 11,181,642 parameters; a grey stem conv
+// has 2 x 64 x 7 x 7 fewer.
+TEST(Models, ResNet18HasTorchvisionsParameterCount) {
+  EXPECT_EQ(parameter_count(*make_resnet18(0)), 11181642);
+  EXPECT_EQ(parameter_count(*make_resnet18(0, 1, 10)), 11181642 - 2 * 64 * 7 * 7);
+}
+
+TEST(Models, ResNet18MapsCifarSizedImagesToLogitsThroughEighteenStages) {
+  const auto model = make_resnet18(3);
+  ASSERT_EQ(model->num_stages(), 18);
+  EXPECT_EQ(model->stage_names().front(), "stem");
+  EXPECT_EQ(model->stage_names()[1], "layer1_0a");
+  EXPECT_EQ(model->stage_names().back(), "head");
+  engine::NoGradScope no_grad;
+  engine::Tensor x = engine::Tensor::empty({2, 3, 32, 32});
+  engine::Generator gen(1);
+  engine::normal_(x, 0.0f, 1.0f, gen);
+  EXPECT_EQ(model->forward(x).shape(), (engine::Shape{2, 10}));
+  EXPECT_THROW(make_resnet18(0, 0, 10), std::invalid_argument);
+}
+
 // cnn-wide keeps cnn's client side: the same conv blocks, so a cut after conv2 sends the
 // same 64x7x7 tensor and hands over the same client half, from the same seed.
 TEST(Models, CnnWideSharesCnnsConvBlocksAndItsCut) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <vector>
 
 #include "engine/memory.h"
 #include "workloads/onnx/program.h"
@@ -173,8 +174,27 @@ void export_model(const std::string& source, const engine::Model& trained, const
   // "<stage>.<initializer>": the initializer's name follows the stage's.
   std::map<std::string, Tensor> values;
   for (const auto& [name, t] : trained.state_dict()) values[name.substr(name.find('.') + 1)] = t;
+  // PyTorch's exporter names equal initializers through Identity nodes, each name a
+  // parameter of its own here: a trained one becomes an initializer of its own, in place
+  // of its node (nodes in order, so a chain of them unrolls too).
+  ::onnx::GraphProto& graph = *model.mutable_graph();
+  std::map<std::string, int> init_at;
+  for (int i = 0; i < graph.initializer_size(); ++i) init_at[graph.initializer(i).name()] = i;
+  std::vector<int> unrolled;
+  for (int k = 0; k < graph.node_size(); ++k) {
+    const ::onnx::NodeProto& n = graph.node(k);
+    if (n.op_type() != "Identity" || n.input_size() != 1 || n.output_size() != 1 || !init_at.count(n.input(0)) ||
+        !values.count(n.output(0)) || init_at.count(n.output(0)))
+      continue;
+    ::onnx::TensorProto own = graph.initializer(init_at.at(n.input(0)));
+    own.set_name(n.output(0));
+    init_at[own.name()] = graph.initializer_size();
+    *graph.add_initializer() = std::move(own);
+    unrolled.push_back(k);
+  }
+  for (auto k = unrolled.rbegin(); k != unrolled.rend(); ++k) graph.mutable_node()->DeleteSubrange(*k, 1);
   size_t replaced = 0;
-  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
+  for (auto& init : *graph.mutable_initializer()) {
     const auto it = values.find(init.name());
     if (it == values.end()) continue;
     const engine::Shape dims(init.dims().begin(), init.dims().end());

@@ -188,41 +188,50 @@ TEST_F(OnnxGraphFile, AModelThatDoesNotFitTheWorkloadIsRefusedNamingBoth) {
 }
 
 // PyTorch's exporter keeps one copy of equal initializers and names the others through
-// Identity nodes: each name stays a parameter of its own, as in PyTorch.
-TEST_F(OnnxGraphFile, AnInitializerRenamedByIdentityIsAParameterOfItsOwn) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(13);
-  auto* g = m.mutable_graph();
-  g->set_name("g");
-  auto node = [&](const char* op, std::vector<std::string> in, const char* out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(out);
-    for (const auto& i : in) n->add_input(i);
-    n->add_output(out);
-  };
-  node("Identity", {"a.bias"}, "b.bias");
-  node("Add", {"x", "a.bias"}, "h");
-  node("Add", {"h", "b.bias"}, "y");
-  auto* w = g->add_initializer();
-  w->set_name("a.bias");
-  w->set_data_type(::onnx::TensorProto::FLOAT);
-  w->add_dims(10);
-  for (int i = 0; i < 10; ++i) w->add_float_data(0.5f);
-  for (const char* name : {"x", "y"}) {
-    auto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(::onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_param("N");
-    t->mutable_shape()->add_dim()->set_dim_value(10);
+// Identity nodes: y = x + a.bias + b.bias, b.bias = Identity(a.bias), a.bias = 0.5.
+class OnnxRenamedInitializer : public OnnxGraphFile {
+ protected:
+  std::string write_renamed() {
+    ::onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    auto* g = m.mutable_graph();
+    g->set_name("g");
+    auto node = [&](const char* op, std::vector<std::string> in, const char* out) {
+      auto* n = g->add_node();
+      n->set_op_type(op);
+      n->set_name(out);
+      for (const auto& i : in) n->add_input(i);
+      n->add_output(out);
+    };
+    node("Identity", {"a.bias"}, "b.bias");
+    node("Add", {"x", "a.bias"}, "h");
+    node("Add", {"h", "b.bias"}, "y");
+    auto* w = g->add_initializer();
+    w->set_name("a.bias");
+    w->set_data_type(::onnx::TensorProto::FLOAT);
+    w->add_dims(10);
+    for (int i = 0; i < 10; ++i) w->add_float_data(0.5f);
+    for (const char* name : {"x", "y"}) {
+      auto* v = std::string(name) == "x" ? g->add_input() : g->add_output();
+      v->set_name(name);
+      auto* t = v->mutable_type()->mutable_tensor_type();
+      t->set_elem_type(::onnx::TensorProto::FLOAT);
+      t->mutable_shape()->add_dim()->set_dim_param("N");
+      t->mutable_shape()->add_dim()->set_dim_value(10);
+    }
+    const std::string path = (dir_ / "renamed.onnx").string();
+    {
+      std::ofstream out(path, std::ios::binary);
+      m.SerializeToOstream(&out);
+    }
+    return path;
   }
-  const std::string path = (dir_ / "renamed.onnx").string();
-  {
-    std::ofstream out(path, std::ios::binary);
-    m.SerializeToOstream(&out);
-  }
+};
+
+// Each name stays a parameter of its own, as in PyTorch.
+TEST_F(OnnxRenamedInitializer, AnInitializerRenamedByIdentityIsAParameterOfItsOwn) {
+  const std::string path = write_renamed();
   auto model = import_model(path, 0);
   std::vector<std::string> names;
   for (const auto& [name, t] : model->named_parameters()) names.push_back(initializer_name(name));
@@ -233,6 +242,33 @@ TEST_F(OnnxGraphFile, AnInitializerRenamedByIdentityIsAParameterOfItsOwn) {
     EXPECT_EQ(t.to_vector(), std::vector<float>(10, 0.5f)) << name;
     EXPECT_EQ(t.grad().to_vector(), std::vector<float>(10, 2.0f)) << name;  // each its own gradient
   }
+}
+
+// Export writes each such parameter's trained value as an initializer of its own, in
+// place of its Identity node, and the file reads back with both values.
+TEST_F(OnnxRenamedInitializer, ExportGivesARenamedParameterItsOwnInitializer) {
+  const std::string path = write_renamed();
+  auto model = import_model(path, 0);
+  float v = 1.0f;
+  for (auto& [name, t] : model->named_parameters()) {
+    Tensor p = t;
+    std::fill(p.data(), p.data() + p.numel(), v);
+    v += 1.0f;
+  }
+  const std::string out = (dir_ / "exported.onnx").string();
+  export_model(path, *model, out);
+  ::onnx::ModelProto back;
+  {
+    std::ifstream in(out, std::ios::binary);
+    ASSERT_TRUE(back.ParseFromIstream(&in));
+  }
+  for (const auto& n : back.graph().node()) EXPECT_NE(n.op_type(), "Identity");
+  ASSERT_EQ(back.graph().initializer_size(), 2);
+  const auto reread = import_model(out, 0);
+  std::vector<std::pair<std::string, std::vector<float>>> values;
+  for (const auto& [name, t] : reread->named_parameters()) values.emplace_back(initializer_name(name), t.to_vector());
+  EXPECT_EQ(values, (std::vector<std::pair<std::string, std::vector<float>>>{
+                        {"a.bias", std::vector<float>(10, 1.0f)}, {"b.bias", std::vector<float>(10, 2.0f)}}));
 }
 
 class OnnxImportHostile : public test_util::TempFolderTest {
