@@ -74,6 +74,7 @@ std::vector<::onnx::TensorProto> bind_inputs(::onnx::ModelProto& model, const fs
     if (is_static) {
       t.set_name(in.name());
       *g.add_initializer() = t;
+      if (model.ir_version() < 4) *kept.Add() = in;  // before IR 4 an initializer is listed as an input too
       continue;
     }
     *kept.Add() = in;

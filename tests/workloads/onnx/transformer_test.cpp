@@ -1,0 +1,207 @@
+// A transformer imported from ONNX: the tiny ViT of tests/data/onnx/ (exported from
+// PyTorch by make_fixtures.py: Shape chains, Gather, Expand, LayerNormalization, batched
+// MatMul) against what PyTorch computed on it at every batch size, its stages, and the
+// integer nodes folded at import or run on the shapes at hand.
+#include <gtest/gtest.h>
+#include <onnx/onnx-data_pb.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/defs/tensor_proto_util.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/ops.h"
+#include "tests/temp_folder.h"
+#include "workloads/onnx/model.h"
+#include "workloads/onnx/program.h"
+
+namespace quartet::workloads::onnx {
+namespace {
+
+using engine::Tensor;
+
+const std::string kTinyVit = std::string(QUARTET_TEST_DATA_DIR) + "/onnx/tiny_vit.onnx";
+
+std::map<std::string, Tensor> expected() {
+  std::ifstream in(std::string(QUARTET_TEST_DATA_DIR) + "/onnx/tiny_vit_expected.pb", std::ios::binary);
+  ::onnx::SequenceProto seq;
+  EXPECT_TRUE(seq.ParseFromIstream(&in));
+  std::map<std::string, Tensor> out;
+  for (const auto& t : seq.tensor_values()) {
+    const auto v = ::onnx::ParseData<float>(&t);
+    out[t.name()] = Tensor::from_vector(engine::Shape(t.dims().begin(), t.dims().end()), {v.begin(), v.end()});
+  }
+  return out;
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const auto va = a.to_vector(), vb = b.to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i)
+    worst = std::max(worst, std::abs(double(va[i]) - vb[i]) / (1.0 + std::abs(double(vb[i]))));
+  return worst;
+}
+
+TEST(OnnxTransformer, TinyVitForwardEqualsPyTorchAtEveryBatchSize) {
+  auto e = expected();
+  auto model = import_model(kTinyVit, 1);
+  model->eval();
+  EXPECT_LT(max_rel_diff(model->forward(e["input"]), e["logits"]), 1e-5);
+  // Exported at batch 1, run at 4, 1 and 3: the reshapes follow the batch at hand.
+  for (int64_t begin : {0, 1}) {
+    const int64_t n = begin == 0 ? 1 : 3;
+    const Tensor part = model->forward(engine::narrow(e["input"], 0, begin, n));
+    EXPECT_LT(max_rel_diff(part, engine::narrow(e["logits"], 0, begin, n)), 1e-5) << "batch " << n;
+  }
+}
+
+TEST(OnnxTransformer, TinyVitOneSgdStepEqualsPyTorch) {
+  auto e = expected();
+  auto model = import_model(kTinyVit, 1);
+  model->train();
+  std::vector<int32_t> labels;
+  for (float v : e["labels"].to_vector()) labels.push_back(static_cast<int32_t>(v));
+  engine::cross_entropy(model->forward(e["input"]), labels).backward();
+  int checked = 0;
+  for (const auto& [name, p] : model->named_parameters()) {
+    const auto want = e.find("step." + name.substr(name.find('.') + 1));
+    ASSERT_NE(want, e.end()) << name;
+    const std::vector<float> w = p.to_vector(), g = p.grad().to_vector();
+    std::vector<float> stepped(w.size());
+    for (size_t i = 0; i < w.size(); ++i) stepped[i] = w[i] - 0.1f * g[i];
+    EXPECT_LT(max_rel_diff(Tensor::from_vector(p.shape(), stepped), want->second), 1e-5) << name;
+    ++checked;
+  }
+  // patch_embed, cls_token, pos_embed, 2 blocks of 12, norm, head.
+  EXPECT_EQ(checked, 2 + 1 + 1 + 2 * 12 + 2 + 2);
+}
+
+TEST(OnnxTransformer, TinyVitIsCutBetweenBlocksWhereTheResidualStreamAloneCrosses) {
+  const GraphInfo info = inspect_model(kTinyVit);
+  // Each residual Add closes a stage: the stream alone crosses there (pre-norm blocks:
+  // after the attention and after the MLP). The class token's Shape chain stays inside.
+  EXPECT_EQ(info.stages,
+            (std::vector<std::string>{"patch_embed_Conv", "Reshape", "Transpose", "Concat_2", "Add",
+                                      "blocks_blocks_0_Add", "blocks_blocks_0_Add_1", "blocks_blocks_1_Add",
+                                      "blocks_blocks_1_Add_1", "norm_LayerNormalization", "Gather_1", "head_Gemm"}));
+  EXPECT_EQ(info.input_shape, (engine::Shape{1, 28, 28}));
+  EXPECT_EQ(info.num_classes, 10);
+  auto model = import_model(kTinyVit, 1);
+  auto e = expected();
+  model->eval();
+  const engine::TensorList front = model->forward_stages({e["input"]}, 0, 7);
+  const engine::TensorList back = model->forward_stages(front, 7, model->num_stages());
+  EXPECT_LT(max_rel_diff(back.at(0), e["logits"]), 1e-5);
+}
+
+// Graphs of a few nodes, built here: input x (N, 2, 3).
+class OnnxShapeChain : public test_util::TempFolderTest {
+ protected:
+  OnnxShapeChain() : TempFolderTest("onnx") {}
+
+  ::onnx::ModelProto m;
+  ::onnx::GraphProto* g = nullptr;
+
+  void SetUp() override {
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    g = m.mutable_graph();
+    g->set_name("g");
+    auto* t = g->add_input();
+    t->set_name("x");
+    auto* tt = t->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    tt->mutable_shape()->add_dim()->set_dim_value(2);
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+  }
+  ::onnx::NodeProto* node(const char* op, std::vector<std::string> in, const char* out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  }
+  void ints(const char* name, std::vector<int64_t> v, bool scalar = false) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  Program compile(const char* output) {
+    auto* o = g->add_output();
+    o->set_name(output);
+    auto* t = o->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(::onnx::TensorProto::FLOAT);
+    t->mutable_shape();
+    return Program(m);
+  }
+};
+
+// x.reshape(x.shape[0], -1) as PyTorch writes it: the batch read at run time.
+TEST_F(OnnxShapeChain, AReshapeToTheBatchAtHandFollowsEveryBatchSize) {
+  node("Shape", {"x"}, "s");
+  ints("zero", {0}, true);
+  ints("axes", {0});
+  ints("minus_one", {-1});
+  node("Gather", {"s", "zero"}, "n");
+  node("Unsqueeze", {"n", "axes"}, "n1");
+  node("Concat", {"n1", "minus_one"}, "shape")->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(::onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  node("Reshape", {"x", "shape"}, "y");
+  const Program p = compile("y");
+  for (int64_t n : {1, 4, 7}) {
+    const Tensor x = Tensor::full({n, 2, 3}, 1.0f);
+    EXPECT_EQ(p.run({x}).at(0).shape(), (engine::Shape{n, 6})) << "batch " << n;
+  }
+}
+
+// A constant mask, as GPT-2's causal one: Range, Reshape, Sub and Equal folded at
+// import, then Where(mask, x, fill) at run time, broadcast over the batch.
+TEST_F(OnnxShapeChain, WhereTakesAConditionFoldedAtImport) {
+  ints("zero", {0}, true);
+  ints("two", {2}, true);
+  ints("three", {3}, true);
+  ints("one", {1}, true);
+  ints("col_shape", {2, 1});
+  node("Range", {"zero", "three", "one"}, "cols");
+  node("Range", {"zero", "two", "one"}, "row_list");
+  node("Reshape", {"row_list", "col_shape"}, "rows");
+  node("Sub", {"rows", "cols"}, "diff");  // (2, 3): row - col
+  node("Equal", {"diff", "zero"}, "diagonal");
+  auto* fill = node("Constant", {}, "fill")->add_attribute();
+  fill->set_name("value_float");
+  fill->set_type(::onnx::AttributeProto::FLOAT);
+  fill->set_f(-5.0f);
+  node("Where", {"diagonal", "x", "fill"}, "y");
+  const Program p = compile("y");
+  EXPECT_TRUE(p.initializers().empty());  // nothing here is a parameter
+  const Tensor x = Tensor::from_vector({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  EXPECT_EQ(p.run({x}).at(0).to_vector(), (std::vector<float>{1, -5, -5, -5, 5, -5, 7, -5, -5, -5, 11, -5}));
+}
+
+TEST_F(OnnxShapeChain, AnIntegerNodeOnAFloatTensorIsRefusedNamingTheNode) {
+  node("Equal", {"x", "x"}, "y");
+  try {
+    compile("y");
+    FAIL() << "Equal of float tensors was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("node \"y\" (op Equal)"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace quartet::workloads::onnx
