@@ -592,7 +592,9 @@ bool Compiler::fold_node() {
     const bool decides = deciding.empty() || std::find(deciding.begin(), deciding.end(), i) != deciding.end();
     const bool is_value = value_dtype.count(n) > 0, is_known = known.count(n) > 0 && !init_index.count(n);
     if (!is_known) all_known = false;
-    if (decides && is_value) any_value = true;
+    // An integer input that decides: a value computed from shapes, or an integer or bool
+    // tensor known at import (GPT-2 slices its constant mask to the sequence at hand).
+    if (decides && (is_value || (is_known && known.at(n).dtype != ::onnx::TensorProto::FLOAT))) any_value = true;
     if (decides && !is_value && !is_known) any_float_runtime = true;
   }
   const bool always = op == "Shape" || op == "ConstantOfShape" || op == "Range" || op == "Equal";

@@ -192,6 +192,45 @@ TEST_F(OnnxShapeChain, WhereTakesAConditionFoldedAtImport) {
   EXPECT_EQ(p.run({x}).at(0).to_vector(), (std::vector<float>{1, -5, -5, -5, 5, -5, 7, -5, -5, -5, 11, -5}));
 }
 
+// GPT-2's causal mask: a constant bool buffer sliced to the length at hand (read from a
+// shape), then Where(mask, scores, fill) at run time.
+TEST_F(OnnxShapeChain, AConstantMaskSlicedToTheLengthAtHandFollowsIt) {
+  auto* mask = g->add_initializer();
+  mask->set_name("mask");
+  mask->set_data_type(::onnx::TensorProto::BOOL);
+  mask->add_dims(4);
+  mask->add_dims(4);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) mask->add_int32_data(c <= r ? 1 : 0);
+  ints("one", {1}, true);
+  ints("axes", {0, 1});
+  node("Shape", {"x"}, "s");
+  node("Gather", {"s", "one"}, "t");  // x (N, T, T') with T = 2 here
+  ints("unsqueeze_axes", {0});
+  node("Unsqueeze", {"t", "unsqueeze_axes"}, "t1");
+  node("Concat", {"t1", "t1"}, "ends")->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(::onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  ints("starts", {0, 0});
+  node("Slice", {"mask", "starts", "ends", "axes"}, "causal");  // (T, T)
+  ints("col_starts", {0});
+  ints("col_ends", {2});
+  ints("col_axes", {2});
+  node("Slice", {"x", "col_starts", "col_ends", "col_axes"}, "square");  // (N, 2, 2)
+  auto* fill = node("Constant", {}, "fill")->add_attribute();
+  fill->set_name("value_float");
+  fill->set_type(::onnx::AttributeProto::FLOAT);
+  fill->set_f(-9.0f);
+  node("Where", {"causal", "square", "fill"}, "y");
+  const Program p = compile("y");
+  const Tensor x = Tensor::from_vector({1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(p.run({x}).at(0).to_vector(), (std::vector<float>{1, -9, 4, 5}));
+}
+
 TEST_F(OnnxShapeChain, AnIntegerNodeOnAFloatTensorIsRefusedNamingTheNode) {
   node("Equal", {"x", "x"}, "y");
   try {
