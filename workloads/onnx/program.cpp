@@ -724,8 +724,8 @@ void Compiler::where() {
   if (cond.slot >= 0) reads.push_back(cond.slot);
   // A condition known at import becomes its float mask once.
   const Tensor mask = cond.slot < 0 ? to_tensor(cond.known) : Tensor();
-  step(reads, {y}, [a, b, y, cond, mask](Frame& f) {
-    const Tensor c = mask.defined() ? mask.to(f.device) : to_tensor(cond.get(f)).to(f.device);
+  step(reads, {y}, [a, b, y, slot = cond.slot, mask](Frame& f) {
+    const Tensor c = mask.defined() ? mask.to(f.device) : to_tensor(f.ints[slot]).to(f.device);
     f.slots[y] = engine::where(c, f.slots[a], f.slots[b]);
   });
 }
