@@ -17,6 +17,22 @@ using TP = ::onnx::TensorProto;
 
 [[noreturn]] void fail(const std::string& what) { throw std::invalid_argument(what); }
 
+// Values computed here are shapes, indices and masks: a graph that asks for more is
+// refused before anything is allocated.
+constexpr int64_t kMaxValues = int64_t{1} << 24;
+
+int64_t checked_numel(const Shape& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) fail("shape " + engine::shape_str(dims) + " has a negative size");
+    if (d > 0 && n > kMaxValues / d)
+      fail("a value of shape " + engine::shape_str(dims) + " would hold more than " + std::to_string(kMaxValues) +
+           " entries (values computed at import are shapes, indices and masks)");
+    n *= d;
+  }
+  return n;
+}
+
 bool is_integer(int32_t dtype) { return dtype == TP::INT64 || dtype == TP::INT32 || dtype == TP::BOOL; }
 
 Shape strides_of(const Shape& dims) {
@@ -37,7 +53,7 @@ Shape broadcast(const Shape& a, const Shape& b) { return engine::broadcast_shape
 std::vector<double> expand_to(const Known& k, const Shape& out) {
   const size_t rank = out.size(), lead = rank - k.dims.size();
   const Shape ks = strides_of(k.dims), os = strides_of(out);
-  const int64_t n = engine::shape_numel(out);
+  const int64_t n = checked_numel(out);
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t src = 0;
@@ -94,6 +110,7 @@ Known gather(const Known& data, const Known& idx, int64_t axis_attr) {
   Known out{data.dtype, Shape(data.dims.begin(), data.dims.begin() + axis), {}};
   out.dims.insert(out.dims.end(), idx.dims.begin(), idx.dims.end());
   out.dims.insert(out.dims.end(), data.dims.begin() + axis + 1, data.dims.end());
+  checked_numel(out.dims);
   const std::vector<int64_t> ids = idx.ints();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i : ids) {
@@ -289,12 +306,10 @@ Fold make_fold(const std::string& op, const FoldAttrs& at) {
   if (op == "ConstantOfShape")
     return [at](const std::vector<Known>& in) {
       const std::vector<int64_t> shape = list(in, 0, "shape");
-      for (int64_t d : shape)
-        if (d < 0) fail("shape " + engine::shape_str(shape) + " has a negative size");
       const Shape dims(shape.begin(), shape.end());
       const double v = at.value.values.empty() ? 0.0 : at.value.values[0];
       return Known{at.value.dtype != 0 ? at.value.dtype : TP::FLOAT, dims,
-                   std::vector<double>(static_cast<size_t>(engine::shape_numel(dims)), v)};
+                   std::vector<double>(static_cast<size_t>(checked_numel(dims)), v)};
     };
   if (op == "Expand")
     return [](const std::vector<Known>& in) {
@@ -308,7 +323,10 @@ Fold make_fold(const std::string& op, const FoldAttrs& at) {
       const double start = arg(in, 0, "start").values.at(0), limit = arg(in, 1, "limit").values.at(0),
                    delta = arg(in, 2, "delta").values.at(0);
       if (delta == 0.0) fail("delta 0");
-      const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+      const double count = std::ceil((limit - start) / delta);
+      if (!(count <= static_cast<double>(kMaxValues)))
+        fail("a range of " + std::to_string(count) + " entries (at most " + std::to_string(kMaxValues) + ")");
+      const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
       Known out{in[0].dtype, {n}, {}};
       for (int64_t i = 0; i < n; ++i) out.values.push_back(to_dtype(start + static_cast<double>(i) * delta, in[0].dtype));
       return out;

@@ -242,5 +242,38 @@ TEST_F(OnnxShapeChain, AnIntegerNodeOnAFloatTensorIsRefusedNamingTheNode) {
   }
 }
 
+class OnnxFoldHostile : public OnnxShapeChain {};
+
+// Integer nodes compute shapes, indices and masks: one asking for more is refused at
+// import, before anything is allocated.
+TEST_F(OnnxFoldHostile, AHugeConstantOfShapeOrRangeIsRefusedNotAllocated) {
+  ints("huge", {1 << 20, 1 << 20, 1 << 20});
+  node("ConstantOfShape", {"huge"}, "filled");
+  ints("start", {0}, true);
+  ints("limit", {int64_t{1} << 40}, true);
+  ints("step", {1}, true);
+  node("Range", {"start", "limit", "step"}, "range");
+  node("Relu", {"x"}, "y");
+  for (const char* bad : {"filled", "range"}) {
+    try {
+      ::onnx::ModelProto copy = m;
+      auto* g2 = copy.mutable_graph();
+      // Keep only the node that makes `bad` and the Relu.
+      for (int i = g2->node_size() - 1; i >= 0; --i)
+        if (g2->node(i).output(0) != bad && g2->node(i).output(0) != "y") g2->mutable_node()->DeleteSubrange(i, 1);
+      auto* o = g2->add_output();
+      o->set_name("y");
+      o->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+      o->mutable_type()->mutable_tensor_type()->mutable_shape();
+      Program p(copy);
+      ADD_FAILURE() << bad << " was folded";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("node \"") + bad + "\""), std::string::npos) << what;
+      EXPECT_NE(what.find("16777216"), std::string::npos) << what;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quartet::workloads::onnx
