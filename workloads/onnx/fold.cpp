@@ -1,5 +1,6 @@
 #include "workloads/onnx/fold.h"
 
+#include <onnx/defs/tensor_proto_util.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -240,6 +241,42 @@ const char* dtype_name(int32_t t) {
   }
 }
 
+Known read_known(const ::onnx::TensorProto& t, const std::string& where) {
+  if (t.data_location() == TP::EXTERNAL)
+    throw std::invalid_argument(where + ": tensor \"" + t.name() +
+                                "\" keeps its data in an external file; save the model with its data inside");
+  Known k;
+  k.dtype = t.data_type();
+  k.dims.assign(t.dims().begin(), t.dims().end());
+  auto parse = [&](auto type) {
+    try {
+      const auto v = ::onnx::ParseData<decltype(type)>(&t);
+      k.values.assign(v.begin(), v.end());
+    } catch (const std::exception& e) {  // the library's own error: sizes that do not add up
+      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" cannot be read: " + e.what());
+    }
+  };
+  switch (t.data_type()) {
+    case TP::BOOL:  // one byte each in raw_data, else in int32_data
+      if (t.has_raw_data())
+        for (char c : t.raw_data()) k.values.push_back(c != 0 ? 1.0 : 0.0);
+      else
+        for (int32_t v : t.int32_data()) k.values.push_back(v != 0 ? 1.0 : 0.0);
+      break;
+    case TP::FLOAT: parse(float{}); break;
+    case TP::INT64: parse(int64_t{}); break;
+    case TP::INT32: parse(int32_t{}); break;
+    case TP::DOUBLE: parse(double{}); break;
+    default:
+      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" has dtype " + dtype_name(t.data_type()) +
+                                  "; supported: float32, and int64, int32 or bool for values known at import");
+  }
+  if (static_cast<int64_t>(k.values.size()) != engine::shape_numel(k.dims))
+    throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" holds " + std::to_string(k.values.size()) +
+                                " values for dims " + engine::shape_str(k.dims));
+  return k;
+}
+
 bool is_foldable(const std::string& op) {
   static const std::set<std::string> ops = {"Add",   "Cast",  "Concat",  "ConstantOfShape", "Div",     "Equal",
                                             "Expand", "Gather", "Identity", "Mul",           "Range",   "Reshape",
@@ -254,6 +291,25 @@ int32_t folded_dtype(const std::string& op, const FoldAttrs& attrs, const std::v
   if (op == "ConstantOfShape") return attrs.value.dtype != 0 ? attrs.value.dtype : TP::FLOAT;
   if (op == "Where") return inputs.size() > 1 ? inputs[1] : 0;
   return inputs.empty() ? 0 : inputs[0];
+}
+
+FoldAttrs fold_attrs(const ::onnx::NodeProto& node, int64_t opset, const std::string& where) {
+  FoldAttrs at;
+  at.opset = opset;
+  const bool squeeze = node.op_type() == "Squeeze" || node.op_type() == "Unsqueeze";
+  at.has_axes = squeeze && opset < 13;
+  for (const auto& a : node.attribute()) {
+    if (a.name() == "axis") at.axis = a.i();
+    if (a.name() == "axes") at.axes.assign(a.ints().begin(), a.ints().end());
+    if (a.name() == "start") at.start = a.i();
+    if (a.name() == "end") {
+      at.has_end = true;
+      at.end = a.i();
+    }
+    if (a.name() == "to") at.to = static_cast<int32_t>(a.i());
+    if (a.name() == "value" && node.op_type() == "ConstantOfShape") at.value = read_known(a.t(), where);
+  }
+  return at;
 }
 
 Fold make_fold(const std::string& op, const FoldAttrs& at) {

@@ -13,6 +13,11 @@
 
 #include "engine/tensor.h"
 
+namespace onnx {
+class NodeProto;
+class TensorProto;
+}  // namespace onnx
+
 namespace quartet::workloads::onnx {
 
 // A value of the graph held on the host: an initializer, a Constant's output, or what
@@ -32,6 +37,11 @@ struct Known {
 
 const char* dtype_name(int32_t dtype);
 
+// A TensorProto's values (float32, float64, int64, int32 or bool). Throws
+// std::invalid_argument starting with `where` for another dtype, data kept in an external
+// file, or sizes that do not add up.
+Known read_known(const ::onnx::TensorProto& t, const std::string& where);
+
 // One ONNX node evaluated on host values: its inputs in, its first output out. Throws
 // std::invalid_argument saying what does not fit (the caller names the node).
 using Fold = std::function<Known(const std::vector<Known>&)>;
@@ -39,8 +49,7 @@ using Fold = std::function<Known(const std::vector<Known>&)>;
 // The ops a Fold is made for.
 bool is_foldable(const std::string& op);
 
-// The node's attributes read once: what runs later. `attr_int` and friends read the node;
-// the callers pass them in so this file needs no protobuf.
+// The node's attributes read once: what runs later.
 struct FoldAttrs {
   int64_t opset = 0;
   int64_t axis = 0;         // Gather, Concat
@@ -52,6 +61,9 @@ struct FoldAttrs {
   int32_t to = 0;           // Cast
   Known value;              // ConstantOfShape (empty: float 0)
 };
+// What make_fold reads from a node (opset: the graph's default-domain one; where: the
+// node, for a ConstantOfShape value that cannot be read).
+FoldAttrs fold_attrs(const ::onnx::NodeProto& node, int64_t opset, const std::string& where);
 Fold make_fold(const std::string& op, const FoldAttrs& attrs);
 
 // The dtype of op's output for inputs of these dtypes (0 where an input is absent).

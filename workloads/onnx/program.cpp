@@ -1,7 +1,6 @@
 #include "workloads/onnx/program.h"
 
 #include <onnx/checker.h>
-#include <onnx/defs/tensor_proto_util.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -35,43 +34,6 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 std::string dims_str(const std::vector<int64_t>& v) { return engine::shape_str(v); }
-
-Known read_tensor(const ::onnx::TensorProto& t, const std::string& where) {
-  using TP = ::onnx::TensorProto;
-  if (t.data_location() == TP::EXTERNAL)
-    throw std::invalid_argument(where + ": tensor \"" + t.name() +
-                                "\" keeps its data in an external file; save the model with its data inside");
-  Known k;
-  k.dtype = t.data_type();
-  k.dims.assign(t.dims().begin(), t.dims().end());
-  auto parse = [&](auto type) {
-    try {
-      const auto v = ::onnx::ParseData<decltype(type)>(&t);
-      k.values.assign(v.begin(), v.end());
-    } catch (const std::exception& e) {  // the library's own error: sizes that do not add up
-      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" cannot be read: " + e.what());
-    }
-  };
-  switch (t.data_type()) {
-    case TP::BOOL:  // one byte each in raw_data, else in int32_data
-      if (t.has_raw_data())
-        for (char c : t.raw_data()) k.values.push_back(c != 0 ? 1.0 : 0.0);
-      else
-        for (int32_t v : t.int32_data()) k.values.push_back(v != 0 ? 1.0 : 0.0);
-      break;
-    case TP::FLOAT: parse(float{}); break;
-    case TP::INT64: parse(int64_t{}); break;
-    case TP::INT32: parse(int32_t{}); break;
-    case TP::DOUBLE: parse(double{}); break;
-    default:
-      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" has dtype " + dtype_name(t.data_type()) +
-                                  "; supported: float32, and int64, int32 or bool for values known at import");
-  }
-  if (static_cast<int64_t>(k.values.size()) != engine::shape_numel(k.dims))
-    throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" holds " + std::to_string(k.values.size()) +
-                                " values for dims " + dims_str(k.dims));
-  return k;
-}
 
 Tensor to_tensor(const Known& k) {
   Shape dims = k.dims;
@@ -608,32 +570,23 @@ bool Compiler::fold_node() {
     return true;
   }
 
-  FoldAttrs at;
-  at.opset = opset;
   if (op == "Gather" || op == "Concat") {
     allow({"axis"});
-    at.axis = attr_int("axis", 0);
   } else if (op == "Squeeze" || op == "Unsqueeze") {
     allow({"axes"});
-    at.has_axes = opset < 13;
-    at.axes = attr_ints("axes");
   } else if (op == "Shape") {
     allow({"start", "end"});
-    at.start = attr_int("start", 0);
-    at.has_end = attr("end") != nullptr;
-    at.end = attr_int("end", 0);
   } else if (op == "Cast") {
     allow({"to"});
-    at.to = static_cast<int32_t>(attr_int("to", 0));
   } else if (op == "Reshape") {
     allow({"allowzero"});
     if (attr_int("allowzero", 0) != 0) refuse("allowzero 1 is not supported");
   } else if (op == "ConstantOfShape") {
     allow({"value"});
-    if (const auto* a = attr("value")) at.value = read_tensor(a->t(), "onnx: node \"" + label + "\" (op " + op + ")");
   } else {
     allow({});
   }
+  const FoldAttrs at = fold_attrs(*node, opset, "onnx: node \"" + label + "\" (op " + op + ")");
   only_outputs(1);
   const Fold fn = make_fold(op, at);
   std::vector<ValueInput> ins;
@@ -998,7 +951,7 @@ void Compiler::constant() {
   allow({"value", "value_float", "value_floats", "value_int", "value_ints"});
   Known k;
   if (const auto* a = attr("value")) {
-    k = read_tensor(a->t(), "onnx: node \"" + label + "\" (op Constant)");
+    k = read_known(a->t(), "onnx: node \"" + label + "\" (op Constant)");
   } else if (const auto* a = attr("value_float")) {
     k = {::onnx::TensorProto::FLOAT, {}, {a->f()}};
   } else if (const auto* a = attr("value_floats")) {
@@ -1168,7 +1121,7 @@ Program::Program(const ::onnx::ModelProto& model) {
   const auto& g = model.graph();
 
   for (const auto& t : g.initializer()) {
-    Known k = read_tensor(t, "onnx: initializer");
+    Known k = read_known(t, "onnx: initializer");
     if (k.dtype == ::onnx::TensorProto::FLOAT) {
       c.init_index[t.name()] = static_cast<int>(initializers_.size());
       initializers_.push_back({t.name(), to_tensor(k), false, -1, -1, -1});
