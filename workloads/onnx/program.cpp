@@ -254,6 +254,16 @@ struct Compiler {
     step({x}, {y}, [x, y, fn = std::move(fn)](Frame& f) { f.slots[y] = fn(f.slots[x]); });
   }
 
+  // A tensor (input 0) and a shape (input 1) known at import or computed from shapes.
+  void with_shape(std::function<Tensor(const Tensor&, const std::vector<int64_t>&)> fn) {
+    only_outputs(1);
+    const ValueInput shape = value_input(1, "shape");
+    const int x = data(0), y = output(0);
+    std::vector<int> reads = {x};
+    if (shape.slot >= 0) reads.push_back(shape.slot);
+    step(reads, {y}, [x, y, shape, fn = std::move(fn)](Frame& f) { f.slots[y] = fn(f.slots[x], shape.get(f).ints()); });
+  }
+
   Window window(bool with_dilations) const {
     Window w;
     w.auto_pad = attr_string("auto_pad", "NOTSET");
@@ -296,15 +306,10 @@ void Compiler::compile_node() {
   if (op == "Expand") {
     allow({});
     only_outputs(1);
-    const ValueInput shape = value_input(1, "shape");
-    const int x = data(0), y = output(0);
-    std::vector<int> reads = {x};
-    if (shape.slot >= 0) reads.push_back(shape.slot);
     const std::string where = "onnx: node \"" + label + "\" (op Expand)";
-    return step(reads, {y}, [x, y, shape, where](Frame& f) {
-      const std::vector<int64_t> s = shape.get(f).ints();
+    return with_shape([where](const Tensor& x, const std::vector<int64_t>& s) {
       try {
-        f.slots[y] = engine::expand(f.slots[x], engine::broadcast_shape(f.slots[x].shape(), Shape(s.begin(), s.end())));
+        return engine::expand(x, engine::broadcast_shape(x.shape(), Shape(s.begin(), s.end())));
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(where + ": " + e.what());
       }
@@ -471,15 +476,8 @@ void Compiler::compile_node() {
   if (op == "Reshape") {
     allow({"allowzero"});
     if (attr_int("allowzero", 0) != 0) refuse("allowzero 1 is not supported");
-    only_outputs(1);
-    const ValueInput shape = value_input(1, "shape");
-    const int in = data(0), out = output(0);
-    std::vector<int> reads = {in};
-    if (shape.slot >= 0) reads.push_back(shape.slot);
     const std::string where = "onnx: node \"" + label + "\" (op Reshape)";
-    return step(reads, {out}, [in, out, shape, where](Frame& f) {
-      const Tensor& x = f.slots[in];
-      const std::vector<int64_t> target = shape.get(f).ints();
+    return with_shape([where](const Tensor& x, const std::vector<int64_t>& target) {
       Shape s = target;
       for (size_t d = 0; d < s.size(); ++d)
         if (s[d] == 0) {
@@ -488,7 +486,7 @@ void Compiler::compile_node() {
                                         " of " + engine::shape_str(x.shape()) + ", which it lacks");
           s[d] = x.size(static_cast<int>(d));
         }
-      f.slots[out] = reshape_to(x, s);
+      return reshape_to(x, s);
     });
   }
   if (op == "Transpose") {
