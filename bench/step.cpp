@@ -2,7 +2,8 @@
 // bench/torch_step_parity.py's float64 PyTorch reference. The file holds the model's
 // parameters by name and the batch as "batch.x" (the model's input) and "batch.y" (class
 // indices as floats, one per row of the model's output); the output file holds the
-// parameters after the step, each parameter's gradient as "grad.<name>", and "loss".
+// parameters after the step, each parameter's gradient as "grad.<name>", "loss", and
+// "logits" (the model's output on the batch, before the step).
 //
 //   quartet-bench-step case.safetensors --model gpt-mini --lr 0.1 --out after.safetensors
 //   quartet-bench-step case.safetensors --model onnx:resnet18.onnx ...  (bench/onnx_resnet18_parity.py)
@@ -64,13 +65,15 @@ int run(const std::string& in, const std::string& model_name, float lr, const st
 
   engine::SGD sgd(model->parameters(), {.lr = lr});
   sgd.zero_grad();
-  engine::Tensor loss = engine::cross_entropy(model->forward(file.at("batch.x")), labels);
+  const engine::Tensor logits = model->forward(file.at("batch.x"));
+  engine::Tensor loss = engine::cross_entropy(logits, labels);
   loss.backward();
   engine::NamedTensors result;
   for (const auto& [name, p] : model->named_parameters()) result.emplace_back("grad." + name, p.grad().clone());
   sgd.step();
   for (const auto& [name, p] : model->named_parameters()) result.emplace_back(name, p);
   result.emplace_back("loss", loss.detach());
+  result.emplace_back("logits", logits.detach());
   engine::save_safetensors(out, result);
   std::printf("loss %.9g\n", static_cast<double>(loss.item()));
   return 0;

@@ -55,6 +55,18 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
 // Constant padding: begin[d] cells of `value` before and end[d] after dim d's values,
 // one size per dim of x, each >= 0. Gradient: the inner block.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& end, float value);
+// cond ? a : b element-wise, the three broadcast together (NumPy's rules): cond a float
+// mask, nonzero meaning true (ONNX's Where, e.g. a causal mask). NaN and infinities in the
+// branch not chosen do not leak. Gradients to a and b, each where it was chosen, summed
+// back to its shape; none to cond.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// ONNX's Gather: x's entries along `axis` at `indices`, whole numbers in [-size, size)
+// (a negative one counts from the end), laid out as `index_shape` (empty: one scalar
+// index, the axis dropped) -> x.shape[:axis] + index_shape + x.shape[axis + 1:]. Gradient:
+// each picked entry's gradient summed back where it was read (embedding's kernels).
+// requires 0 <= axis < x.dim(), at least one index, and at most 2^24 rows of x before the
+// axis's end (indices are kept as floats, as embedding's).
+Tensor gather(const Tensor& x, int axis, const std::vector<int64_t>& indices, const Shape& index_shape);
 // min(max(x, lo), hi), NaN passing through; gradient where lo <= x <= hi (PyTorch's
 // clamp). ReLU6 is clip(x, 0, 6). requires lo <= hi.
 Tensor clip(const Tensor& x, float lo, float hi);

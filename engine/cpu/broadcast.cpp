@@ -52,6 +52,18 @@ void pad(const Tensor& x, const PadMap& map, float value, Tensor& out) {
   }
 }
 
+void where(const Tensor& c, const StridedMap& mc, const Tensor& a, const StridedMap& ma, const Tensor& b,
+           const StridedMap& mb, Tensor& out) {
+  const float* pc = c.data();
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* po = out.data();
+  const int64_t n = out.numel();
+#pragma omp parallel for if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    po[i] = pc[cuda::strided_offset(mc, i)] != 0.0f ? pa[cuda::strided_offset(ma, i)] : pb[cuda::strided_offset(mb, i)];
+}
+
 void clip(const Tensor& x, float lo, float hi, Tensor& out) {
   const float* px = x.data();
   float* po = out.data();

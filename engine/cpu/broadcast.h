@@ -22,6 +22,9 @@ void broadcast_binary(BinaryKind kind, const Tensor& a, const StridedMap& ma, co
 void strided_sum(const Tensor& x, const StridedMap& outer, const StridedMap& inner, int64_t count, Tensor& out);
 // out[i] = x[pad_source(map, i)], or value where that is -1.
 void pad(const Tensor& x, const PadMap& map, float value, Tensor& out);
+// out[i] = c[offset(mc, i)] != 0 ? a[offset(ma, i)] : b[offset(mb, i)].
+void where(const Tensor& c, const StridedMap& mc, const Tensor& a, const StridedMap& ma, const Tensor& b,
+           const StridedMap& mb, Tensor& out);
 // out = min(max(x, lo), hi); grad_in = grad_out where lo <= x <= hi, else 0 (PyTorch's).
 void clip(const Tensor& x, float lo, float hi, Tensor& out);
 void clip_backward(const Tensor& grad_out, const Tensor& x, float lo, float hi, Tensor& grad_in);

@@ -49,6 +49,19 @@ struct Pad {
   }
 };
 
+struct Where {
+  const float* c;
+  StridedMap mc;
+  const float* a;
+  StridedMap ma;
+  const float* b;
+  StridedMap mb;
+  float* out;
+  __device__ void operator()(int64_t i) const {
+    out[i] = c[strided_offset(mc, i)] != 0.0f ? a[strided_offset(ma, i)] : b[strided_offset(mb, i)];
+  }
+};
+
 // NaN passes through, as on the CPU (both comparisons are false).
 struct Clip {
   const float* x;
@@ -83,6 +96,12 @@ void strided_sum(const Tensor& x, const StridedMap& outer, const StridedMap& inn
 
 void pad(const Tensor& x, const PadMap& map, float value, Tensor& out) {
   for_each(out.numel(), Pad{x.device_data(), map, value, out.device_data()}, stream_of(out), "pad");
+}
+
+void where(const Tensor& c, const StridedMap& mc, const Tensor& a, const StridedMap& ma, const Tensor& b,
+           const StridedMap& mb, Tensor& out) {
+  for_each(out.numel(), Where{c.device_data(), mc, a.device_data(), ma, b.device_data(), mb, out.device_data()},
+           stream_of(out), "where");
 }
 
 void clip(const Tensor& x, float lo, float hi, Tensor& out) {

@@ -75,6 +75,13 @@ Tensor binary_kernel(BinaryKind kind, const Tensor& a, const Tensor& b, const Sh
   return out;
 }
 
+Tensor where_kernel(const Tensor& c, const Tensor& a, const Tensor& b, const Shape& shape) {
+  Tensor out = Tensor::empty(shape, a.device());
+  QUARTET_DISPATCH(a.device(), where, c, broadcast_map(c.shape(), shape), a, broadcast_map(a.shape(), shape), b,
+                   broadcast_map(b.shape(), shape), out);
+  return out;
+}
+
 }  // namespace
 
 Shape broadcast_shape(const Shape& a, const Shape& b) {
@@ -291,6 +298,69 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   shape.push_back(m);
   shape.push_back(n);
   return reshape(out, shape);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const char* op = "where";
+  if (!cond.defined() || !a.defined() || !b.defined()) detail::fail(op, "inputs must be defined tensors");
+  if (!(cond.device() == a.device()) || !(b.device() == a.device()))
+    detail::fail(op, "inputs on different devices: " + cond.device().str() + ", " + a.device().str() + " and " +
+                         b.device().str());
+  Shape shape;
+  try {
+    shape = broadcast_shape(broadcast_shape(cond.shape(), a.shape()), b.shape());
+  } catch (const std::invalid_argument&) {
+    detail::fail(op, "cond " + shape_str(cond.shape()) + ", a " + shape_str(a.shape()) + " and b " +
+                         shape_str(b.shape()) + " do not broadcast (each size must match or be 1, aligned at the last dim)");
+  }
+  check_rank(shape, op);
+  Tensor out = where_kernel(cond, a, b, shape);
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  record(out, op, {a, b}, [c = cond.detach(), sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+    // The gradient where a branch was chosen, zero elsewhere: the forward's kernel again.
+    const Tensor zero = Tensor::zeros({1}, g.device());
+    Tensor da, db;
+    if (ga) da = reduce_to(where_kernel(c, g, zero, g.shape()), sa);
+    if (gb) db = reduce_to(where_kernel(c, zero, g, g.shape()), sb);
+    return TensorList{da, db};
+  });
+  return out;
+}
+
+Tensor gather(const Tensor& x, int axis, const std::vector<int64_t>& indices, const Shape& index_shape) {
+  const char* op = "gather";
+  if (!x.defined()) detail::fail(op, "input must be a defined tensor");
+  if (axis < 0 || axis >= x.dim())
+    detail::fail(op, "axis " + std::to_string(axis) + " out of range for " + shape_str(x.shape()));
+  if (indices.empty() || static_cast<int64_t>(indices.size()) != shape_numel(index_shape))
+    detail::fail(op, "expects at least one index and as many as index shape " + shape_str(index_shape) +
+                         " holds, got " + std::to_string(indices.size()));
+  if (x.numel() == 0) detail::fail(op, "input " + shape_str(x.shape()) + " has no entries");
+  const int64_t n = x.size(axis), k = static_cast<int64_t>(indices.size());
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.size(d);
+  if (outer * n > (int64_t{1} << 24))
+    detail::fail(op, "input " + shape_str(x.shape()) + " has more than 2^24 rows up to axis " + std::to_string(axis));
+  // Row (o, j) of the result is row o * n + indices[j] of x as (outer * n, inner): what
+  // an embedding looks up, so its kernels (and their summed gradient) serve.
+  std::vector<float> rows;
+  rows.reserve(static_cast<size_t>(outer * k));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = indices[j];
+      if (i < -n || i >= n)
+        detail::fail(op, "index " + std::to_string(i) + " at position " + std::to_string(j) + " is outside [" +
+                             std::to_string(-n) + ", " + std::to_string(n) + ") (input " + shape_str(x.shape()) +
+                             ", axis " + std::to_string(axis) + ")");
+      rows.push_back(static_cast<float>(o * n + (i < 0 ? i + n : i)));
+    }
+  const Tensor picked = embedding(Tensor::from_vector({outer * k}, rows).to(x.device()),
+                                  reshape(x, {outer * n, x.numel() / (outer * n)}));
+  Shape shape(x.shape().begin(), x.shape().begin() + axis);
+  shape.insert(shape.end(), index_shape.begin(), index_shape.end());
+  shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
+  check_rank(shape, op);
+  return reshape(picked, shape);
 }
 
 Tensor clip(const Tensor& x, float lo, float hi) {

@@ -29,7 +29,7 @@ class OnnxCli : public cli_util::FolderTest {
     if (!workloads::onnx::available()) GTEST_SKIP() << "this build reads no ONNX files (QUARTET_ONNX)";
     FolderTest::SetUp();
     fs::create_directories(dir_ / "models");
-    for (const char* f : {"tiny_cnn.onnx", "unsupported_op.onnx"})
+    for (const char* f : {"tiny_cnn.onnx", "tiny_vit.onnx", "unsupported_op.onnx"})
       fs::copy_file(fs::path(QUARTET_TEST_DATA_DIR) / "onnx" / f, dir_ / "models" / f,
                     fs::copy_options::overwrite_existing);
   }
@@ -92,6 +92,28 @@ TEST_F(OnnxCli, ListNamesTheStagesOfAFile) {
   EXPECT_NE(r.out.find("input [1, 28, 28] per sample, 10 classes"), std::string::npos) << r.out;
   expect_exit2_with(quartet({"list", "models", "--onnx", (dir_ / "models" / "unsupported_op.onnx").string()}, dir_),
                     "--onnx: model onnx:");
+}
+
+// A transformer's cuts lie between its blocks, where the residual stream alone crosses;
+// split takes one as for any model.
+TEST_F(OnnxCli, ATransformersStagesAreListedAndSplitCutsAtOne) {
+  const Result r = quartet({"list", "models", "--onnx", (dir_ / "models" / "tiny_vit.onnx").string()}, dir_);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("stages: patch_embed_Conv Reshape Transpose Concat_2 Add blocks_blocks_0_Add "
+                       "blocks_blocks_0_Add_1 blocks_blocks_1_Add blocks_blocks_1_Add_1 norm_LayerNormalization "
+                       "Gather_1 head_Gemm"),
+            std::string::npos)
+      << r.out;
+  const fs::path p = dir_ / "vit.json";
+  std::ofstream(p) << R"({"name": "vit", "workload": {"name": "synthetic", "model": "onnx:models/tiny_vit.onnx",
+      "train_samples": 64, "test_samples": 32}, "seed": 1,
+      "train": {"epochs": 1, "batch": 16, "optimizer": {"name": "sgd", "lr": 0.05}},
+      "arms": [{"name": "single", "regime": "single"},
+               {"name": "split", "regime": "split", "clients": 2, "cut": "blocks_blocks_0_Add_1"}]})";
+  const Result run = quartet({"run", p.string(), "--out", (dir_ / "run").string(), "--progress=none"}, dir_);
+  ASSERT_EQ(run.code, 0) << run.out;
+  for (const char* arm : {"single", "split"})
+    EXPECT_TRUE(fs::exists(dir_ / "run" / arm / "final.safetensors")) << arm;
 }
 
 TEST_F(OnnxCli, ExportWritesTheTrainedWeightsIntoTheGraph) {

@@ -103,6 +103,43 @@ TEST(Layout, ClipClampsAndPassesNaN) {
   EXPECT_TRUE(throws_invalid_argument([] { clip(Tensor::zeros({1}), 2, 1); }, {"clip", "min 2", "max 1"}));
 }
 
+TEST(Layout, WhereChoosesPerElementAndBroadcastsAllThree) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // A causal mask (T, T) over scores (B, T, T); -inf in the branch not taken stays out.
+  Tensor mask = Tensor::from_vector({2, 2}, {1, 0, 1, 1});
+  Tensor scores = Tensor::from_vector({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  EXPECT_EQ(where(mask, scores, Tensor::full({1}, -inf)).to_vector(),
+            (std::vector<float>{1, -inf, 3, 4, 5, -inf, 7, 8}));
+  Tensor row = Tensor::from_vector({3}, {1, 0, 2});
+  Tensor col = Tensor::from_vector({2, 1}, {10, 20});
+  EXPECT_EQ(where(row, col, Tensor::from_vector({1}, {inf})).to_vector(),
+            (std::vector<float>{10, inf, 10, 20, inf, 20}));
+  Tensor cond = Tensor::from_vector({3, 1, 1}, {1, 0, 1});
+  EXPECT_TRUE(gradcheck([&](const TensorList& in) { return where(cond, in[0], in[1]); },
+                        {param({2, 4}, 20), param({3, 1, 4}, 21)}));
+  EXPECT_TRUE(throws_invalid_argument([] { where(Tensor::zeros({3}), Tensor::zeros({2, 3}), Tensor::zeros({2})); },
+                                      {"where", "cond [3]", "a [2, 3]", "b [2]"}));
+}
+
+TEST(Layout, GatherPicksAlongAnAxisAndSumsRepeatedPicks) {
+  Tensor x = Tensor::from_vector({2, 3, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  // x[:, 0]: a scalar index drops the axis (a ViT's class token).
+  Tensor cls = gather(x, 1, {0}, {});
+  EXPECT_EQ(cls.shape(), (Shape{2, 2}));
+  EXPECT_EQ(cls.to_vector(), (std::vector<float>{1, 2, 7, 8}));
+  // Indices of any shape, negative ones from the end, repeats allowed.
+  Tensor y = gather(x, 1, {2, -1, 0, 1}, {2, 2});
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 2, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{5, 6, 5, 6, 1, 2, 3, 4, 11, 12, 11, 12, 7, 8, 9, 10}));
+  EXPECT_EQ(gather(x, 2, {1}, {1}).to_vector(), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  EXPECT_EQ(gather(x, 0, {1}, {}).shape(), (Shape{3, 2}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return gather(in[0], 1, {2, -1, 0, 2}, {2, 2}); },
+                        {param({2, 3, 2}, 22)}));
+  EXPECT_TRUE(gradcheck([](const TensorList& in) { return gather(in[0], 0, {1, 1}, {2}); }, {param({3, 4}, 23)}));
+  EXPECT_TRUE(throws_invalid_argument([&] { gather(x, 1, {3}, {1}); }, {"gather", "index 3", "[-3, 3)"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { gather(x, 3, {0}, {1}); }, {"gather", "axis 3"}));
+}
+
 TEST(Dense, BatchedMatmulBroadcastsTheBatch) {
   Tensor a = random_tensor({2, 3, 4, 5}, 12), b = random_tensor({3, 5, 2}, 13);
   Tensor c = batched_matmul(a, b);

@@ -128,7 +128,7 @@ Loaded load(const std::string& path) {
     for (const Initializer& init : p.initializers()) shared = shared || (init.first_step <= i && init.last_step > i);
     const bool is_last = i == n - 1;
     if (is_last) crossing = p.outputs()[0];
-    else if (count != 1 || shared || crossing == p.inputs()[0]) continue;
+    else if (count != 1 || shared || crossing == p.inputs()[0] || p.is_value_slot(crossing)) continue;
     l.cuts.push_back({i + 1, crossing});
     l.names.push_back(stage_name(p.steps()[made[crossing] >= 0 ? made[crossing] : i].node, used));
   }

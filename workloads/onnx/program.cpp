@@ -1,7 +1,6 @@
 #include "workloads/onnx/program.h"
 
 #include <onnx/checker.h>
-#include <onnx/defs/tensor_proto_util.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -22,10 +21,11 @@ using engine::TensorList;
 
 // What a node may be asked to run, with the ONNX default domain's op names.
 const std::vector<std::string> kOps = {
-    "Add", "AveragePool", "BatchNormalization", "Clip", "Concat", "Constant", "Conv", "ConvTranspose", "Div",
-    "Dropout", "Erf", "Flatten", "Gemm", "GlobalAveragePool", "Identity", "InstanceNormalization",
-    "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Relu", "Reshape", "Resize", "Sigmoid",
-    "Slice", "Softmax", "Split", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Upsample"};
+    "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv",
+    "ConvTranspose", "Div", "Dropout", "Equal", "Erf", "Expand", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
+    "Identity", "InstanceNormalization", "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad",
+    "Range", "Relu", "Reshape", "Resize", "Shape", "Sigmoid", "Slice", "Softmax", "Split", "Squeeze", "Sub", "Tanh",
+    "Transpose", "Unsqueeze", "Upsample", "Where"};
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -34,67 +34,6 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 std::string dims_str(const std::vector<int64_t>& v) { return engine::shape_str(v); }
-
-// A value known when the graph is read: an initializer, a Constant's output, or a fold.
-struct Known {
-  int32_t dtype = 0;
-  Shape dims;
-  std::vector<double> values;
-  std::vector<float> floats() const { return {values.begin(), values.end()}; }
-  std::vector<int64_t> ints() const {
-    std::vector<int64_t> out;
-    for (double v : values) out.push_back(static_cast<int64_t>(v));
-    return out;
-  }
-};
-
-const char* dtype_name(int32_t t) {
-  using TP = ::onnx::TensorProto;
-  switch (t) {
-    case TP::FLOAT: return "float32";
-    case TP::DOUBLE: return "float64";
-    case TP::FLOAT16: return "float16";
-    case TP::BFLOAT16: return "bfloat16";
-    case TP::INT64: return "int64";
-    case TP::INT32: return "int32";
-    case TP::INT8: return "int8";
-    case TP::UINT8: return "uint8";
-    case TP::BOOL: return "bool";
-    case TP::STRING: return "string";
-    default: return "another type";
-  }
-}
-
-Known read_tensor(const ::onnx::TensorProto& t, const std::string& where) {
-  using TP = ::onnx::TensorProto;
-  if (t.data_location() == TP::EXTERNAL)
-    throw std::invalid_argument(where + ": tensor \"" + t.name() +
-                                "\" keeps its data in an external file; save the model with its data inside");
-  Known k;
-  k.dtype = t.data_type();
-  k.dims.assign(t.dims().begin(), t.dims().end());
-  auto parse = [&](auto type) {
-    try {
-      const auto v = ::onnx::ParseData<decltype(type)>(&t);
-      k.values.assign(v.begin(), v.end());
-    } catch (const std::exception& e) {  // the library's own error: sizes that do not add up
-      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" cannot be read: " + e.what());
-    }
-  };
-  switch (t.data_type()) {
-    case TP::FLOAT: parse(float{}); break;
-    case TP::INT64: parse(int64_t{}); break;
-    case TP::INT32: parse(int32_t{}); break;
-    case TP::DOUBLE: parse(double{}); break;
-    default:
-      throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" has dtype " + dtype_name(t.data_type()) +
-                                  "; supported: float32, and int64 or int32 for values known at import");
-  }
-  if (static_cast<int64_t>(k.values.size()) != engine::shape_numel(k.dims))
-    throw std::invalid_argument(where + ": tensor \"" + t.name() + "\" holds " + std::to_string(k.values.size()) +
-                                " values for dims " + dims_str(k.dims));
-  return k;
-}
 
 Tensor to_tensor(const Known& k) {
   Shape dims = k.dims;
@@ -174,9 +113,18 @@ bool is_static_input(const std::string& op, int index) {
   if (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Clip" || op == "Pad" || op == "Dropout" ||
       op == "Slice" || op == "Split")
     return index >= 1;
-  if (op == "Resize" || op == "Upsample") return index >= 1;
+  if (op == "Resize" || op == "Upsample" || op == "Gather" || op == "Expand") return index >= 1;
+  if (op == "Where") return index == 0;
   return false;
 }
+
+// An integer input of a node: known at import, or a value slot a Shape chain fills at
+// run time (fold.h).
+struct ValueInput {
+  int slot = -1;
+  Known known;
+  const Known& get(const Frame& f) const { return slot >= 0 ? f.ints[slot] : known; }
+};
 
 // Builds a Program node by node; every refusal names the node and its op.
 struct Compiler {
@@ -186,6 +134,7 @@ struct Compiler {
   std::map<std::string, int> slot_of;
   std::map<std::string, Known> known;
   std::map<std::string, int> init_index;  // float initializers: index into p.initializers_
+  std::map<std::string, int32_t> value_dtype;  // integer values computed at run time, by name
 
   // The node being compiled.
   const ::onnx::NodeProto* node = nullptr;
@@ -243,6 +192,9 @@ struct Compiler {
   int data(int i) {
     if (!has_input(i)) refuse("input " + std::to_string(i) + " is missing");
     const std::string& name = node->input(i);
+    if (auto it = value_dtype.find(name); it != value_dtype.end())
+      refuse("input \"" + name + "\" is an " + dtype_name(it->second) +
+             " value computed from shapes where a float32 tensor is read");
     if (auto it = slot_of.find(name); it != slot_of.end()) return it->second;
     if (auto it = init_index.find(name); it != init_index.end()) {
       Initializer& init = p.initializers_[it->second];
@@ -271,6 +223,15 @@ struct Compiler {
     return it->second;
   }
 
+  ValueInput value_input(int i, const char* what) const {
+    if (!has_input(i)) refuse(std::string("input ") + std::to_string(i) + " (" + what + ") is missing");
+    const std::string& name = node->input(i);
+    if (auto it = known.find(name); it != known.end()) return {-1, it->second};
+    if (value_dtype.count(name)) return {slot_of.at(name), {}};
+    refuse(std::string("input ") + std::to_string(i) + " (" + what + ", \"" + name +
+           "\") must be known at import or computed from shapes: an initializer, a Constant or a Shape chain");
+  }
+
   int output(int i) {
     if (i >= node->output_size() || node->output(i).empty()) refuse("output " + std::to_string(i) + " is missing");
     return new_slot(node->output(i));
@@ -293,6 +254,16 @@ struct Compiler {
     step({x}, {y}, [x, y, fn = std::move(fn)](Frame& f) { f.slots[y] = fn(f.slots[x]); });
   }
 
+  // A tensor (input 0) and a shape (input 1) known at import or computed from shapes.
+  void with_shape(std::function<Tensor(const Tensor&, const std::vector<int64_t>&)> fn) {
+    only_outputs(1);
+    const ValueInput shape = value_input(1, "shape");
+    const int x = data(0), y = output(0);
+    std::vector<int> reads = {x};
+    if (shape.slot >= 0) reads.push_back(shape.slot);
+    step(reads, {y}, [x, y, shape, fn = std::move(fn)](Frame& f) { f.slots[y] = fn(f.slots[x], shape.get(f).ints()); });
+  }
+
   Window window(bool with_dilations) const {
     Window w;
     w.auto_pad = attr_string("auto_pad", "NOTSET");
@@ -309,6 +280,9 @@ struct Compiler {
 
   // ---- the ops ----
   void compile_node();
+  bool fold_node();
+  void gather();
+  void where();
   void conv();
   void conv_transpose();
   void gemm();
@@ -326,6 +300,29 @@ void Compiler::compile_node() {
   const std::string& op = node->op_type();
   if (!node->domain().empty() && node->domain() != "ai.onnx")
     refuse("domain " + node->domain() + " is not supported; supported ops (default domain): " + join(kOps));
+  if (fold_node()) return;
+  if (op == "Gather") return gather();
+  if (op == "Where") return where();
+  if (op == "Expand") {
+    allow({});
+    only_outputs(1);
+    const std::string where = "onnx: node \"" + label + "\" (op Expand)";
+    return with_shape([where](const Tensor& x, const std::vector<int64_t>& s) {
+      try {
+        return engine::expand(x, engine::broadcast_shape(x.shape(), Shape(s.begin(), s.end())));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(where + ": " + e.what());
+      }
+    });
+  }
+  if (op == "Cast") {
+    // A float tensor cast to float: what the exporter writes around a dtype it cannot see.
+    allow({"to"});
+    if (attr_int("to", 0) != ::onnx::TensorProto::FLOAT)
+      refuse("a cast of a float32 tensor computed at run time to " +
+             std::string(dtype_name(static_cast<int32_t>(attr_int("to", 0)))) + " is not supported (only to float32)");
+    return unary([](const Tensor& x) { return x; });
+  }
   if (op == "Conv") return conv();
   if (op == "ConvTranspose") return conv_transpose();
   if (op == "Gemm") return gemm();
@@ -479,9 +476,8 @@ void Compiler::compile_node() {
   if (op == "Reshape") {
     allow({"allowzero"});
     if (attr_int("allowzero", 0) != 0) refuse("allowzero 1 is not supported");
-    const std::vector<int64_t> target = known_input(1, "shape").ints();
     const std::string where = "onnx: node \"" + label + "\" (op Reshape)";
-    return unary([target, where](const Tensor& x) {
+    return with_shape([where](const Tensor& x, const std::vector<int64_t>& target) {
       Shape s = target;
       for (size_t d = 0; d < s.size(); ++d)
         if (s[d] == 0) {
@@ -534,6 +530,155 @@ void Compiler::compile_node() {
     });
   }
   refuse("op " + op + " is not supported; supported ops: " + join(kOps));
+}
+
+// Integer nodes (fold.h): folded here when their inputs are known, else a host step on
+// the shapes at hand. False for a node that runs as engine ops on float tensors.
+bool Compiler::fold_node() {
+  const std::string& op = node->op_type();
+  if (!is_foldable(op)) return false;
+  // The inputs whose kind decides: the data a Reshape, Gather, ... reads, both branches
+  // of a Where, every input of the rest.
+  std::vector<int> deciding;
+  if (op == "Reshape" || op == "Expand" || op == "Unsqueeze" || op == "Squeeze" || op == "Slice" || op == "Gather" ||
+      op == "Cast" || op == "Identity")
+    deciding = {0};
+  else if (op == "Where")
+    deciding = {1, 2};
+  bool any_value = false, all_known = true, any_float_runtime = false;
+  for (int i = 0; i < node->input_size(); ++i) {
+    if (!has_input(i)) continue;
+    const std::string& n = node->input(i);
+    const bool decides = deciding.empty() || std::find(deciding.begin(), deciding.end(), i) != deciding.end();
+    const bool is_value = value_dtype.count(n) > 0, is_known = known.count(n) > 0 && !init_index.count(n);
+    if (!is_known) all_known = false;
+    // An integer input that decides: a value computed from shapes, or an integer or bool
+    // tensor known at import (GPT-2 slices its constant mask to the sequence at hand).
+    if (decides && (is_value || (is_known && known.at(n).dtype != ::onnx::TensorProto::FLOAT))) any_value = true;
+    if (decides && !is_value && !is_known) any_float_runtime = true;
+  }
+  const bool always = op == "Shape" || op == "ConstantOfShape" || op == "Range" || op == "Equal";
+  if (!always && !all_known && !any_value) return false;
+  if (op != "Shape" && any_float_runtime)
+    refuse("op " + op + " mixes float32 tensors computed at run time with integer values; only integer values "
+           "known at import or computed from shapes are supported here");
+  if (op == "Identity" && any_value && node->output_size() == 1) {
+    value_dtype[node->output(0)] = value_dtype.at(node->input(0));
+    slot_of[node->output(0)] = slot_of.at(node->input(0));
+    return true;
+  }
+
+  if (op == "Gather" || op == "Concat") {
+    allow({"axis"});
+  } else if (op == "Squeeze" || op == "Unsqueeze") {
+    allow({"axes"});
+  } else if (op == "Shape") {
+    allow({"start", "end"});
+  } else if (op == "Cast") {
+    allow({"to"});
+  } else if (op == "Reshape") {
+    allow({"allowzero"});
+    if (attr_int("allowzero", 0) != 0) refuse("allowzero 1 is not supported");
+  } else if (op == "ConstantOfShape") {
+    allow({"value"});
+  } else {
+    allow({});
+  }
+  const FoldAttrs at = fold_attrs(*node, opset, "onnx: node \"" + label + "\" (op " + op + ")");
+  only_outputs(1);
+  const Fold fn = make_fold(op, at);
+  std::vector<ValueInput> ins;
+  std::vector<int32_t> dtypes;
+  std::vector<int> reads;
+  int shape_of = -1;  // Shape of a runtime tensor: the slot whose shape it reads
+  for (int i = 0; i < node->input_size(); ++i) {
+    if (!has_input(i)) {
+      ins.push_back({});
+      dtypes.push_back(0);
+      continue;
+    }
+    const std::string& n = node->input(i);
+    if (op == "Shape" && i == 0 && !known.count(n) && !value_dtype.count(n)) {
+      shape_of = data(0);
+      reads.push_back(shape_of);
+      ins.push_back({});
+      dtypes.push_back(::onnx::TensorProto::FLOAT);
+      continue;
+    }
+    ins.push_back(value_input(i, "an integer value"));
+    dtypes.push_back(ins.back().slot >= 0 ? value_dtype.at(n) : ins.back().known.dtype);
+    if (ins.back().slot >= 0) reads.push_back(ins.back().slot);
+  }
+  const std::string where = "onnx: node \"" + label + "\" (op " + op + ")";
+  if (reads.empty()) {
+    std::vector<Known> args;
+    for (const ValueInput& v : ins) args.push_back(v.known);
+    try {
+      known[node->output(0)] = fn(args);
+    } catch (const std::invalid_argument& e) {
+      refuse(e.what());
+    }
+    return true;
+  }
+  const int32_t dtype = folded_dtype(op, at, dtypes);
+  const bool to_float = dtype == ::onnx::TensorProto::FLOAT;
+  if (!to_float) value_dtype[node->output(0)] = dtype;
+  const int y = output(0);
+  if (!to_float) p.value_slots_.insert(y);
+  step(reads, {y}, [fn, ins, shape_of, y, to_float, where](Frame& f) {
+    std::vector<Known> args;
+    for (const ValueInput& v : ins) args.push_back(v.get(f));
+    if (shape_of >= 0) args[0] = {::onnx::TensorProto::FLOAT, f.slots[shape_of].shape(), {}};
+    Known r;
+    try {
+      r = fn(args);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where + ": " + e.what());
+    }
+    if (to_float)
+      f.slots[y] = to_tensor(r).to(f.device);
+    else
+      f.ints[y] = std::move(r);
+  });
+  return true;
+}
+
+void Compiler::gather() {
+  allow({"axis"});
+  only_outputs(1);
+  const int64_t axis = attr_int("axis", 0);
+  const ValueInput idx = value_input(1, "indices");
+  if (idx.slot < 0 && idx.known.dtype != ::onnx::TensorProto::INT64 && idx.known.dtype != ::onnx::TensorProto::INT32)
+    refuse(std::string("indices of dtype ") + dtype_name(idx.known.dtype) + " (supported: int64, int32)");
+  const int x = data(0), y = output(0);
+  std::vector<int> reads = {x};
+  if (idx.slot >= 0) reads.push_back(idx.slot);
+  const std::string where = "onnx: node \"" + label + "\" (op Gather)";
+  step(reads, {y}, [x, y, idx, axis, where](Frame& f) {
+    const Tensor& in = f.slots[x];
+    const Known& i = idx.get(f);
+    try {
+      f.slots[y] = engine::gather(in, normalize_axis(axis, in.dim(), where), i.ints(), i.dims);
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      throw std::invalid_argument(what.rfind(where, 0) == 0 ? what : where + ": " + what);
+    }
+  });
+}
+
+void Compiler::where() {
+  allow({});
+  only_outputs(1);
+  const ValueInput cond = value_input(0, "condition");
+  const int a = data(1), b = data(2), y = output(0);
+  std::vector<int> reads = {a, b};
+  if (cond.slot >= 0) reads.push_back(cond.slot);
+  // A condition known at import becomes its float mask once.
+  const Tensor mask = cond.slot < 0 ? to_tensor(cond.known) : Tensor();
+  step(reads, {y}, [a, b, y, slot = cond.slot, mask](Frame& f) {
+    const Tensor c = mask.defined() ? mask.to(f.device) : to_tensor(f.ints[slot]).to(f.device);
+    f.slots[y] = engine::where(c, f.slots[a], f.slots[b]);
+  });
 }
 
 void Compiler::conv() {
@@ -804,7 +949,7 @@ void Compiler::constant() {
   allow({"value", "value_float", "value_floats", "value_int", "value_ints"});
   Known k;
   if (const auto* a = attr("value")) {
-    k = read_tensor(a->t(), "onnx: node \"" + label + "\" (op Constant)");
+    k = read_known(a->t(), "onnx: node \"" + label + "\" (op Constant)");
   } else if (const auto* a = attr("value_float")) {
     k = {::onnx::TensorProto::FLOAT, {}, {a->f()}};
   } else if (const auto* a = attr("value_floats")) {
@@ -858,35 +1003,55 @@ void Compiler::squeeze(bool un) {
 }
 
 void Compiler::slice() {
-  std::vector<int64_t> starts, ends, axes, steps;
+  // starts, ends, axes, steps: attributes before opset 10, then inputs known at import or
+  // computed from shapes (GPT-2 slices its mask buffer to the sequence at hand).
+  std::vector<ValueInput> v(4);
   if (opset < 10) {
     allow({"axes", "ends", "starts"});
-    starts = attr_ints("starts");
-    ends = attr_ints("ends");
-    axes = attr_ints("axes");
+    auto from = [](std::vector<int64_t> ints) {
+      Known k{::onnx::TensorProto::INT64, {static_cast<int64_t>(ints.size())}, {}};
+      for (int64_t i : ints) k.values.push_back(static_cast<double>(i));
+      return ValueInput{-1, k};
+    };
+    v = {from(attr_ints("starts")), from(attr_ints("ends")), from(attr_ints("axes")), from({})};
   } else {
     allow({});
-    starts = known_input(1, "starts").ints();
-    ends = known_input(2, "ends").ints();
-    if (has_input(3)) axes = known_input(3, "axes").ints();
-    if (has_input(4)) steps = known_input(4, "steps").ints();
+    v[0] = value_input(1, "starts");
+    v[1] = value_input(2, "ends");
+    if (has_input(3)) v[2] = value_input(3, "axes");
+    if (has_input(4)) v[3] = value_input(4, "steps");
   }
-  for (int64_t st : steps)
-    if (st != 1) refuse("steps " + dims_str(steps) + " are not supported (only 1)");
-  if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()))
-    refuse("starts " + dims_str(starts) + ", ends " + dims_str(ends) + " and axes " + dims_str(axes) +
-           " differ in length");
   const std::string where = "onnx: node \"" + label + "\" (op Slice)";
-  unary([=](const Tensor& x) {
-    Tensor y = x;
+  // What a slice asks for, checked here when known and at run time when computed.
+  auto check = [where](const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                       const std::vector<int64_t>& axes, const std::vector<int64_t>& steps) {
+    for (int64_t st : steps)
+      if (st != 1) throw std::invalid_argument(where + ": steps " + dims_str(steps) + " are not supported (only 1)");
+    if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()))
+      throw std::invalid_argument(where + ": starts " + dims_str(starts) + ", ends " + dims_str(ends) + " and axes " +
+                                  dims_str(axes) + " differ in length");
+  };
+  const bool all_known = std::all_of(v.begin(), v.end(), [](const ValueInput& i) { return i.slot < 0; });
+  if (all_known) check(v[0].known.ints(), v[1].known.ints(), v[2].known.ints(), v[3].known.ints());
+  only_outputs(1);
+  const int x = data(0), y = output(0);
+  std::vector<int> reads = {x};
+  for (const ValueInput& i : v)
+    if (i.slot >= 0) reads.push_back(i.slot);
+  step(reads, {y}, [=](Frame& f) {
+    const Tensor& in = f.slots[x];
+    const std::vector<int64_t> starts = v[0].get(f).ints(), ends = v[1].get(f).ints(), axes = v[2].get(f).ints(),
+                               steps = v[3].get(f).ints();
+    if (!all_known) check(starts, ends, axes, steps);
+    Tensor out = in;
     for (size_t i = 0; i < starts.size(); ++i) {
-      const int axis = normalize_axis(axes.empty() ? static_cast<int64_t>(i) : axes[i], x.dim(), where);
-      const int64_t size = x.size(axis);
-      auto clamp = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
+      const int axis = normalize_axis(axes.empty() ? static_cast<int64_t>(i) : axes[i], in.dim(), where);
+      const int64_t size = in.size(axis);
+      auto clamp = [size](int64_t e) { return std::clamp<int64_t>(e < 0 ? e + size : e, 0, size); };
       const int64_t b = clamp(starts[i]), e = clamp(ends[i]);
-      y = engine::narrow(y, axis, b, std::max<int64_t>(0, e - b));
+      out = engine::narrow(out, axis, b, std::max<int64_t>(0, e - b));
     }
-    return y;
+    f.slots[y] = out;
   });
 }
 
@@ -954,7 +1119,7 @@ Program::Program(const ::onnx::ModelProto& model) {
   const auto& g = model.graph();
 
   for (const auto& t : g.initializer()) {
-    Known k = read_tensor(t, "onnx: initializer");
+    Known k = read_known(t, "onnx: initializer");
     if (k.dtype == ::onnx::TensorProto::FLOAT) {
       c.init_index[t.name()] = static_cast<int>(initializers_.size());
       initializers_.push_back({t.name(), to_tensor(k), false, -1, -1, -1});
@@ -991,6 +1156,10 @@ Program::Program(const ::onnx::ModelProto& model) {
     ++index;
   }
   for (const auto& out : g.output()) {
+    if (c.value_dtype.count(out.name()))
+      throw std::invalid_argument("onnx: graph output \"" + out.name() + "\" is an " +
+                                  dtype_name(c.value_dtype.at(out.name())) +
+                                  " value computed from shapes; a model's outputs must be float32 tensors");
     auto it = c.slot_of.find(out.name());
     if (it == c.slot_of.end())
       throw std::invalid_argument("onnx: graph output \"" + out.name() +

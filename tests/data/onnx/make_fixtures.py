@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """Writes the ONNX test models of tests/workloads/onnx/ from PyTorch, with what PyTorch
-computes on them: a small residual CNN for Fashion-MNIST-sized input (1x28x28, 10
-classes), exported with PyTorch's TorchScript exporter, and beside it a SequenceProto of
-named tensors: a batch, its labels, the eval-mode logits, and every parameter after one
-SGD step (lr 0.1, cross-entropy, train mode) from the exported weights. And
-unsupported_op.onnx: the same input through an op the importer refuses (Cos).
+computes on them: a small residual CNN (tiny_cnn) and a tiny Vision Transformer
+(tiny_vit: patch 7, width 16, depth 2, 2 heads; bench/torch_vit.py) for
+Fashion-MNIST-sized input (1x28x28, 10 classes), exported with PyTorch's TorchScript
+exporter, and beside each a SequenceProto of named tensors: a batch, its labels, the
+eval-mode logits, and every parameter after one SGD step (lr 0.1, cross-entropy, train
+mode) from the exported weights. And unsupported_op.onnx: the same input through an op
+the importer refuses (Cos).
 
 Run with a Python that has torch and onnx (Debian: python3-torch, python3-onnx):
     python3 tests/data/onnx/make_fixtures.py
 """
 import os
+import sys
 
 import onnx
 import torch
 from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench"))
+from torch_vit import ViT, export  # noqa: E402
 
 
 class TinyCnn(torch.nn.Module):
@@ -49,13 +54,26 @@ def main():
         model.bn1.running_var.uniform_(0.5, 1.5)
     model.eval()
     x = torch.rand(4, 1, 28, 28)
-    labels = torch.tensor([3, 1, 4, 1])
     path = os.path.join(HERE, "tiny_cnn.onnx")
     torch.onnx.export(model, x, path, input_names=["image"], output_names=["logits"],
                       dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}}, opset_version=13,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
-    onnx.checker.check_model(onnx.load(path))
+    expect(model, x, path, "tiny_cnn_expected.pb")
 
+
+def tiny_vit():
+    torch.manual_seed(0)
+    model = ViT(image=28, patch=7, channels=1, classes=10, dim=16, depth=2, heads=2)
+    x = torch.rand(4, 1, 28, 28)
+    path = os.path.join(HERE, "tiny_vit.onnx")
+    export(model, x[:1], path)  # a batch of 1 at export: the graph must not fix N
+    expect(model, x, path, "tiny_vit_expected.pb")
+
+
+def expect(model, x, path, out_name):
+    """PyTorch's logits on x and one SGD step's weights, beside the model at path."""
+    onnx.checker.check_model(onnx.load(path))
+    labels = torch.tensor([3, 1, 4, 1])
     seq = onnx.SequenceProto()
     seq.name = "expected"
     seq.elem_type = onnx.SequenceProto.TENSOR
@@ -69,7 +87,7 @@ def main():
         for name, p in model.named_parameters():
             tensors.append(named(p - 0.1 * p.grad, "step." + name))
     seq.tensor_values.extend(tensors)
-    with open(os.path.join(HERE, "tiny_cnn_expected.pb"), "wb") as f:
+    with open(os.path.join(HERE, out_name), "wb") as f:
         f.write(seq.SerializeToString())
 
 
@@ -90,3 +108,4 @@ def unsupported():
 if __name__ == "__main__":
     unsupported()
     main()
+    tiny_vit()

@@ -29,6 +29,16 @@ TEST(CudaBroadcast, LayoutOpsMatchTheCpu) {
                      [](const Inputs& v) { return expand(v[0], {2, 3, 4, 5}); }, 0.0);
 }
 
+TEST(CudaBroadcast, WhereAndGatherMatchTheCpu) {
+  QUARTET_NEED_GPU(1);
+  const Tensor cond = Tensor::from_vector({3, 1, 5}, {1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1, 1, 1, 1, 0});
+  // cond travels with the inputs but takes no gradient: where records none for it.
+  expect_same_on_gpu("where", {cond, random_tensor({2, 3, 4, 5}, 7), random_tensor({4, 1}, 8)},
+                     [](const Inputs& v) { return where(v[0], v[1], v[2]); }, 0.0);
+  expect_same_on_gpu("gather", {random_tensor({2, 3, 4, 5}, 9)},
+                     [](const Inputs& v) { return gather(v[0], 2, {3, -1, 0, 3, 1, 0}, {2, 3}); }, 1e-6);
+}
+
 TEST(CudaBroadcast, BatchedMatmulMatchesTheCpu) {
   QUARTET_NEED_GPU(1);
   const Inputs in = {random_tensor({2, 3, 4, 5}, 5), random_tensor({3, 5, 6}, 6)};

@@ -2,12 +2,8 @@
 // PyTorch by make_fixtures.py) against what PyTorch computed on it, its stages, its
 // parameters, and the refusals of what the importer does not run.
 #include <gtest/gtest.h>
-#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
-#include <onnx/defs/tensor_proto_util.h>
 
-#include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +12,7 @@
 
 #include "engine/ops.h"
 #include "tests/temp_folder.h"
+#include "tests/workloads/onnx/expected.h"
 #include "workloads/models.h"
 #include "workloads/onnx/model.h"
 #include "workloads/workload.h"
@@ -27,28 +24,8 @@ using engine::Tensor;
 
 const std::string kTinyCnn = std::string(QUARTET_TEST_DATA_DIR) + "/onnx/tiny_cnn.onnx";
 
-// The tensors PyTorch computed, by name (make_fixtures.py).
-std::map<std::string, Tensor> expected() {
-  std::ifstream in(std::string(QUARTET_TEST_DATA_DIR) + "/onnx/tiny_cnn_expected.pb", std::ios::binary);
-  ::onnx::SequenceProto seq;
-  EXPECT_TRUE(seq.ParseFromIstream(&in));
-  std::map<std::string, Tensor> out;
-  for (const auto& t : seq.tensor_values()) {
-    const auto v = ::onnx::ParseData<float>(&t);
-    out[t.name()] = Tensor::from_vector(engine::Shape(t.dims().begin(), t.dims().end()), {v.begin(), v.end()});
-  }
-  return out;
-}
-
-// The largest |a - b| / (1 + |b|) over two tensors of one shape.
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const auto va = a.to_vector(), vb = b.to_vector();
-  double worst = 0;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i)
-    worst = std::max(worst, std::abs(double(va[i]) - vb[i]) / (1.0 + std::abs(double(vb[i]))));
-  return worst;
-}
+std::map<std::string, Tensor> expected() { return testing::expected("tiny_cnn_expected.pb"); }
+using testing::max_rel_diff;
 
 // The ONNX initializer name of a parameter: what follows its stage's name.
 std::string initializer_name(const std::string& parameter) { return parameter.substr(parameter.find('.') + 1); }
@@ -63,21 +40,7 @@ TEST(OnnxModel, TinyCnnForwardEqualsPyTorch) {
 TEST(OnnxModel, OneSgdStepEqualsPyTorch) {
   auto e = expected();
   auto model = import_model(kTinyCnn, 1);
-  model->train();
-  std::vector<int32_t> labels;
-  for (float v : e["labels"].to_vector()) labels.push_back(static_cast<int32_t>(v));
-  engine::cross_entropy(model->forward(e["input"]), labels).backward();
-  int checked = 0;
-  for (const auto& [name, p] : model->named_parameters()) {
-    const auto want = e.find("step." + initializer_name(name));
-    ASSERT_NE(want, e.end()) << name;
-    const std::vector<float> w = p.to_vector(), g = p.grad().to_vector();
-    std::vector<float> stepped(w.size());
-    for (size_t i = 0; i < w.size(); ++i) stepped[i] = w[i] - 0.1f * g[i];
-    EXPECT_LT(max_rel_diff(Tensor::from_vector(p.shape(), stepped), want->second), 1e-5) << name;
-    ++checked;
-  }
-  EXPECT_EQ(checked, 10);
+  EXPECT_EQ(testing::expect_one_sgd_step(*model, e), 10);
 }
 
 TEST(OnnxModel, StagesAreCutWhereOneTensorCrossesAndNeverInsideASkip) {
