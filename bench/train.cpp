@@ -61,7 +61,7 @@ void reset_peak_rss() {
 }
 
 // conv3d 1->16, 16->32 (3^3 kernels, padding 1, ReLU), global average pool, linear 32->2:
-// the 3D convolution stack of the issue, batch 2 at 32^3 or 64^3.
+// the 3D convolution stack the memory benchmark times, batch 2 at 32^3 or 64^3.
 std::shared_ptr<engine::Model> make_conv3d_stack(uint64_t seed) {
   engine::Generator gen(seed);
   engine::ConvOptions pad1;
