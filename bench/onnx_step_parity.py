@@ -3,7 +3,12 @@ exported to ONNX, and one SGD step of it taken by quartet-bench-step (float32, f
 safetensors file of PyTorch's weights and a batch) and by PyTorch in float32 and float64
 from the same weights and batch. Prints the forward's and each parameter's relative
 error after the step, ||quartet - reference|| / ||reference||, against both, and
-PyTorch's own float32-vs-float64 error (float32's floor)."""
+PyTorch's own float32-vs-float64 error (float32's floor), and how near a ReLU's input came
+to its kink at 0: where one lies within float32's rounding of 0, two computations may
+take different sides of it, and one element's gradient passes in one and not the other,
+so no bound of the order of float32's rounding holds for that draw. The script counts the
+ReLU inputs that PyTorch's float32 forward puts on the other side of 0 than its float64
+one."""
 
 import argparse
 import copy
@@ -23,11 +28,23 @@ from torch_step_parity import rel, write_safetensors  # noqa: E402
 def arguments(description):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--step", required=True, help="the quartet-bench-step binary")
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tolerance", type=float, default=1e-5)
     return p
+
+
+def relu_signs(model, x):
+    """Every ReLU call's input > 0 in model(x), in call order."""
+    signs = []
+    hooks = [m.register_forward_pre_hook(lambda _m, inputs: signs.append(inputs[0].detach() > 0))
+             for m in model.modules() if isinstance(m, nn.ReLU)]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    return signs
 
 
 def step_parity(title, model, export, x, y, args):
@@ -75,4 +92,10 @@ def step_parity(title, model, export, x, y, args):
     print(f"largest relative error of a parameter after the step: {worst[torch.float32]:.2e} vs float32, "
           f"{worst[torch.float64]:.2e} vs float64 (tolerance {args.tolerance:g}); PyTorch float32 vs float64: "
           f"{floor:.2e}")
+    # ReLU inputs on the other side of 0 in PyTorch's float32 forward than in its float64 one.
+    flips = sum(int((a != b).sum()) for a, b in zip(relu_signs(copy.deepcopy(model).float().train(), x.float()),
+                                                    relu_signs(copy.deepcopy(model).double().train(), x.double())))
+    if flips:
+        print(f"PyTorch's float32 forward puts {flips} ReLU input(s) on the other side of 0 than its float64 one: "
+              "this draw sits at a kink, where float32 computations differ by far more than their rounding")
     return 0 if max(worst.values()) <= args.tolerance else 1
