@@ -105,8 +105,11 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
   const double e = element_bytes(arm.precision);
   const double model_bytes = parameter_count(m) * e;
   const int64_t asked = std::max<int64_t>(1, std::llround(arm.fraction * static_cast<double>(arm.clients)));
-  const double samples = static_cast<double>(arm.client_samples > 0 ? arm.client_samples : arm.batch);
-  const double work = static_cast<double>(arm.local_epochs) * samples;  // samples a client trains on in a round
+  // Samples a client trains on in a round: whole batches of its data (the last, partial
+  // one dropped, as the clients do), or its data as one batch when it holds less.
+  const int64_t held = arm.client_samples > 0 ? arm.client_samples : arm.batch;
+  const int64_t batch = std::min(arm.batch, held);
+  const double work = static_cast<double>(arm.local_epochs * (held / batch) * batch);
   Prediction p;
   p.arm = arm.name;
   p.regime = arm.regime;

@@ -88,6 +88,28 @@ TEST(Rounds, DealtRoundsWaitForTheBusiestPool) {
   EXPECT_NEAR(p.samples_per_second / ((450.0 + 810.0) / (r1 + r2 + 2 * aggregate)), 1.0, 1e-6);
 }
 
+// A client trains whole batches of its data, dropping the last partial one: 60 samples at
+// batch 32 are one step, as 32 are; fewer than a batch are one step of what it holds.
+TEST(Rounds, AClientTrainsWholeBatches) {
+  ClusterProfile c = compute_bound(2);
+  c.device.kind = "cpu";
+  PlanArm a;
+  a.name = a.regime = "federated";
+  a.batch = 32;
+  a.clients = 4;
+  const ModelShape m = model_shape("cnn");
+  a.client_samples = 60;
+  const Prediction sixty = predict(m, a, c);
+  a.client_samples = 32;
+  const Prediction thirty_two = predict(m, a, c);
+  EXPECT_DOUBLE_EQ(sixty.step_seconds, thirty_two.step_seconds);
+  EXPECT_DOUBLE_EQ(sixty.samples_per_second, thirty_two.samples_per_second);
+  a.client_samples = 64;
+  EXPECT_GT(predict(m, a, c).step_seconds, sixty.step_seconds);
+  a.client_samples = 20;
+  EXPECT_LT(predict(m, a, c).step_seconds, thirty_two.step_seconds);
+}
+
 TEST(Rounds, AHundredThousandClientsWaitForTheSlowest) {
   ClusterProfile c = compute_bound();
   c.population = phones();
