@@ -17,14 +17,30 @@ using nlohmann::json;
 
 namespace {
 
-// The spec arm that runs `c` with an existing regime; null when none does (a mesh of
-// several axes).
+// The spec arm that runs `c`: the one regime of its one axis, or the mesh regime.
 json arm_json(const plan::Candidate& c, const plan::ModelShape& model) {
   const plan::PlanArm& a = c.arm;
-  const std::string regime = plan::regime_for(a);
-  if (regime.empty()) return nullptr;
-  json arm = {{"name", a.name}, {"regime", regime}};
-  if (regime == "data_parallel") {
+  const std::string regime = plan::regime_for(a).empty() ? "mesh" : plan::regime_for(a);
+  // "dp8×tp2-z1" as a spec's arm name: "dp8-tp2-z1".
+  const std::string times = "×";
+  std::string name;
+  for (size_t i = 0; i < a.name.size();) {
+    const bool cross = a.name.compare(i, times.size(), times) == 0;
+    name += cross ? '-' : a.name[i];
+    i += cross ? times.size() : 1;
+  }
+  json arm = {{"name", name}, {"regime", regime}};
+  if (regime == "mesh") {
+    json mesh = json::object();
+    for (const char* axis : plan::kMeshAxes)
+      if (a.mesh.size(axis) > 1) mesh[axis] = a.mesh.size(axis);
+    arm["mesh"] = mesh;
+    if (a.zero > 0) arm["zero"] = a.zero;
+    if (a.micro_batches > 1) arm["micro_batches"] = a.micro_batches;
+  } else if (regime == "expert_parallel") {
+    arm["ranks"] = a.mesh.ep;
+    if (a.micro_batches > 1) arm["micro_batches"] = a.micro_batches;
+  } else if (regime == "data_parallel") {
     arm["ranks"] = a.mesh.dp;
     arm["zero"] = a.zero;
     if (a.micro_batches > 1) arm["micro_batches"] = a.micro_batches;
@@ -50,10 +66,22 @@ void write_experiment(const PlanOptions& o, const ExperimentSpec& spec, const st
                       const plan::ModelShape& model) {
   json j = spec.json;
   j["name"] = spec.name + "-planned";
+  // Each row checked as a spec of its own: a setting this build does not train (a mesh
+  // combination it refuses) is left out, saying why.
   json arms = json::array();
-  for (const plan::Candidate& c : top)
-    if (json arm = arm_json(c, model); !arm.is_null()) arms.push_back(arm);
-  if (arms.empty()) throw InputError("--out: none of the top rows is a mesh one regime runs; nothing to write");
+  std::string left_out;
+  for (const plan::Candidate& c : top) {
+    const json arm = arm_json(c, model);
+    json one = j;
+    one["arms"] = json::array({arm});
+    try {
+      parse_spec(one, /*machine_limits=*/false);
+      arms.push_back(arm);
+    } catch (const std::exception& e) {
+      left_out += "  " + c.arm.name + ": " + e.what() + "\n";
+    }
+  }
+  if (arms.empty()) throw InputError("--out: none of the top rows is a setting this build trains:\n" + left_out);
   j["arms"] = arms;
   try {
     parse_spec(j, /*machine_limits=*/false);  // what is written is a spec quartet runs
@@ -61,10 +89,11 @@ void write_experiment(const PlanOptions& o, const ExperimentSpec& spec, const st
     throw InputError(std::string("--out: the planned arms do not make a valid spec: ") + e.what());
   }
   std::ofstream out(o.out);
-  out << "// Planned by quartet plan " << o.spec_path << " --search: the top rows one regime runs, fastest first.\n"
+  out << "// Planned by quartet plan " << o.spec_path << " --search: the top rows this build trains, fastest first.\n"
       << j.dump(2) << "\n";
   if (!out) throw InputError("--out: " + o.out + " cannot be written");
   std::cout << "wrote " << arms.size() << " arm" << (arms.size() == 1 ? "" : "s") << " to " << o.out << "\n";
+  if (!left_out.empty()) std::cout << "left out, as this build does not train them:\n" << left_out;
 }
 
 }  // namespace

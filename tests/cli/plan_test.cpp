@@ -113,8 +113,9 @@ class PlanSearch : public quartet::test_util::TempFolderTest {
   PlanSearch() : TempFolderTest("quartet_plan_search") {}
 };
 
-// gpt-mini on two DGX H100s: meshes ranked, and the top rows one regime runs written as
-// an experiment file quartet validates.
+// gpt-mini on two DGX H100s: meshes ranked, and the top rows written as an experiment
+// file quartet validates: one regime's arms, and mesh arms for several axes; a setting
+// the build does not train (ZeRO 3 in a mesh) left out with the reason.
 TEST_F(PlanSearch, RanksMeshesAndWritesAReadyExperiment) {
   const fs::path root = fs::path(QUARTET_TEST_DATA_DIR).parent_path().parent_path();
   const fs::path out = dir_ / "planned.json";
@@ -128,6 +129,11 @@ TEST_F(PlanSearch, RanksMeshesAndWritesAReadyExperiment) {
   const Result valid = cli_util::quartet({"validate", out.string()}, dir_);
   EXPECT_EQ(valid.code, 0) << valid.out;
   EXPECT_NE(valid.out.find("text-lm-planned"), std::string::npos) << valid.out;
+  const std::string planned = file_bytes(out);
+  EXPECT_NE(planned.find("\"regime\": \"data_parallel\""), std::string::npos) << planned;
+  EXPECT_NE(planned.find("\"regime\": \"mesh\""), std::string::npos) << planned;
+  EXPECT_NE(planned.find("\"name\": \"dp8-tp2-z1\""), std::string::npos) << planned;
+  EXPECT_NE(r.out.find("left out, as this build does not train them:\n  dp8×tp2-z3: "), std::string::npos) << r.out;
 }
 
 TEST_F(PlanSearch, OutWithoutSearchIsRefused) {
