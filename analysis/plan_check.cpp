@@ -116,10 +116,9 @@ std::vector<CheckRow> check_rows(const RunResults& run, const plan::ClusterProfi
   if (train_samples == 0) train_samples = integer(workload, "train_samples", 0);
   // The whole training set (train_samples 0): its size is what an epoch counts, which
   // every arm's summary gives as samples over epochs.
-  for (const ArmResults& a : run.arms) {
-    if (train_samples > 0) break;
-    const double samples = a.summary.is_object() ? a.summary.value("samples", 0.0) : 0.0;
-    const double epochs = a.summary.is_object() ? a.summary.value("epochs", 0.0) : 0.0;
+  for (auto a = run.arms.begin(); train_samples == 0 && a != run.arms.end(); ++a) {
+    const double samples = a->summary.is_object() ? a->summary.value("samples", 0.0) : 0.0;
+    const double epochs = a->summary.is_object() ? a->summary.value("epochs", 0.0) : 0.0;
     if (samples > 0 && epochs > 0) train_samples = std::llround(samples / epochs);
   }
   std::vector<CheckRow> rows;
@@ -187,10 +186,12 @@ std::string check_intro(const plan::ClusterProfile& cluster) {
          "it measured.";
 }
 
-std::string check_markdown(const RunResults& run, const plan::ClusterProfile& cluster) {
-  const std::vector<CheckRow> rows = check_rows(run, cluster);
+std::string check_markdown(const RunResults& run, const plan::ClusterProfile* cluster) {
+  if (!cluster) return "";
+  const std::vector<CheckRow> rows = check_rows(run, *cluster);
   const std::string summary = check_summary(rows);
-  return check_intro(cluster) + "\n\n" + to_markdown(check_table(rows)) + (summary.empty() ? "" : "\n" + summary + "\n");
+  return "\n## Predicted beside measured\n\n" + check_intro(*cluster) + "\n\n" + to_markdown(check_table(rows)) +
+         (summary.empty() ? "" : "\n" + summary + "\n");
 }
 
 }  // namespace quartet::analysis

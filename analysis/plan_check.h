@@ -51,7 +51,8 @@ std::string check_summary(const std::vector<CheckRow>& rows);
 // The report's section "Predicted beside measured": what the prediction assumes (one
 // paragraph, plain text), then the table and the summary.
 std::string check_intro(const plan::ClusterProfile& cluster);
-// The section in Markdown (the HTML report builds it from the same pieces).
-std::string check_markdown(const RunResults& run, const plan::ClusterProfile& cluster);
+// The section in Markdown, its heading included, to append to report.md; "" without a
+// profile. (The HTML report builds it from the same pieces.)
+std::string check_markdown(const RunResults& run, const plan::ClusterProfile* cluster);
 
 }  // namespace quartet::analysis

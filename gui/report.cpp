@@ -7,7 +7,6 @@
 #include "analysis/pipeline_view.h"
 #include "analysis/plan_check.h"
 #include "analysis/projection.h"
-#include "runner/report_command.h"
 #include "runner/results.h"
 #include "gui/chart_render.h"
 #include "gui/charts.h"
@@ -195,7 +194,7 @@ std::vector<fs::path> write_report(const RunResults& run, const analysis::Report
     if (formats.png || formats.svg)
       for (const ChartInfo& c : chart_kinds())
         images.push_back({std::string(c.id) + "." + image_ext, c.title, chart_caption(c.kind)});
-    write_text(dir / "report.md", analysis::report_markdown(run, images) + runner::predicted_section_markdown(run, cluster),
+    write_text(dir / "report.md", analysis::report_markdown(run, images) + analysis::check_markdown(run, cluster),
                written);
   }
   if (formats.html) write_text(dir / "index.html", report_html(run, image_ext, cluster), written);

@@ -89,9 +89,6 @@ bool read_report_input(const ReportOptions& o, analysis::ReportFormats& formats,
   }
 }
 
-std::string predicted_section_markdown(const analysis::RunResults& run, const analysis::plan::ClusterProfile* cluster) {
-  return cluster ? "\n## Predicted beside measured\n\n" + analysis::check_markdown(run, *cluster) : "";
-}
 
 int report_main(const ReportOptions& o, int argc, char** argv) {
   analysis::ReportFormats formats;
@@ -104,7 +101,7 @@ int report_main(const ReportOptions& o, int argc, char** argv) {
   const std::vector<analysis::RepeatChart> repeat_charts = analysis::repeat_charts(run.arms);
   std::vector<analysis::ChartImage> charts;
   for (const analysis::RepeatChart& c : repeat_charts) charts.push_back(c.image);
-  const std::string md = analysis::report_markdown(run, charts) + predicted_section_markdown(run, cluster ? &*cluster : nullptr);
+  const std::string md = analysis::report_markdown(run, charts) + analysis::check_markdown(run, cluster ? &*cluster : nullptr);
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);

@@ -36,9 +36,6 @@ void add_report_options(CLI::App& command, ReportOptions& options);
 bool read_report_input(const ReportOptions& options, analysis::ReportFormats& formats, analysis::RunResults& run,
                        std::optional<analysis::plan::ClusterProfile>& cluster);
 
-// The report's "Predicted beside measured" section in Markdown (with its heading), or ""
-// without a profile.
-std::string predicted_section_markdown(const analysis::RunResults& run, const analysis::plan::ClusterProfile* cluster);
 
 // Writes report.md and prints it (unless quiet) when md is the only format; hands
 // quartet's own `argv` over to quartet-report otherwise. Returns the exit code: 0

@@ -130,7 +130,7 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
   if (m.gpt)
     for (size_t i = first; i < last; ++i) {
       if (m.layers[i].op == OpClass::attention) t.blocks += 1;
-      if (m.layers[i].expert && !m.layers[i].row_parallel && m.layers[i].out_features > m.layers[i].in_features)
+      if (m.layers[i].expert && m.layers[i].out_features > m.layers[i].in_features)
         t.moe_blocks += 1;  // the experts' up projection: one a block
     }
   return t;

@@ -53,7 +53,8 @@ bool search_mesh(const ModelShape& model, const PlanArm& base, const ClusterProf
         a.zero = zero;
         a.checkpointing = ckpt == 1;
         a.cuts.clear();  // balanced stages
-        a.regime = regime_for(a).empty() ? "mesh" : regime_for(a);
+        a.regime = regime_for(a);
+        if (a.regime.empty()) a.regime = "mesh";
         if (a.regime == "mesh") a.schedule = "sequential";  // the mesh regime's stages run in turn
         a.name = mesh.text() + (micro > 1 ? "-m" + std::to_string(micro) : "") +
                  (zero > 0 ? "-z" + std::to_string(zero) : "") + (a.checkpointing ? "-ckpt" : "");
