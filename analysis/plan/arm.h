@@ -36,6 +36,10 @@ struct PlanArm {
   Mesh mesh;
   int64_t micro_batches = 1;    // accumulate, pipeline; data_parallel: per rank
   std::string schedule = "1f1b";  // pipeline: gpipe, 1f1b; sequential: micro-batches through the stages in turn (mesh)
+  // 1f1b: model chunks a rank holds (Narayanan et al.'s interleaved schedule, §2.2.2: the
+  // bubble shrinks to (P − 1)/v slots, the sends between stages grow v-fold). The
+  // planner prices it; the runtime trains 1 (docs/pipeline.md).
+  int64_t virtual_stages = 1;
   std::vector<std::string> cuts;  // pipeline, split: the last stage before each cut; empty: balanced
   int64_t zero = 0;             // data_parallel: ZeRO stage 0..3
   bool checkpointing = false;   // recompute each stage's activations in backward

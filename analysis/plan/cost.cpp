@@ -317,6 +317,9 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
         p2p = 2.0 * message_seconds(p2p_bytes, pp_group.nodes > 1 ? inter : intra);
       }
       p2p_bytes *= 2.0;
+      // Interleaved: a micro-batch crosses every rank's v chunks, so v sends each way.
+      p2p *= static_cast<double>(arm.virtual_stages);
+      p2p_bytes *= static_cast<double>(arm.virtual_stages);
     }
     // Expert parallelism: each MoE block's dispatch and combine all-to-alls forward, and
     // both again backward, of the micro-batch's k choices a token; exposed.
@@ -347,7 +350,7 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
                                             arm.checkpointing, arm.precision);
     const double in_flight = static_cast<double>(
         mesh.pp > 1 && !sequential
-            ? micro_batches_in_flight(arm.schedule, static_cast<int64_t>(s), mesh.pp, arm.micro_batches)
+            ? micro_batches_in_flight(arm.schedule, static_cast<int64_t>(s), mesh.pp, arm.micro_batches, arm.virtual_stages)
             : 1);
     mem.activations = act.kept * in_flight + act.recompute;
     if (grad_ranks > 1) mem.communication = std::min(arm.bucket_bytes, t.parameters * state.gradient) * 2.0;
@@ -358,9 +361,11 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
     if (mem.total() > fullest.total()) fullest = mem;
   }
   const double P = static_cast<double>(mesh.pp);
-  const double pipeline_s = sequential ? m_count * all_stages : (m_count + P - 1.0) * slot;
+  // Interleaved 1F1B: v chunks a rank, each a 1/v slot, the bubble (P − 1) chunk slots.
+  const double v = static_cast<double>(arm.virtual_stages);
+  const double pipeline_s = sequential ? m_count * all_stages : (m_count + (P - 1.0) / v) * slot;
   // Idle time of the slowest stage's ranks while the others work.
-  p.bubble_seconds = sequential ? m_count * (all_stages - slot) : (P - 1.0) * slot;
+  p.bubble_seconds = sequential ? m_count * (all_stages - slot) : (P - 1.0) / v * slot;
 
   // Gradient reduction over dp × cp (ZeRO 1 and 2: reduce-scatter then all-gather of the
   // parameters, the same bytes; ZeRO 3: the parameters gathered forward and backward too);

@@ -11,11 +11,11 @@ const std::vector<MegatronRow>& megatron_table1() {
   // Narayanan et al. (SC'21), Table 1: parameters (billion), tensor and pipeline
   // model-parallel sizes, GPUs, batch size, achieved teraFLOP/s per GPU.
   static const std::vector<MegatronRow> rows = {
-      {"gpt-1.7b", 1.7, 1, 1, 32, 512, 137},      {"gpt-3.6b", 3.6, 2, 1, 64, 512, 138},
-      {"gpt-7.5b", 7.5, 4, 1, 128, 512, 142},     {"gpt-18b", 18.4, 8, 1, 256, 1024, 135},
-      {"gpt-39b", 39.1, 8, 2, 512, 1536, 138},    {"gpt-76b", 76.1, 8, 4, 1024, 1792, 140},
-      {"gpt-145b", 145.6, 8, 8, 1536, 2304, 148}, {"gpt-310b", 310.1, 8, 16, 1920, 2160, 155},
-      {"gpt-530b", 529.6, 8, 35, 2520, 2520, 163}, {"gpt-1t", 1008.0, 8, 64, 3072, 3072, 163},
+      {"gpt-1.7b", 1.7, 1, 1, 32, 512, 137, 16, 1},      {"gpt-3.6b", 3.6, 2, 1, 64, 512, 138, 16, 1},
+      {"gpt-7.5b", 7.5, 4, 1, 128, 512, 142, 16, 1},     {"gpt-18b", 18.4, 8, 1, 256, 1024, 135, 8, 1},
+      {"gpt-39b", 39.1, 8, 2, 512, 1536, 138, 4, 1},     {"gpt-76b", 76.1, 8, 4, 1024, 1792, 140, 2, 3},
+      {"gpt-145b", 145.6, 8, 8, 1536, 2304, 148, 2, 2},  {"gpt-310b", 310.1, 8, 16, 1920, 2160, 155, 1, 2},
+      {"gpt-530b", 529.6, 8, 35, 2520, 2520, 163, 1, 3}, {"gpt-1t", 1008.0, 8, 64, 3072, 3072, 163, 1, 1},
   };
   return rows;
 }
@@ -29,8 +29,13 @@ PlanArm megatron_arm(const MegatronRow& row) {
   a.mesh.tp = row.tp;
   a.mesh.pp = row.pp;
   a.mesh.dp = row.gpus / (row.tp * row.pp);
-  a.micro_batches = row.batch / a.mesh.dp;  // micro-batches of one sample
+  a.micro_batches = row.batch / (a.mesh.dp * row.micro_batch);
   a.schedule = "1f1b";
+  a.virtual_stages = row.virtual_stages;
+  // Megatron's split: layers / pp blocks a stage, the embedding on the first, the head
+  // and loss on the last (the cut after block k·l/pp − 1).
+  const int64_t layers = model_shape(row.model).gpt->layers;
+  for (int64_t k = 1; k < row.pp; ++k) a.cuts.push_back("block" + std::to_string(k * layers / row.pp - 1));
   a.precision = "fp16";
   a.optimizer = "adam";
   a.checkpointing = true;

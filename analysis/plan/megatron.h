@@ -20,12 +20,17 @@ struct MegatronRow {
   double billions;        // the table's parameter count
   int64_t tp, pp, gpus, batch;
   double teraflops;       // achieved per GPU, the paper's
+  // How the row was run, from the paper's artifact (Megatron-LM's
+  // examples/sc21/run_table_1.sh): samples a micro-batch, and model chunks a pipeline
+  // rank holds (layers a stage over --num-layers-per-virtual-pipeline-stage; 1: plain 1F1B).
+  int64_t micro_batch = 1, virtual_stages = 1;
 };
 
 const std::vector<MegatronRow>& megatron_table1();
 
-// The row as a planned arm: tp × pp × dp = gpus, micro-batches of one sample, 1F1B,
-// fp16 mixed precision with Adam, activation recomputation, no ZeRO.
+// The row as a planned arm: tp × pp × dp = gpus, the row's micro-batch and chunks
+// (interleaved 1F1B where it has several), fp16 mixed precision with Adam, activation
+// recomputation, no ZeRO.
 PlanArm megatron_arm(const MegatronRow& row);
 
 // The paper's FLOPs of one step of the row's model (with recomputation).

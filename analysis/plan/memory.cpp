@@ -60,9 +60,16 @@ ActivationBytes activations(const ModelShape& m, size_t first, size_t last, doub
   return {boundaries, largest_stage};
 }
 
-int64_t micro_batches_in_flight(const std::string& schedule, int64_t stage, int64_t stages, int64_t micro_batches) {
-  if (schedule == "gpipe") return micro_batches;
-  if (schedule == "1f1b") return std::min(stages - stage, micro_batches);
+double micro_batches_in_flight(const std::string& schedule, int64_t stage, int64_t stages, int64_t micro_batches,
+                               int64_t virtual_stages) {
+  if (schedule == "gpipe") return static_cast<double>(micro_batches);
+  if (schedule == "1f1b" && virtual_stages > 1) {
+    // Megatron's interleaved warm-up: 2 (P − stage − 1) + (v − 1) P chunk forwards before
+    // the first backward, plus the one in flight; a chunk keeps 1/v of the stage's.
+    const int64_t chunks = 2 * (stages - stage - 1) + (virtual_stages - 1) * stages + 1;
+    return static_cast<double>(std::min(chunks, micro_batches * virtual_stages)) / static_cast<double>(virtual_stages);
+  }
+  if (schedule == "1f1b") return static_cast<double>(std::min(stages - stage, micro_batches));
   throw std::invalid_argument("schedule " + schedule + ": expected gpipe or 1f1b");
 }
 

@@ -52,8 +52,11 @@ struct ActivationBytes {
 ActivationBytes activations(const ModelShape& m, size_t first, size_t last, double samples, int64_t tp, int64_t cp,
                             bool sequence_parallel, bool checkpointing, const std::string& precision);
 
-// Micro-batches whose activations a pipeline stage holds at once: GPipe all m, 1F1B
-// min(P − stage, m) (stage from 0; PipeDream-Flush, Narayanan et al. 2021).
-int64_t micro_batches_in_flight(const std::string& schedule, int64_t stage, int64_t stages, int64_t micro_batches);
+// Micro-batches' worth of a pipeline stage's activations held at once: GPipe all m, 1F1B
+// min(P − stage, m) (stage from 0; PipeDream-Flush, Narayanan et al. 2021); interleaved
+// 1F1B with v chunks, Megatron's warm-up of 2 (P − stage − 1) + (v − 1) P + 1 chunks,
+// each 1/v of the stage's.
+double micro_batches_in_flight(const std::string& schedule, int64_t stage, int64_t stages, int64_t micro_batches,
+                               int64_t virtual_stages = 1);
 
 }  // namespace quartet::analysis::plan

@@ -121,11 +121,11 @@ struct FamilyRow {
 // length 2048 and vocabulary 51,200 (§5.1).
 const std::vector<FamilyRow>& family() {
   static const std::vector<FamilyRow> rows = {
-      {"gpt-1.7b", {24, 24, 2304, 2048, 51200, true, std::nullopt}},   {"gpt-3.6b", {30, 32, 3072, 2048, 51200, true, std::nullopt}},
-      {"gpt-7.5b", {36, 32, 4096, 2048, 51200, true, std::nullopt}},   {"gpt-18b", {40, 48, 6144, 2048, 51200, true, std::nullopt}},
-      {"gpt-39b", {48, 64, 8192, 2048, 51200, true, std::nullopt}},    {"gpt-76b", {60, 80, 10240, 2048, 51200, true, std::nullopt}},
-      {"gpt-145b", {80, 96, 12288, 2048, 51200, true, std::nullopt}},  {"gpt-310b", {96, 128, 16384, 2048, 51200, true, std::nullopt}},
-      {"gpt-530b", {105, 128, 20480, 2048, 51200, true, std::nullopt}}, {"gpt-1t", {128, 160, 25600, 2048, 51200, true, std::nullopt}},
+      {"gpt-1.7b", {24, 24, 2304, 2048, 51200, true, true, std::nullopt}},   {"gpt-3.6b", {30, 32, 3072, 2048, 51200, true, true, std::nullopt}},
+      {"gpt-7.5b", {36, 32, 4096, 2048, 51200, true, true, std::nullopt}},   {"gpt-18b", {40, 48, 6144, 2048, 51200, true, true, std::nullopt}},
+      {"gpt-39b", {48, 64, 8192, 2048, 51200, true, true, std::nullopt}},    {"gpt-76b", {60, 80, 10240, 2048, 51200, true, true, std::nullopt}},
+      {"gpt-145b", {80, 96, 12288, 2048, 51200, true, true, std::nullopt}},  {"gpt-310b", {96, 128, 16384, 2048, 51200, true, true, std::nullopt}},
+      {"gpt-530b", {105, 128, 20480, 2048, 51200, true, true, std::nullopt}}, {"gpt-1t", {128, 160, 25600, 2048, 51200, true, true, std::nullopt}},
   };
   return rows;
 }
@@ -157,14 +157,25 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     b.stage(p);
     b.elementwise(p + ".ln1", T * w, 2 * w);
     b.linear(p + ".qkv", w, 3 * w, T).tensor_parallel = true;
-    // q k^T and p v over the causal pairs. Saved (Korthikanti et al. 2022): q, k and v,
-    // and the heads' T×T scores, softmax and mask, 5 a s^2 bytes at 16 bits (2.5 H T^2
-    // elements, the 8-bit mask counted as half an element).
-    b.add({p + ".attention", p, OpClass::attention, 2 * 2 * w * pairs, 4 * T * w + 2 * H * pairs, 0,
+    // q k^T and p v over the causal pairs (Megatron's kernels: the whole square). Saved
+    // (Korthikanti et al. 2022): q, k and v, and the heads' T×T scores, softmax and mask,
+    // 5 a s^2 bytes at 16 bits (2.5 H T^2 elements, the 8-bit mask counted as half an
+    // element).
+    const double scored = d.scores_in_memory ? T * T : pairs;
+    b.add({p + ".attention", p, OpClass::attention, 2 * 2 * w * scored, 4 * T * w + 2 * H * scored, 0,
            3 * T * w + 2.5 * H * T * T, T * w, true});
+    if (d.scores_in_memory) {
+      // The fused scale-mask-softmax reads the scores and writes the probabilities;
+      // dropout reads them and writes its output and its 8-bit mask (half an element).
+      Layer& softmax = b.elementwise(p + ".softmax_dropout", H * T * T, 0, 0);
+      softmax.moved_elements = 4.5 * H * T * T;
+      softmax.output_elements = T * w;
+      softmax.tensor_parallel = true;
+    }
     Layer& proj = b.linear(p + ".proj", w, w, T);
     proj.tensor_parallel = proj.row_parallel = true;
     b.elementwise(p + ".residual1", T * w, 0, 0);
+    if (d.scores_in_memory) b.elementwise(p + ".dropout1", T * w, 0, 0).moved_elements = 2.5 * T * w;  // and its mask
     b.elementwise(p + ".ln2", T * w, 2 * w);
     if (d.moe && i % d.moe->every == d.moe->every - 1) {
       // Mixture of experts: a router (no bias), then each token's top-k choices through
@@ -185,6 +196,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
       fc2.tensor_parallel = fc2.row_parallel = true;
     }
     b.elementwise(p + ".residual2", T * w, 0, 0);
+    if (d.scores_in_memory) b.elementwise(p + ".dropout2", T * w, 0, 0).moved_elements = 2.5 * T * w;  // and its mask
   }
   b.stage("head");
   b.elementwise("ln_f", T * w, 2 * w);

@@ -51,6 +51,12 @@ struct GptDims {
   int64_t context = 128;
   int64_t vocab = 256;
   bool vocab_parallel = false;  // Megatron's: embedding and head split over tensor parallelism, and tied
+  // Megatron's (2021) attention kernels: q k^T over the whole T×T square (the upper half
+  // masked, not skipped), the scores written to memory and read back by a fused
+  // scale-mask-softmax and by dropout, and dropout after each residual branch.
+  // Otherwise (the engine's causal attention, as flash attention does it): the causal
+  // pairs only, each head's scores kept in a buffer that never leaves the cache.
+  bool scores_in_memory = false;
   std::optional<MoeDims> moe;   // gpt-moe: some blocks' MLP a mixture of experts
 };
 

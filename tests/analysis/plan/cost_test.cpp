@@ -79,6 +79,29 @@ TEST(Cost, PipelineBubbleIsPMinusOneOverM) {
       }
 }
 
+// §2.2.2: with v model chunks a rank, the interleaved schedule's bubble is
+// (p − 1)/(v m), and each micro-batch crosses the stage boundaries v times.
+TEST(Cost, InterleavingDividesTheBubbleByTheChunks) {
+  const ModelShape m = model_shape("gpt-mini");
+  for (int64_t v : {1, 2, 3}) {
+    PlanArm a = arm_of("pipeline", 64);
+    a.mesh.pp = 2;
+    a.micro_batches = 4;
+    a.virtual_stages = v;
+    ClusterProfile c = compute_bound();
+    c.intra.bandwidth_bytes_per_s = 1e18, c.intra.latency_s = 0;
+    const Prediction p = predict(m, a, c);
+    EXPECT_NEAR(p.bubble_seconds / (p.step_seconds - p.bubble_seconds), 1.0 / (4.0 * static_cast<double>(v)), 0.02)
+        << v;
+  }
+  PlanArm one = arm_of("pipeline", 64), three = one;
+  one.mesh.pp = three.mesh.pp = 2;
+  one.micro_batches = three.micro_batches = 4;
+  three.virtual_stages = 3;
+  EXPECT_NEAR(predict(m, three, compute_bound()).intra_bytes, 3.0 * predict(m, one, compute_bound()).intra_bytes,
+              1e-6 * predict(m, three, compute_bound()).intra_bytes);
+}
+
 TEST(Cost, OneFOneBNeedsLessActivationMemoryThanGpipe) {
   const ModelShape m = model_shape("gpt-mini");
   PlanArm a = arm_of("pipeline", 64);

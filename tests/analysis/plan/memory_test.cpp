@@ -37,7 +37,7 @@ TEST(Memory, ZeroShardsTheStatesInOrder) {
 // 16 bits without parallelism, 2 s b h of them the two dropout masks gpt-mini's layout
 // lacks: 32 + 5 a s / h here. Tensor with sequence parallelism divides all of it by t.
 TEST(Memory, TransformerLayerActivationsAreKorthikantis) {
-  GptDims d{1, 16, 1024, 512, 256, false, std::nullopt};
+  GptDims d{1, 16, 1024, 512, 256, false, false, std::nullopt};
   const ModelShape m = gpt_shape("g", d);
   size_t first = 0, last = 0;  // block0's layers
   for (size_t i = 0; i < m.layers.size(); ++i) {
@@ -67,6 +67,11 @@ TEST(Memory, OneFOneBHoldsFewerMicroBatchesThanGpipe) {
   EXPECT_EQ(micro_batches_in_flight("1f1b", 0, 4, 8), 4);
   EXPECT_EQ(micro_batches_in_flight("1f1b", 3, 4, 8), 1);
   EXPECT_EQ(micro_batches_in_flight("1f1b", 0, 4, 2), 2);
+  // Interleaved, 4 stages × 2 chunks: the first rank warms up 2·3 + 1·4 chunks and holds
+  // one more, 11 chunks of half a stage; the last 1·4 + 1 = 5 of them.
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight("1f1b", 0, 4, 8, 2), 5.5);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight("1f1b", 3, 4, 8, 2), 2.5);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight("1f1b", 0, 4, 2, 2), 2.0);  // no more than m's chunks
 }
 
 TEST(MemoryHostile, UnknownNamesAreRefused) {
