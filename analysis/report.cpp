@@ -173,7 +173,7 @@ std::string arms_table_text(const std::vector<ArmResults>& arms, int columns) {
 }
 
 std::string arms_table_note() {
-  return "samples/s: training samples per second of training time (evaluation excluded). Memory: the engine's "
+  return "samples/s: training samples per second of training time (evaluation, and kernel choices the machine had not measured before, excluded). Memory: the engine's "
          "tracked peak (all tags, training only) and the process's peak resident set, the largest process's; "
          "an arm with several kinds of process (federated: server and pools) shows each kind's. Quality: the "
          "workload's test-set metric (accuracy; mean Dice for volumes; bits per character for text, where lower is "

@@ -66,9 +66,18 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   json first_nonfinite = nullptr, first_degraded = nullptr;
   json privacy = nullptr;  // the last step's privacy account (federated arms with DP)
   json metric = nullptr;   // the first evaluation's
+  // Kernel choices measured while the arm ran (a shape the machine's table lacked): its
+  // ranks wait for them, so the arm's training time leaves out the most any role spent.
+  double tuning = 0.0;
   for (size_t i = 0; i < roles.size(); ++i) {
     int64_t role_sent = 0, role_received = 0;
+    double role_tuning = 0.0, process_tuning = 0.0;  // a resumed role's new process counts from 0
     for (const json& line : roles[i]) {
+      if (const json& k = trainers::member(line, "kernel_tuning"); k.is_number() && std::isfinite(k.get<double>())) {
+        const double now = std::max(0.0, k.get<double>());
+        role_tuning += now >= process_tuning ? now - process_tuning : now;
+        process_tuning = now;
+      }
       const trainers::RecordView r = trainers::read_record(line);
       if (r.is_step()) {
         // JSON has no NaN: a non-finite loss is written as null.
@@ -120,8 +129,9 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
     }
     bytes_sent += role_sent;
     bytes_received += role_received;
+    tuning = std::max(tuning, role_tuning);
   }
-  const double train_seconds = std::max(wall - eval_seconds, 1e-9);
+  const double train_seconds = std::max(wall - eval_seconds - tuning, 1e-9);
   const double epochs = train_samples > 0 ? static_cast<double>(samples) / static_cast<double>(train_samples) : 0.0;
   s["steps"] = steps;
   s["samples"] = samples;
@@ -129,6 +139,7 @@ json summarize_arm(const std::string& arm, const std::string& regime, const std:
   s["wall_seconds"] = wall;
   s["eval_seconds"] = eval_seconds;
   s["train_seconds"] = train_seconds;
+  s["kernel_tuning_seconds"] = tuning;
   s["samples_per_second"] = samples > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   s["compute_seconds"] = {{"forward", forward}, {"backward", backward}, {"optimizer", optimizer}, {"data", data}};
   s["comm_exposed_seconds"] = comm;

@@ -84,7 +84,7 @@ std::string projection_html(const Table& t) {
 
 std::string chart_caption(ChartKind kind) {
   switch (kind) {
-    case ChartKind::throughput: return "Training samples per second of training time (evaluation excluded).";
+    case ChartKind::throughput: return "Training samples per second of training time (evaluation and first-time kernel measurements excluded).";
     case ChartKind::quality_wall:
     case ChartKind::quality_samples:
       return "The workload's test metric at each evaluation; the dashed line is the target.";

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -42,7 +43,7 @@ struct Sizes {
 
 Sizes sizes_for(bool quick) {
   if (quick) return {1, 2'000'000, 1 << 20, 64, 256, 4, 1, 1 << 16};
-  return {11, 20'000'000, 1 << 24, 128, 1024, 32, 8, 1 << 22};
+  return {11, 20'000'000, 1 << 24, 128, 1024, 32, 32, 1 << 22};
 }
 
 engine::Tensor filled(const engine::Shape& shape, float v, bool grad = false) {
@@ -67,10 +68,15 @@ double median_seconds(int reps, F&& once) {
   return t[t.size() / 2];
 }
 
-// Seconds of one forward and backward of `op` (its output summed to a scalar).
+// Seconds of one forward and backward of `op`: its output summed to a scalar and
+// backward from there, less what that sum and its gradient cost on their own (over a
+// tensor of the output's shape), which the op in a model does not pay.
 template <typename F>
 double train_seconds(int reps, F&& op) {
-  return median_seconds(reps, [&] { engine::sum(op()).backward(); });
+  const double with_sum = median_seconds(reps, [&] { engine::sum(op()).backward(); });
+  const engine::Tensor like = filled(op().shape(), 0.01f, true);
+  const double sum_alone = median_seconds(reps, [&] { engine::sum(like).backward(); });
+  return std::max(with_sum - sum_alone, with_sum / 2);
 }
 
 // FLOPs per second of the products of two layers as the models have them: mlp's first
@@ -78,11 +84,12 @@ double train_seconds(int reps, F&& op) {
 // every position), forward and backward.
 double matmul_flops_per_s(const Sizes& s) {
   const int64_t rows = s.matmul_rows;
-  const engine::Tensor x1 = filled({rows, 784}, 0.01f), w1 = filled({784, 256}, 0.01f, true);
-  const engine::Tensor x2 = filled({rows * 4, 128}, 0.01f, true), w2 = filled({128, 512}, 0.01f, true);
-  const double t = train_seconds(s.reps, [&] { return engine::matmul(x1, w1); }) +
-                   train_seconds(s.reps, [&] { return engine::matmul(x2, w2); });
-  const double flops = 2.0 * 2 * rows * 784 * 256 + 3.0 * 2 * rows * 4 * 128 * 512;
+  // As the models' Linear layers run them (weights out × in), their bias apart.
+  const engine::Tensor x1 = filled({rows, 784}, 0.01f), w1 = filled({256, 784}, 0.01f, true);
+  const engine::Tensor x2 = filled({s.attention_batch * 128, 128}, 0.01f, true), w2 = filled({512, 128}, 0.01f, true);
+  const double t = train_seconds(s.reps, [&] { return engine::linear(x1, w1, engine::Tensor()); }) +
+                   train_seconds(s.reps, [&] { return engine::linear(x2, w2, engine::Tensor()); });
+  const double flops = 2.0 * 2 * rows * 784 * 256 + 3.0 * 2 * s.attention_batch * 128 * 128 * 512;
   return flops / t;
 }
 
@@ -109,6 +116,49 @@ double attention_flops_per_s(const Sizes& s) {
                        v = filled({s.attention_batch, T, w}, 0.03f, true);
   const double t = train_seconds(s.reps, [&] { return engine::causal_attention(q, k, v, 4); });
   return 3.0 * 2.0 * 2.0 * w * (T * (T + 1) / 2.0) * static_cast<double>(s.attention_batch) / t;
+}
+
+// Values in [-1, 1) that vary from element to element (a ReLU's or a max-pool's branches
+// as real activations take them).
+engine::Tensor varied(const engine::Shape& shape, bool grad = true) {
+  engine::Tensor t = engine::Tensor::empty(shape);
+  float* d = t.data();
+  uint32_t x = 12345;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    d[i] = static_cast<float>(x >> 8) / static_cast<float>(1 << 23) - 1.0f;
+  }
+  if (grad) t.set_requires_grad(true);
+  return t;
+}
+
+// The elementwise ops the models run, at their shapes (cnn's first block at the
+// calibration's conv batch, gpt-mini's MLP, norms and logits at its attention batch):
+// seconds per element, forward and backward, on the threads set.
+std::map<std::string, double> elementwise_op_seconds(const Sizes& s) {
+  const int64_t n = s.conv_batch, rows = s.attention_batch * 128;
+  const engine::Tensor act = varied({n, 32, 28, 28}), wide = varied({rows, 512}), narrow = varied({rows, 128});
+  const engine::Tensor gamma = filled({128}, 1.0f, true), beta = filled({128}, 0.0f, true);
+  const engine::Tensor logits = varied({rows, 256}), bias = filled({512}, 0.1f, true);
+  // The bias's share of a Linear layer: a product of little depth (8), so that the bias
+  // pass (added to each of the rows × 512 outputs, summed over the rows backward) is
+  // most of it, with and without the bias.
+  const engine::Tensor x = varied({rows, 8}), weight = filled({512, 8}, 0.01f, true);
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>((i * 37) % 256);
+  const double a = static_cast<double>(act.numel()), w = static_cast<double>(wide.numel()),
+               m = static_cast<double>(narrow.numel()), l = static_cast<double>(logits.numel());
+  return {
+      {"relu", train_seconds(s.reps, [&] { return engine::relu(act); }) / a},
+      {"max_pool", train_seconds(s.reps, [&] { return engine::max_pool2d(act); }) / a},
+      {"gelu", train_seconds(s.reps, [&] { return engine::gelu(wide); }) / w},
+      {"layer_norm", train_seconds(s.reps, [&] { return engine::layer_norm(narrow, gamma, beta); }) / m},
+      {"cross_entropy", train_seconds(s.reps, [&] { return engine::cross_entropy(logits, targets); }) / l},
+      // A Linear layer's bias: added to each output row, summed over them backward.
+      {"bias", std::max(0.0, train_seconds(s.reps, [&] { return engine::linear(x, weight, bias); }) -
+                                 train_seconds(s.reps, [&] { return engine::linear(x, weight, engine::Tensor()); })) /
+                   w},
+  };
 }
 
 // Bytes a copy moves (read and written) per second, on every thread.
@@ -262,6 +312,28 @@ int calibrate_main(const CalibrateOptions& o) {
   c.device.efficiency.conv = fraction(conv_flops_per_s(s) / peak);
   c.device.efficiency.attention = fraction(attention_flops_per_s(s) / peak);
   c.device.efficiency.elementwise = fraction(elementwise_bytes_per_s(s) / bandwidth);
+  const std::map<std::string, double> one_core = elementwise_op_seconds(s);
+  // An op too quick to tell from the timing's noise (a bias beside its product) is left
+  // out: priced by memory bandwidth.
+  for (const auto& [name, seconds] : one_core)
+    if (seconds > 0) c.device.elementwise_ops[name].seconds_per_element = seconds;
+  // What further cores add to each class: the same kernels on every core, as one rank
+  // runs them.
+  if (cores > 1) {
+    engine::set_compute_threads(cores);
+    plan::Efficiency& e = c.device.efficiency;
+    auto further = [&](double all_cores, double one_core) {
+      return std::clamp((all_cores / one_core - 1.0) / (cores - 1), 0.01, 1.0);
+    };
+    e.further_cores.matmul = further(matmul_flops_per_s(s) / peak, e.matmul);
+    e.further_cores.conv = further(conv_flops_per_s(s) / peak, e.conv);
+    e.further_cores.attention = further(attention_flops_per_s(s) / peak, e.attention);
+    e.further_cores.elementwise = further(elementwise_bytes_per_s(s) / bandwidth, e.elementwise);
+    for (const auto& [name, seconds] : elementwise_op_seconds(s))
+      if (c.device.elementwise_ops.count(name) && seconds > 0)
+        c.device.elementwise_ops[name].further_cores = further(one_core.at(name), seconds);
+    engine::set_compute_threads(1);
+  }
   const double small = 64, large = static_cast<double>(s.large_message);
   c.intra = fit("shared memory", small, shm_one_way(64, s.reps), large, shm_one_way(s.large_message, s.reps));
   c.inter = fit("TCP loopback", small, tcp_one_way(64, s.reps), large, tcp_one_way(s.large_message, s.reps));
@@ -275,6 +347,12 @@ int calibrate_main(const CalibrateOptions& o) {
             << bandwidth / 1e9 << " GB/s on one core\n"
             << "efficiency: matmul " << e.matmul << ", conv " << e.conv << ", attention " << e.attention
             << ", elementwise " << e.elementwise << "\n"
+            << "each further core adds: matmul " << e.further_cores.matmul << ", conv " << e.further_cores.conv
+            << ", attention " << e.further_cores.attention << ", elementwise " << e.further_cores.elementwise << "\n";
+  std::cout << "elementwise ops, ns an element (forward and backward) and what a further core adds:";
+  for (const auto& [name, op] : c.device.elementwise_ops)
+    std::cout << " " << name << " " << op.seconds_per_element * 1e9 << " (" << op.further_cores << ")";
+  std::cout << "\n"
             << "shm: " << c.intra.latency_s * 1e6 << " us, " << c.intra.bandwidth_bytes_per_s / 1e9 << " GB/s; "
             << "loopback: " << c.inter.latency_s * 1e6 << " us, " << c.inter.bandwidth_bytes_per_s / 1e9 << " GB/s\n"
             << "wrote " << o.out << "\n";

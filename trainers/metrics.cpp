@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/cpu/conv_kernel.h"
+#include "engine/cpu/kernel_cache.h"
 #include "engine/device_memory.h"
 
 namespace quartet::trainers {
@@ -89,6 +90,7 @@ nlohmann::json to_json(const StepRecord& r, const std::string& arm, const std::s
       {"gpu_memory", nullptr},
       {"loss", r.loss},
       {"lr", r.lr},
+      {"kernel_tuning", engine::cpu::kernel_tuning_seconds()},
   };
   if (r.eval) {
     j["eval"] = {{"metric", r.eval->metric}, {"value", r.eval->value},

@@ -93,8 +93,22 @@ Efficiency parse_efficiency(Reader& r) {
       Reader::fail(er.field(key), "expected a fraction of the peak in (0, 4], got " + std::to_string(*slot));
   }
   e.matmul_half_dim = er.number("matmul_half_dim", true, 0.0);
+  if (const json* f = er.find("further_cores")) {
+    Reader fr(*f, er.field("further_cores"));
+    for (auto [key, slot] : {std::pair{"matmul", &e.further_cores.matmul}, {"conv", &e.further_cores.conv},
+                             {"attention", &e.further_cores.attention}, {"elementwise", &e.further_cores.elementwise}}) {
+      *slot = fr.number(key, false, *slot);
+      if (*slot > 1.0) Reader::fail(fr.field(key), "expected a fraction in (0, 1], got " + std::to_string(*slot));
+    }
+    fr.done();
+  }
   er.done();
   return e;
+}
+
+const std::vector<std::string>& elementwise_op_names() {
+  static const std::vector<std::string> names = {"relu", "max_pool", "gelu", "layer_norm", "cross_entropy", "bias"};
+  return names;
 }
 
 DeviceProfile parse_device(const json& j, const std::string& path) {
@@ -110,6 +124,22 @@ DeviceProfile parse_device(const json& j, const std::string& path) {
   d.memory_bytes = r.number("memory_gib") * kGiB;
   d.memory_bandwidth_bytes_per_s = r.number("memory_bandwidth_gb_s") * kGiga;
   d.efficiency = parse_efficiency(r);
+  if (const json* ops = r.find("elementwise_ops")) {
+    Reader opr(*ops, r.field("elementwise_ops"));
+    for (const std::string& name : elementwise_op_names()) {
+      const json* op = opr.find(name);
+      if (!op) continue;
+      Reader one(*op, opr.field(name));
+      ElementwiseOp e;
+      e.seconds_per_element = one.number("ns") * 1e-9;
+      e.further_cores = one.number("further_cores", false, 1.0);
+      if (e.further_cores > 1.0)
+        Reader::fail(one.field("further_cores"), "expected a fraction in (0, 1], got " + std::to_string(e.further_cores));
+      one.done();
+      d.elementwise_ops[name] = e;
+    }
+    opr.done();
+  }
   r.done();
   return d;
 }
@@ -214,7 +244,12 @@ json cluster_json(const ClusterProfile& c) {
           {"conv", e.conv},
           {"attention", e.attention},
           {"elementwise", e.elementwise},
-          {"matmul_half_dim", e.matmul_half_dim}}}}},
+          {"matmul_half_dim", e.matmul_half_dim},
+          {"further_cores",
+           {{"matmul", e.further_cores.matmul},
+            {"conv", e.further_cores.conv},
+            {"attention", e.further_cores.attention},
+            {"elementwise", e.further_cores.elementwise}}}}}}},
       {"intra_link",
        {{"name", c.intra.name},
         {"bandwidth_gbit_s", c.intra.bandwidth_bytes_per_s * 8.0 / kGiga},
@@ -225,6 +260,8 @@ json cluster_json(const ClusterProfile& c) {
         {"latency_us", c.inter.latency_s / kMicro},
         {"nics_per_node", c.inter.nics_per_node}}},
   };
+  for (const auto& [name, op] : c.device.elementwise_ops)
+    j["device"]["elementwise_ops"][name] = {{"ns", op.seconds_per_element * 1e9}, {"further_cores", op.further_cores}};
   if (c.population) {
     const Population& p = *c.population;
     j["population"] = {{"clients", p.clients},

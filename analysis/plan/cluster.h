@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace quartet::analysis::plan {
 
@@ -32,7 +33,24 @@ struct Efficiency {
   // dimension (per device) is d is matmul × d / (d + matmul_half_dim) (Hockney's n½);
   // 0: every product at `matmul`.
   double matmul_half_dim = 0.0;
+  // cpu: the fraction of one core's rate that each further core of a rank adds, by op
+  // class (a rank of k cores runs a class at 1 + (k − 1) × this of one core's rate); 1:
+  // linear.
+  struct FurtherCores {
+    double matmul = 1.0, conv = 1.0, attention = 1.0, elementwise = 1.0;
+  } further_cores;
 };
+
+// An elementwise op of the engine as `quartet calibrate` timed it: seconds per element,
+// forward and backward together, on one core, and the fraction of that core's rate each
+// further core of a rank adds.
+struct ElementwiseOp {
+  double seconds_per_element = 0.0;
+  double further_cores = 1.0;
+};
+
+// The ops a profile may time (model_shape.h's Layer::kernels name them).
+const std::vector<std::string>& elementwise_op_names();
 
 struct DeviceProfile {
   std::string name;
@@ -41,6 +59,9 @@ struct DeviceProfile {
   double memory_bytes = 0.0;                  // per device (cpu: a core's share of the node's)
   double memory_bandwidth_bytes_per_s = 0.0;  // per device (cpu: a core's share)
   Efficiency efficiency;
+  // Measured elementwise ops (cpu profiles from calibrate): a layer whose kernels are all
+  // here is priced by them, else by memory bandwidth.
+  std::map<std::string, ElementwiseOp> elementwise_ops;
 
   // FLOP/s at `precision`; ClusterError naming the precisions the profile has.
   double peak(const std::string& precision) const;

@@ -16,7 +16,8 @@ namespace {
 struct Placement {
   int64_t ranks_per_node = 1;
   int64_t nodes = 1;
-  double rank_devices = 1.0;  // devices (cpu: cores) one rank computes on
+  double rank_devices = 1.0;  // devices (cpu: cores) one rank computes on, the node's shared out
+  double own_devices = 1.0;   // cpu: the cores a rank's threads compute on while it runs
 };
 
 Placement place(int64_t ranks, const PlanArm& arm, const ClusterProfile& c) {
@@ -34,6 +35,7 @@ Placement place(int64_t ranks, const PlanArm& arm, const ClusterProfile& c) {
   p.ranks_per_node = (ranks + p.nodes - 1) / p.nodes;
   p.rank_devices = arm.threads > 0 ? std::min<double>(arm.threads, static_cast<double>(c.devices_per_node))
                                    : static_cast<double>(c.devices_per_node) / static_cast<double>(p.ranks_per_node);
+  p.own_devices = std::max(1.0, std::min(p.rank_devices, static_cast<double>(c.devices_per_node)));
   // More threads than cores on the node: they take turns.
   p.rank_devices = std::min(p.rank_devices, static_cast<double>(c.devices_per_node) / static_cast<double>(p.ranks_per_node));
   return p;
@@ -67,18 +69,36 @@ struct Rate {
   double flops_per_s[4] = {};  // by OpClass: peak × efficiency
   double bytes_per_s = 0.0;     // memory bandwidth × elementwise efficiency
   double matmul_half_dim = 0.0;
+  double devices = 1.0;         // cpu: the rank's cores
+  double busy = 1.0;            // cpu: the node's cores computing at once
+  const std::map<std::string, ElementwiseOp>* elementwise_ops = nullptr;
 };
 
-Rate rate_of(const ClusterProfile& c, const std::string& precision, double devices) {
-  const double peak = c.device.peak(precision) * devices;
+// What `devices` cores of a cpu rank compute at, in one core's rates, while `busy` cores of
+// its node compute at once (its own and other ranks'): each busy core beyond the first
+// adds `further` of one core, shared out among the busy cores. A rank alone on its cores
+// (busy = devices) gets 1 + (devices − 1) × further.
+double effective_cores(double devices, double busy, double further) {
+  busy = std::max(busy, devices);
+  return busy > 1.0 ? devices * (1.0 + (busy - 1.0) * further) / busy : devices;
+}
+
+Rate rate_of(const ClusterProfile& c, const std::string& precision, double devices, double busy) {
   const Efficiency& e = c.device.efficiency;
+  const bool cpu = c.device.kind == "cpu";
+  busy = std::min(busy, static_cast<double>(c.devices_per_node));
+  auto cores = [&](double further) { return cpu ? effective_cores(devices, busy, further) : devices; };
+  const double peak = c.device.peak(precision);
   Rate r;
-  r.flops_per_s[static_cast<int>(OpClass::matmul)] = peak * e.matmul;
-  r.flops_per_s[static_cast<int>(OpClass::conv)] = peak * e.conv;
-  r.flops_per_s[static_cast<int>(OpClass::attention)] = peak * e.attention;
-  r.flops_per_s[static_cast<int>(OpClass::elementwise)] = peak * e.elementwise;
-  r.bytes_per_s = c.device.memory_bandwidth_bytes_per_s * devices * e.elementwise;
+  r.flops_per_s[static_cast<int>(OpClass::matmul)] = peak * cores(e.further_cores.matmul) * e.matmul;
+  r.flops_per_s[static_cast<int>(OpClass::conv)] = peak * cores(e.further_cores.conv) * e.conv;
+  r.flops_per_s[static_cast<int>(OpClass::attention)] = peak * cores(e.further_cores.attention) * e.attention;
+  r.flops_per_s[static_cast<int>(OpClass::elementwise)] = peak * cores(e.further_cores.elementwise) * e.elementwise;
+  r.bytes_per_s = c.device.memory_bandwidth_bytes_per_s * cores(e.further_cores.elementwise) * e.elementwise;
   r.matmul_half_dim = e.matmul_half_dim;
+  r.devices = devices;
+  r.busy = cpu ? busy : devices;
+  r.elementwise_ops = &c.device.elementwise_ops;
   return r;
 }
 
@@ -113,10 +133,29 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
       const double d = std::min(l.in_features / (l.row_parallel ? split : 1.0), l.out_features / (l.row_parallel ? 1.0 : split));
       flops_per_s *= d / (d + rate.matmul_half_dim);
     }
-    const double fwd = std::max(l.op == OpClass::elementwise ? 0.0 : flops / flops_per_s, bytes / rate.bytes_per_s);
+    // The layer's elementwise kernels the profile timed (a third of each forward, as
+    // backward is twice the forward below); an elementwise layer with all of them timed
+    // is priced by them instead of its bytes.
+    double kernels = 0.0;
+    bool all_timed = !l.kernels.empty();
+    for (const auto& [name, per_sample] : l.kernels) {
+      const auto it = rate.elementwise_ops->find(name);
+      if (it == rate.elementwise_ops->end()) {
+        all_timed = false;
+        continue;
+      }
+      const double cores = effective_cores(rate.devices, rate.busy, it->second.further_cores);
+      kernels += per_sample * samples / split * it->second.seconds_per_element / 3.0 / cores;
+    }
+    const bool elementwise = l.op == OpClass::elementwise;
+    const double own = elementwise && all_timed
+                           ? 0.0
+                           : std::max(elementwise ? 0.0 : flops / flops_per_s, bytes / rate.bytes_per_s);
+    const double side = elementwise && !all_timed ? 0.0 : kernels;  // timed kernels beside it
+    const double fwd = own + side;
     // Backward: input and weight gradients, each the forward's work; the model's first
-    // layer computes no input gradient.
-    const double bwd = (i == 0 && l.op != OpClass::elementwise ? 1.0 : 2.0) * fwd;
+    // layer computes no input gradient (its bias gradient still runs).
+    const double bwd = (i == 0 && !elementwise ? 1.0 : 2.0) * own + 2.0 * side;
     const double recompute = arm.checkpointing ? fwd : 0.0;
     t.forward += fwd;
     t.backward += bwd + recompute;
@@ -233,10 +272,11 @@ std::vector<size_t> pipeline_stage_starts(const ModelShape& m, int64_t stages, c
 }
 
 double layers_seconds(const ModelShape& m, size_t first, size_t last, double samples, const ClusterProfile& c,
-                      const std::string& precision, double devices) {
+                      const std::string& precision, double devices, double busy) {
   PlanArm arm;
   arm.precision = precision;
-  const StageTime t = stage_time(m, first, std::min(last, m.layers.size()), samples, arm, rate_of(c, precision, devices));
+  const StageTime t = stage_time(m, first, std::min(last, m.layers.size()), samples, arm,
+                                 rate_of(c, precision, devices, busy > 0 ? busy : devices));
   return t.forward + t.backward;
 }
 
@@ -246,7 +286,12 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
   check_arm(m, arm);
   const Mesh& mesh = arm.mesh;
   const Placement where = place(mesh.ranks(), arm, c);
-  const Rate rate = rate_of(c, arm.precision, where.rank_devices);
+  // A cpu rank computes on its own threads' cores; when the node's ranks want more cores
+  // than it has, they take turns (below), and a rank that waits gives its core to one
+  // that computes.
+  const double cores = static_cast<double>(c.devices_per_node);
+  const double own = c.device.kind == "cpu" ? where.own_devices : where.rank_devices;
+  const Rate rate = rate_of(c, arm.precision, own, own * static_cast<double>(where.ranks_per_node));
   const double e = element_bytes(arm.precision);
   const Link intra = intra_of(c), inter = inter_of(c);
   const int nics = c.inter.nics_per_node;
@@ -363,9 +408,20 @@ Prediction predict(const ModelShape& m, const PlanArm& arm, const ClusterProfile
   const double P = static_cast<double>(mesh.pp);
   // Interleaved 1F1B: v chunks a rank, each a 1/v slot, the bubble (P − 1) chunk slots.
   const double v = static_cast<double>(arm.virtual_stages);
-  const double pipeline_s = sequential ? m_count * all_stages : (m_count + (P - 1.0) / v) * slot;
+  double pipeline_s = sequential ? m_count * all_stages : (m_count + (P - 1.0) / v) * slot;
   // Idle time of the slowest stage's ranks while the others work.
   p.bubble_seconds = sequential ? m_count * (all_stages - slot) : (P - 1.0) / v * slot;
+  // More ranks than a cpu node's cores: the node's cores are the bound, each rank busy
+  // for its micro-batches' slots (its stage's, the stages on average), `cores / own` of
+  // them at once.
+  const double node_ranks = static_cast<double>(where.ranks_per_node);
+  if (c.device.kind == "cpu" && node_ranks * own > cores) {
+    const double work = node_ranks * m_count * all_stages / P * own / cores;
+    if (work > pipeline_s) {
+      p.bubble_seconds = 0.0;
+      pipeline_s = work;
+    }
+  }
 
   // Gradient reduction over dp × cp (ZeRO 1 and 2: reduce-scatter then all-gather of the
   // parameters, the same bytes; ZeRO 3: the parameters gathered forward and backward too);

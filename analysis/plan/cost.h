@@ -61,10 +61,11 @@ struct Prediction {
 Prediction predict(const ModelShape& model, const PlanArm& arm, const ClusterProfile& cluster);
 
 // Forward and backward seconds of layers [first, last) for `samples` on `devices` of the
-// cluster's devices: the roofline of predict's slot, for the regimes whose ranks are not
-// a mesh (split's client and server halves).
+// cluster's devices, while `busy` of a cpu node's cores compute at once (0: just these):
+// the roofline of predict's slot, for the regimes whose ranks are not a mesh (split's
+// client and server halves, federated pools).
 double layers_seconds(const ModelShape& model, size_t first, size_t last, double samples, const ClusterProfile& cluster,
-                      const std::string& precision, double devices);
+                      const std::string& precision, double devices, double busy = 0);
 
 // The first layer of each of `stages` contiguous pipeline stages, by `cuts` (the last
 // model stage before each cut) or, when empty, balanced by forward FLOPs and bytes.

@@ -20,6 +20,7 @@ class Builder {
     Layer& l = add({name, stage_, OpClass::matmul, 2 * in * out * positions, (in + out) * positions,
                     in * out + (bias ? out : 0), in * positions, out * positions});
     l.in_features = in, l.out_features = out;
+    if (bias) l.kernels = {{"bias", out * positions}};  // added to every row; summed over them backward
     return l;
   }
   // cin -> cout with a kernel of `kernel` taps at `positions` output positions (input
@@ -39,7 +40,20 @@ class Builder {
   // An activation over `elements` (read and written) then a pooling that reads them
   // and writes (and hands on) `out`.
   Layer& pool(const std::string& name, double elements, double out) {
-    return add({name, stage_, OpClass::elementwise, 0, 3 * elements + out, 0, elements, out});
+    Layer& l = add({name, stage_, OpClass::elementwise, 0, 3 * elements + out, 0, elements, out});
+    l.kernels = {{"relu", elements}, {"max_pool", elements}};
+    return l;
+  }
+  // ReLU and the loss (cross-entropy over `classes` logits a position).
+  Layer& relu(const std::string& name, double elements) {
+    Layer& l = elementwise(name, elements);
+    l.kernels = {{"relu", elements}};
+    return l;
+  }
+  Layer& loss(double classes, double positions = 1) {
+    Layer& l = elementwise("loss", classes * positions);
+    l.kernels = {{"cross_entropy", classes * positions}};
+    return l;
   }
   Layer& add(Layer l) {
     m_.layers.push_back(std::move(l));
@@ -55,9 +69,9 @@ class Builder {
 
 ModelShape mlp() {
   Builder b("mlp");
-  b.stage("fc1"), b.linear("fc1", 784, 256), b.elementwise("relu1", 256);
-  b.stage("fc2"), b.linear("fc2", 256, 128), b.elementwise("relu2", 128);
-  b.stage("fc3"), b.linear("fc3", 128, 10), b.elementwise("loss", 10);
+  b.stage("fc1"), b.linear("fc1", 784, 256), b.relu("relu1", 256);
+  b.stage("fc2"), b.linear("fc2", 256, 128), b.relu("relu2", 128);
+  b.stage("fc3"), b.linear("fc3", 128, 10), b.loss(10);
   return b.take();
 }
 
@@ -65,9 +79,9 @@ ModelShape lenet5() {
   Builder b("lenet5");
   b.stage("conv1"), b.conv("conv1", 1, 6, 25, 28 * 28), b.pool("relu_pool1", 6 * 28 * 28, 6 * 14 * 14);
   b.stage("conv2"), b.conv("conv2", 6, 16, 25, 10 * 10), b.pool("relu_pool2", 16 * 10 * 10, 16 * 5 * 5);
-  b.stage("fc1"), b.linear("fc1", 400, 120), b.elementwise("relu3", 120);
-  b.stage("fc2"), b.linear("fc2", 120, 84), b.elementwise("relu4", 84);
-  b.stage("fc3"), b.linear("fc3", 84, 10), b.elementwise("loss", 10);
+  b.stage("fc1"), b.linear("fc1", 400, 120), b.relu("relu3", 120);
+  b.stage("fc2"), b.linear("fc2", 120, 84), b.relu("relu4", 84);
+  b.stage("fc3"), b.linear("fc3", 84, 10), b.loss(10);
   return b.take();
 }
 
@@ -75,8 +89,8 @@ ModelShape cnn() {
   Builder b("cnn");
   b.stage("conv1"), b.conv("conv1", 1, 32, 9, 28 * 28), b.pool("relu_pool1", 32 * 28 * 28, 32 * 14 * 14);
   b.stage("conv2"), b.conv("conv2", 32, 64, 9, 14 * 14), b.pool("relu_pool2", 64 * 14 * 14, 64 * 7 * 7);
-  b.stage("fc1"), b.linear("fc1", 3136, 128), b.elementwise("relu3", 128);
-  b.stage("fc2"), b.linear("fc2", 128, 10), b.elementwise("loss", 10);
+  b.stage("fc1"), b.linear("fc1", 3136, 128), b.relu("relu3", 128);
+  b.stage("fc2"), b.linear("fc2", 128, 10), b.loss(10);
   return b.take();
 }
 
@@ -155,7 +169,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = "block" + std::to_string(i);
     b.stage(p);
-    b.elementwise(p + ".ln1", T * w, 2 * w);
+    b.elementwise(p + ".ln1", T * w, 2 * w).kernels = {{"layer_norm", T * w}};
     b.linear(p + ".qkv", w, 3 * w, T).tensor_parallel = true;
     // q k^T and p v over the causal pairs (Megatron's kernels: the whole square). Saved
     // (Korthikanti et al. 2022): q, k and v, and the heads' T×T scores, softmax and mask,
@@ -176,7 +190,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     proj.tensor_parallel = proj.row_parallel = true;
     b.elementwise(p + ".residual1", T * w, 0, 0);
     if (d.scores_in_memory) b.elementwise(p + ".dropout1", T * w, 0, 0).moved_elements = 2.5 * T * w;  // and its mask
-    b.elementwise(p + ".ln2", T * w, 2 * w);
+    b.elementwise(p + ".ln2", T * w, 2 * w).kernels = {{"layer_norm", T * w}};
     if (d.moe && i % d.moe->every == d.moe->every - 1) {
       // Mixture of experts: a router (no bias), then each token's top-k choices through
       // an expert MLP (the tokens' rows k times; what capacity drops is not subtracted),
@@ -185,13 +199,15 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
       b.linear(p + ".moe.router", w, E, T, /*bias=*/false);
       Layer& up = b.linear(p + ".moe.up", w, 4 * w, k * T);
       up.parameters *= E, up.expert = true;
-      b.elementwise(p + ".moe.gelu", 4 * k * T * w);
+      b.elementwise(p + ".moe.gelu", 4 * k * T * w).kernels = {{"gelu", 4 * k * T * w}};
       Layer& down = b.linear(p + ".moe.down", 4 * w, w, k * T);
       down.parameters *= E, down.expert = true;
       b.elementwise(p + ".moe.combine", k * T * w);
     } else {
       b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
-      b.elementwise(p + ".gelu", 4 * T * w).tensor_parallel = true;
+      Layer& gelu = b.elementwise(p + ".gelu", 4 * T * w);
+      gelu.tensor_parallel = true;
+      gelu.kernels = {{"gelu", 4 * T * w}};
       Layer& fc2 = b.linear(p + ".fc2", 4 * w, w, T);
       fc2.tensor_parallel = fc2.row_parallel = true;
     }
@@ -199,11 +215,11 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     if (d.scores_in_memory) b.elementwise(p + ".dropout2", T * w, 0, 0).moved_elements = 2.5 * T * w;  // and its mask
   }
   b.stage("head");
-  b.elementwise("ln_f", T * w, 2 * w);
+  b.elementwise("ln_f", T * w, 2 * w).kernels = {{"layer_norm", T * w}};
   Layer& head = b.linear("head", w, V, T, /*bias=*/!d.vocab_parallel);
   head.tensor_parallel = d.vocab_parallel;
   if (d.vocab_parallel) head.parameters = 0;  // Megatron ties the head to the embedding
-  b.elementwise("loss", T * V).tensor_parallel = d.vocab_parallel;
+  b.loss(V, T).tensor_parallel = d.vocab_parallel;
   return b.take();
 }
 

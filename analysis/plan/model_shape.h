@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace quartet::analysis::plan {
@@ -34,6 +35,10 @@ struct Layer {
   double in_features = 0.0;
   double out_features = 0.0;
   bool row_parallel = false;
+  // The engine's elementwise ops this layer runs and the elements each runs over per
+  // sample (an elementwise layer's own; a product's or convolution's bias pass), priced
+  // by a profile that timed them (cluster.h's elementwise_ops).
+  std::vector<std::pair<std::string, double>> kernels = {};
 };
 
 // A mixture of experts in a transformer's MLPs (workloads/moe.h's MoeConfig).

@@ -61,13 +61,16 @@ Prediction predict_split(const ModelShape& m, const PlanArm& arm, const ClusterP
   const bool splitfed = arm.variant == "splitfed";
   // Vanilla and U-shaped run one process at a time (the rest wait); SplitFed's clients
   // share the node's cores.
-  const double client_devices = devices_each(c, splitfed ? std::min<int64_t>(arm.clients, c.devices_per_node) : 1, arm);
+  const double side_by_side = splitfed ? static_cast<double>(std::min<int64_t>(arm.clients, c.devices_per_node)) : 1.0;
+  const double client_devices = devices_each(c, static_cast<int64_t>(side_by_side), arm);
   const double server_devices = devices_each(c, 1, arm);
   const size_t client_end = starts[1];
-  double client = layers_seconds(m, 0, client_end, samples, c, arm.precision, client_devices);
+  double client = layers_seconds(m, 0, client_end, samples, c, arm.precision, client_devices, side_by_side * client_devices);
   double server = layers_seconds(m, client_end, arm.cuts.size() == 2 ? starts[2] : m.layers.size(), samples, c,
                                  arm.precision, server_devices);
-  if (arm.cuts.size() == 2) client += layers_seconds(m, starts[2], m.layers.size(), samples, c, arm.precision, client_devices);
+  if (arm.cuts.size() == 2)
+    client += layers_seconds(m, starts[2], m.layers.size(), samples, c, arm.precision, client_devices,
+                             side_by_side * client_devices);
   // Activations up and their gradients down at each cut; labels (vanilla) are small.
   double bytes = 0.0, messages = 0.0;
   for (size_t k = 1; k < starts.size(); ++k) {
@@ -134,9 +137,10 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
     // clients in turn, and a round waits for the pool with the most work. Per round, on
     // average over the rounds.
     const int64_t pools = static_cast<int64_t>(std::max<size_t>(1, arm.client_rounds.front().size()));
-    const double per_sample =
-        layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision, devices_each(c, pools, arm)) /
-        static_cast<double>(arm.batch);
+    const double each = devices_each(c, pools, arm);
+    const double per_sample = layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision,
+                                             each, each * static_cast<double>(pools)) /
+                              static_cast<double>(arm.batch);
     const double t_comm = 2 * message_seconds(model_bytes, arm_link(arm, c));
     const double rounds = static_cast<double>(arm.client_rounds.size());
     for (const auto& round_pools : arm.client_rounds) {
@@ -157,9 +161,10 @@ Prediction predict_federated(const ModelShape& m, const PlanArm& arm, const Clus
     // Clients as processes on one node: the pools share its cores, each client's round
     // in turn within its pool; weights cross the arm's link.
     const int64_t pools = std::min<int64_t>(asked, c.device.kind == "gpu" ? c.devices_per_node : c.devices_per_node);
-    const double per_client =
-        layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision, devices_each(c, pools, arm)) *
-        work / static_cast<double>(arm.batch);
+    const double each = devices_each(c, pools, arm);
+    const double per_client = layers_seconds(m, 0, m.layers.size(), static_cast<double>(arm.batch), c, arm.precision,
+                                             each, each * static_cast<double>(pools)) *
+                              work / static_cast<double>(arm.batch);
     const Link link = arm_link(arm, c);
     const double t_comm = 2 * message_seconds(model_bytes, link);
     const double turns = std::ceil(static_cast<double>(asked) / static_cast<double>(pools));

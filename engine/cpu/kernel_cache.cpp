@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,10 @@ namespace quartet::engine::cpu {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Seconds this process spent choosing kernels (measuring, or waiting for another
+// process's measurement), in nanoseconds.
+std::atomic<int64_t> tuning_nanoseconds{0};
 using nlohmann::json;
 
 // What a kernel's speed depends on: the CPU (model and the vector flags) and the code.
@@ -192,6 +197,15 @@ std::string cached_kernel(const std::string& op, const std::string& shape, const
     return it->second.kernel;
   }
   if (!t.usable || candidates.size() == 1 || !time) return candidates.front();
+  // From here on: waiting for another process's measurement, or measuring.
+  const auto started = std::chrono::steady_clock::now();
+  struct Count {
+    std::chrono::steady_clock::time_point since;
+    ~Count() {
+      tuning_nanoseconds.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+    }
+  } count{started};
   FileLock file_lock(t.path);
   if (!file_lock.held()) return candidates.front();
   bool warned = true;  // said once already, at load
@@ -222,6 +236,8 @@ std::string cached_kernel(const std::string& op, const std::string& shape, const
   note(t, op, shape, e, "measured");
   return e.kernel;
 }
+
+double kernel_tuning_seconds() { return static_cast<double>(tuning_nanoseconds.load()) * 1e-9; }
 
 void remeasure_kernels() {
   Table& t = table();

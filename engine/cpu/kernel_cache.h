@@ -52,4 +52,9 @@ double fastest_run(const std::function<double()>& run);
 // The table's file for this machine and build (see above).
 std::string kernel_cache_path();
 
+// Seconds this process has spent choosing kernels so far: measuring the candidates for a
+// shape the table lacked, or waiting for another process that measured it. A run's
+// training time leaves them out (the first run on a machine pays them once).
+double kernel_tuning_seconds();
+
 }  // namespace quartet::engine::cpu

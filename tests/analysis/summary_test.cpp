@@ -84,6 +84,23 @@ TEST(Results, TableGivesSlowRatesTwoDecimals) {
   EXPECT_NE(table.find("| 3650 |"), std::string::npos) << table;
 }
 
+// Kernel choices the machine's table lacked are measured while the arm runs, and every
+// rank waits for them: training time leaves out the most any role spent (each role's
+// records carry its process's running total; a resumed process starts again from 0).
+TEST(Results, KernelTuningIsLeftOutOfTrainingTime) {
+  json a1 = step("rank0", 1, -1, kMiB, kMiB), a2 = step("rank0", 2, -1, kMiB, kMiB), a3 = step("rank0", 3, -1, kMiB, kMiB);
+  json b1 = step("rank1", 1, -1, kMiB, kMiB), b2 = step("rank1", 2, -1, kMiB, kMiB);
+  a1["kernel_tuning"] = 0.4, a2["kernel_tuning"] = 0.5, a3["kernel_tuning"] = 0.1;  // resumed before step 3
+  b1["kernel_tuning"] = 0.2, b2["kernel_tuning"] = 0.2;
+  const json s = summarize_arm("ddp", "data_parallel", {{a1, a2, a3}, {b1, b2}}, std::nullopt, 1000);
+  EXPECT_DOUBLE_EQ(s["kernel_tuning_seconds"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(s["train_seconds"].get<double>(), 3.0 - 0.6);
+  EXPECT_DOUBLE_EQ(s["samples_per_second"].get<double>(), 300 / 2.4);
+  const json none = summarize_arm("single", "single", {{step("trainer", 2, -1, kMiB, kMiB)}}, std::nullopt, 1000);
+  EXPECT_DOUBLE_EQ(none["kernel_tuning_seconds"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(none["train_seconds"].get<double>(), 2.0);
+}
+
 TEST(Results, ArmThatTrainedNoSampleFailsAndSaysWhy) {
   // A split arm whose every turn was lost: the server recorded its steps, none trained.
   json step_record = step("server", 1, 0.1, kMiB, 10 * kMiB);

@@ -22,6 +22,8 @@ TEST_F(CalibrateCommand, WritesAProfileThatPlanReads) {
   EXPECT_EQ(j["device"]["kind"], "cpu");
   EXPECT_GT(j["device"]["peak_tflops"]["fp32"].get<double>(), 0.0);
   EXPECT_GT(j["inter_link"]["bandwidth_gbit_s"].get<double>(), 0.0);
+  for (const char* op : {"relu", "max_pool", "gelu", "layer_norm", "cross_entropy"})
+    EXPECT_GT(j["device"]["elementwise_ops"][op]["ns"].get<double>(), 0.0) << op;
   const fs::path spec = fs::path(QUARTET_TEST_DATA_DIR).parent_path().parent_path() / "experiments/quickstart.json";
   const Result plan = cli_util::quartet({"plan", spec.string(), "--cluster", out.string()}, dir_);
   EXPECT_EQ(plan.code, 0) << plan.out;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 
+#include "engine/cpu/kernel_cache.h"
 #include "engine/safetensors.h"
 #include "trainers/federated/client.h"
 #include "trainers/federated/compress.h"
@@ -121,6 +122,7 @@ void serve_round(Pool& pool, transport::Connection& conn, const RoundStart& star
                                      {"optimizer", done.optimizer}}},
                         {"data", done.data},
                         {"upload", done.upload},
+                        {"kernel_tuning", engine::cpu::kernel_tuning_seconds()},
                         {"bytes_sent", c.bytes_sent},
                         {"bytes_received", c.bytes_received},
                         {"memory", memory_json(memory)},

@@ -100,6 +100,37 @@ TEST(ClusterProfileHostile, WrongTypesAndRangesAreRefused) {
   EXPECT_EQ(error_of(json::array()), "cluster: expected an object, got []");
 }
 
+// What calibrate measures beyond the peaks: what further cores add by op class, and the
+// engine's elementwise ops; both round-trip, and are checked.
+TEST(ClusterProfile, FurtherCoresAndElementwiseOpsRoundTrip) {
+  json j = minimal();
+  j["device"]["kind"] = "cpu";
+  j["device"]["efficiency"] = {{"matmul", 0.5}, {"further_cores", {{"matmul", 0.8}, {"conv", 0.7}}}};
+  j["device"]["elementwise_ops"] = {{"gelu", {{"ns", 4.5}, {"further_cores", 0.75}}}, {"relu", {{"ns", 0.8}}}};
+  const ClusterProfile c = parse_cluster(j);
+  EXPECT_DOUBLE_EQ(c.device.efficiency.further_cores.matmul, 0.8);
+  EXPECT_DOUBLE_EQ(c.device.efficiency.further_cores.attention, 1.0);
+  EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("gelu").seconds_per_element, 4.5e-9);
+  EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("gelu").further_cores, 0.75);
+  EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("relu").further_cores, 1.0);
+  const ClusterProfile again = parse_cluster(cluster_json(c));
+  EXPECT_DOUBLE_EQ(again.device.elementwise_ops.at("gelu").seconds_per_element, 4.5e-9);
+  EXPECT_DOUBLE_EQ(again.device.efficiency.further_cores.conv, 0.7);
+}
+
+TEST(ClusterProfileHostile, FurtherCoresAndElementwiseOpsAreChecked) {
+  json j = minimal();
+  j["device"]["efficiency"] = {{"further_cores", {{"conv", 1.5}}}};
+  EXPECT_EQ(error_of(j), "cluster.device.efficiency.further_cores.conv: expected a fraction in (0, 1], got 1.500000");
+  j = minimal();
+  j["device"]["elementwise_ops"] = {{"softplus", {{"ns", 1}}}};
+  EXPECT_NE(error_of(j).find("cluster.device.elementwise_ops.softplus: unknown field; allowed here: "), std::string::npos)
+      << error_of(j);
+  j = minimal();
+  j["device"]["elementwise_ops"] = {{"gelu", {{"ns", -1}}}};
+  EXPECT_EQ(error_of(j), "cluster.device.elementwise_ops.gelu.ns: expected a number > 0, got -1");
+}
+
 TEST(ClusterProfileHostile, UnknownPrecisionNamesTheKnownOnes) {
   const ClusterProfile p = parse_cluster(minimal());
   EXPECT_THROW(

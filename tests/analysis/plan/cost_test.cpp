@@ -28,6 +28,39 @@ TEST(Cost, SingleIsTrainFlopsOverTheSustainedRate) {
   EXPECT_NE(p.bottleneck.find("compute in convs"), std::string::npos) << p.bottleneck;
 }
 
+// A cpu profile that timed the engine's elementwise ops prices the layers that run them
+// by those times (a ReLU layer: its elements × the measured seconds), and a rank's
+// further cores add what the profile says each adds.
+TEST(Cost, TimedElementwiseOpsAndFurtherCoresPriceACpuRank) {
+  const ModelShape m = model_shape("mlp");
+  ClusterProfile c = compute_bound(2);
+  c.device.kind = "cpu";
+  PlanArm one = arm_of("single", 64);
+  one.threads = 1;
+  const double untimed = predict(m, one, c).step_seconds;
+  c.device.elementwise_ops["relu"] = {1e-6, 1.0};
+  const double timed = predict(m, one, c).step_seconds;
+  // relu1 and relu2: 256 + 128 elements a sample, forward and backward.
+  EXPECT_NEAR(timed - untimed, 64 * (256 + 128) * 1e-6, 1e-9);
+  PlanArm two = one;
+  two.threads = 2;
+  c.device.efficiency.further_cores = {0.5, 0.5, 0.5, 0.5};
+  c.device.elementwise_ops["relu"].further_cores = 0.5;
+  EXPECT_NEAR(predict(m, two, c).step_seconds, timed / 1.5, timed * 1e-9);
+  c.device.kind = "gpu";  // a GPU rank is one device: its threads do not enter
+  EXPECT_NEAR(predict(m, two, c).step_seconds, timed, timed * 1e-9);
+}
+
+// A Linear layer's bias pass, timed, is added to its product (a separate kernel).
+TEST(Cost, ATimedBiasAddsToTheProduct) {
+  const ModelShape m = model_shape("mlp");
+  ClusterProfile c = compute_bound(1);
+  c.device.kind = "cpu";
+  const double without = predict(m, arm_of("single", 64), c).step_seconds;
+  c.device.elementwise_ops["bias"] = {1e-6, 1.0};
+  EXPECT_NEAR(predict(m, arm_of("single", 64), c).step_seconds - without, 64 * (256 + 128 + 10) * 1e-6, 1e-9);
+}
+
 TEST(Cost, AccumulatingMicroBatchesCostsTheSameFlops) {
   const ModelShape m = model_shape("mlp");
   PlanArm accumulate = arm_of("accumulate", 128);
