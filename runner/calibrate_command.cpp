@@ -109,13 +109,23 @@ double conv_flops_per_s(const Sizes& s) {
   return flops / t;
 }
 
-// gpt-mini's attention: T = 128, width 128, 4 heads; the causal pairs' two products.
-double attention_flops_per_s(const Sizes& s) {
-  const int64_t T = 128, w = 128;
-  const engine::Tensor q = filled({s.attention_batch, T, w}, 0.01f, true), k = filled({s.attention_batch, T, w}, 0.02f, true),
-                       v = filled({s.attention_batch, T, w}, 0.03f, true);
+// gpt-mini's attention (width 128, 4 heads) over sequences of T positions, as many
+// positions in all as `attention_batch` sequences of 128; the causal pairs' two products.
+double attention_flops_per_s(const Sizes& s, int64_t T = 128) {
+  const int64_t w = 128, batch = s.attention_batch * 128 / T;
+  const engine::Tensor q = filled({batch, T, w}, 0.01f, true), k = filled({batch, T, w}, 0.02f, true),
+                       v = filled({batch, T, w}, 0.03f, true);
   const double t = train_seconds(s.reps, [&] { return engine::causal_attention(q, k, v, 4); });
-  return 3.0 * 2.0 * 2.0 * w * (T * (T + 1) / 2.0) * static_cast<double>(s.attention_batch) / t;
+  return 3.0 * 2.0 * 2.0 * w * (T * (T + 1) / 2.0) * static_cast<double>(batch) / t;
+}
+
+// Hockney's n½ over positions from attention's rates at L1 and L2 < L1 positions:
+// e(L) = E L / (L + h) through both; 0 where the shorter runs no slower.
+double half_positions(double l1, double e1, double l2, double e2) {
+  const double r = e1 / e2;
+  if (r <= 1.0) return 0.0;
+  if (l1 - r * l2 <= 0.0) return 1e4;
+  return std::min(1e4, l1 * l2 * (r - 1.0) / (l1 - r * l2));
 }
 
 // Values in [-1, 1) that vary from element to element (a ReLU's or a max-pool's branches
@@ -146,6 +156,30 @@ std::map<std::string, double> elementwise_op_seconds(const Sizes& s) {
   const engine::Tensor x = varied({rows, 8}), weight = filled({512, 8}, 0.01f, true);
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>((i * 37) % 256);
+  // A mixture of experts' movement of rows (gpt-moe: top 2 of 4 experts): each token's
+  // rows gathered in expert order, each expert's taken out, put back together, and
+  // combined by their gates; per element of the k × rows × 128 it moves.
+  const int64_t k = 2, experts = 4;
+  const engine::Tensor tokens = varied({rows, 128}), gates = filled({rows, k}, 0.5f, true);
+  std::vector<int32_t> order, slots(static_cast<size_t>(rows * k));
+  std::vector<std::vector<int32_t>> by_expert(experts);
+  for (int64_t choice = 0; choice < rows * k; ++choice) by_expert[(choice * 7 + choice / k) % experts].push_back(static_cast<int32_t>(choice));
+  for (const auto& list : by_expert)
+    for (int32_t choice : list) {
+      slots[static_cast<size_t>(choice)] = static_cast<int32_t>(order.size());
+      order.push_back(choice / static_cast<int32_t>(k));
+    }
+  auto dispatch = [&] {
+    const engine::Tensor here = engine::gather_rows(tokens, order);
+    engine::TensorList outs;
+    int32_t at = 0;
+    for (const auto& list : by_expert) {
+      std::vector<int32_t> mine(list.size());
+      for (size_t i = 0; i < mine.size(); ++i) mine[i] = at++;
+      outs.push_back(engine::gather_rows(here, mine));
+    }
+    return engine::combine_rows(engine::concat(outs, 0), gates, slots);
+  };
   const double a = static_cast<double>(act.numel()), w = static_cast<double>(wide.numel()),
                m = static_cast<double>(narrow.numel()), l = static_cast<double>(logits.numel());
   return {
@@ -154,6 +188,7 @@ std::map<std::string, double> elementwise_op_seconds(const Sizes& s) {
       {"gelu", train_seconds(s.reps, [&] { return engine::gelu(wide); }) / w},
       {"layer_norm", train_seconds(s.reps, [&] { return engine::layer_norm(narrow, gamma, beta); }) / m},
       {"cross_entropy", train_seconds(s.reps, [&] { return engine::cross_entropy(logits, targets); }) / l},
+      {"moe_dispatch", train_seconds(s.reps, dispatch) / static_cast<double>(rows * k * 128)},
       // A Linear layer's bias: added to each output row, summed over them backward.
       {"bias", std::max(0.0, train_seconds(s.reps, [&] { return engine::linear(x, weight, bias); }) -
                                  train_seconds(s.reps, [&] { return engine::linear(x, weight, engine::Tensor()); })) /
@@ -310,13 +345,17 @@ int calibrate_main(const CalibrateOptions& o) {
   auto fraction = [](double v) { return std::clamp(v, 1e-4, 4.0); };  // the profile's range
   c.device.efficiency.matmul = fraction(matmul_flops_per_s(s) / peak);
   c.device.efficiency.conv = fraction(conv_flops_per_s(s) / peak);
-  c.device.efficiency.attention = fraction(attention_flops_per_s(s) / peak);
+  // Attention at gpt-mini's 128 positions and in blocks of 16 (ring attention's at cp 4):
+  // the rate at any length, from the two.
+  const double e128 = attention_flops_per_s(s) / peak, e16 = attention_flops_per_s(s, 16) / peak;
+  c.device.efficiency.attention_half_positions = half_positions(128, e128, 16, e16);
+  c.device.efficiency.attention = fraction(e128 * (128 + c.device.efficiency.attention_half_positions) / 128);
   c.device.efficiency.elementwise = fraction(elementwise_bytes_per_s(s) / bandwidth);
   const std::map<std::string, double> one_core = elementwise_op_seconds(s);
   // An op too quick to tell from the timing's noise (a bias beside its product) is left
   // out: priced by memory bandwidth.
   for (const auto& [name, seconds] : one_core)
-    if (seconds > 0) c.device.elementwise_ops[name].seconds_per_element = seconds;
+    if (seconds > 0) c.device.elementwise_ops[name].nanoseconds_per_element = seconds * 1e9;
   // What further cores add to each class: the same kernels on every core, as one rank
   // runs them.
   if (cores > 1) {
@@ -327,7 +366,7 @@ int calibrate_main(const CalibrateOptions& o) {
     };
     e.further_cores.matmul = further(matmul_flops_per_s(s) / peak, e.matmul);
     e.further_cores.conv = further(conv_flops_per_s(s) / peak, e.conv);
-    e.further_cores.attention = further(attention_flops_per_s(s) / peak, e.attention);
+    e.further_cores.attention = further(attention_flops_per_s(s) / peak, e128);
     e.further_cores.elementwise = further(elementwise_bytes_per_s(s) / bandwidth, e.elementwise);
     for (const auto& [name, seconds] : elementwise_op_seconds(s))
       if (c.device.elementwise_ops.count(name) && seconds > 0)
@@ -346,12 +385,13 @@ int calibrate_main(const CalibrateOptions& o) {
   std::cout << "fp32 peak " << peak / 1e9 << " GFLOP/s a core (" << engine::cpu::fma_isa() << "), copy "
             << bandwidth / 1e9 << " GB/s on one core\n"
             << "efficiency: matmul " << e.matmul << ", conv " << e.conv << ", attention " << e.attention
+            << " (blocks of L positions: × L / (L + " << e.attention_half_positions << "))"
             << ", elementwise " << e.elementwise << "\n"
             << "each further core adds: matmul " << e.further_cores.matmul << ", conv " << e.further_cores.conv
             << ", attention " << e.further_cores.attention << ", elementwise " << e.further_cores.elementwise << "\n";
   std::cout << "elementwise ops, ns an element (forward and backward) and what a further core adds:";
   for (const auto& [name, op] : c.device.elementwise_ops)
-    std::cout << " " << name << " " << op.seconds_per_element * 1e9 << " (" << op.further_cores << ")";
+    std::cout << " " << name << " " << op.nanoseconds_per_element << " (" << op.further_cores << ")";
   std::cout << "\n"
             << "shm: " << c.intra.latency_s * 1e6 << " us, " << c.intra.bandwidth_bytes_per_s / 1e9 << " GB/s; "
             << "loopback: " << c.inter.latency_s * 1e6 << " us, " << c.inter.bandwidth_bytes_per_s / 1e9 << " GB/s\n"

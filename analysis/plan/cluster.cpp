@@ -93,6 +93,7 @@ Efficiency parse_efficiency(Reader& r) {
       Reader::fail(er.field(key), "expected a fraction of the peak in (0, 4], got " + std::to_string(*slot));
   }
   e.matmul_half_dim = er.number("matmul_half_dim", true, 0.0);
+  e.attention_half_positions = er.number("attention_half_positions", true, 0.0);
   if (const json* f = er.find("further_cores")) {
     Reader fr(*f, er.field("further_cores"));
     for (auto [key, slot] : {std::pair{"matmul", &e.further_cores.matmul}, {"conv", &e.further_cores.conv},
@@ -107,7 +108,8 @@ Efficiency parse_efficiency(Reader& r) {
 }
 
 const std::vector<std::string>& elementwise_op_names() {
-  static const std::vector<std::string> names = {"relu", "max_pool", "gelu", "layer_norm", "cross_entropy", "bias"};
+  static const std::vector<std::string> names = {"relu",          "max_pool", "gelu", "layer_norm",
+                                                  "cross_entropy", "bias",     "moe_dispatch"};
   return names;
 }
 
@@ -131,7 +133,7 @@ DeviceProfile parse_device(const json& j, const std::string& path) {
       if (!op) continue;
       Reader one(*op, opr.field(name));
       ElementwiseOp e;
-      e.seconds_per_element = one.number("ns") * 1e-9;
+      e.nanoseconds_per_element = one.number("ns");
       e.further_cores = one.number("further_cores", false, 1.0);
       if (e.further_cores > 1.0)
         Reader::fail(one.field("further_cores"), "expected a fraction in (0, 1], got " + std::to_string(e.further_cores));
@@ -245,6 +247,7 @@ json cluster_json(const ClusterProfile& c) {
           {"attention", e.attention},
           {"elementwise", e.elementwise},
           {"matmul_half_dim", e.matmul_half_dim},
+          {"attention_half_positions", e.attention_half_positions},
           {"further_cores",
            {{"matmul", e.further_cores.matmul},
             {"conv", e.further_cores.conv},
@@ -261,7 +264,7 @@ json cluster_json(const ClusterProfile& c) {
         {"nics_per_node", c.inter.nics_per_node}}},
   };
   for (const auto& [name, op] : c.device.elementwise_ops)
-    j["device"]["elementwise_ops"][name] = {{"ns", op.seconds_per_element * 1e9}, {"further_cores", op.further_cores}};
+    j["device"]["elementwise_ops"][name] = {{"ns", op.nanoseconds_per_element}, {"further_cores", op.further_cores}};
   if (c.population) {
     const Population& p = *c.population;
     j["population"] = {{"clients", p.clients},

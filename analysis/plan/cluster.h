@@ -33,6 +33,10 @@ struct Efficiency {
   // dimension (per device) is d is matmul × d / (d + matmul_half_dim) (Hockney's n½);
   // 0: every product at `matmul`.
   double matmul_half_dim = 0.0;
+  // Attention in blocks of few positions: a block of L query positions runs at
+  // `attention` × L / (L + attention_half_positions) (ring attention's blocks are the
+  // context over 2 cp); 0: every block at `attention`.
+  double attention_half_positions = 0.0;
   // cpu: the fraction of one core's rate that each further core of a rank adds, by op
   // class (a rank of k cores runs a class at 1 + (k − 1) × this of one core's rate); 1:
   // linear.
@@ -41,11 +45,11 @@ struct Efficiency {
   } further_cores;
 };
 
-// An elementwise op of the engine as `quartet calibrate` timed it: seconds per element,
+// An elementwise op of the engine as `quartet calibrate` timed it: nanoseconds an element,
 // forward and backward together, on one core, and the fraction of that core's rate each
 // further core of a rank adds.
 struct ElementwiseOp {
-  double seconds_per_element = 0.0;
+  double nanoseconds_per_element = 0.0;
   double further_cores = 1.0;
 };
 

@@ -69,6 +69,7 @@ struct Rate {
   double flops_per_s[4] = {};  // by OpClass: peak × efficiency
   double bytes_per_s = 0.0;     // memory bandwidth × elementwise efficiency
   double matmul_half_dim = 0.0;
+  double attention_half_positions = 0.0;
   double devices = 1.0;         // cpu: the rank's cores
   double busy = 1.0;            // cpu: the node's cores computing at once
   const std::map<std::string, ElementwiseOp>* elementwise_ops = nullptr;
@@ -96,6 +97,7 @@ Rate rate_of(const ClusterProfile& c, const std::string& precision, double devic
   r.flops_per_s[static_cast<int>(OpClass::elementwise)] = peak * cores(e.further_cores.elementwise) * e.elementwise;
   r.bytes_per_s = c.device.memory_bandwidth_bytes_per_s * cores(e.further_cores.elementwise) * e.elementwise;
   r.matmul_half_dim = e.matmul_half_dim;
+  r.attention_half_positions = e.attention_half_positions;
   r.devices = devices;
   r.busy = cpu ? busy : devices;
   r.elementwise_ops = &c.device.elementwise_ops;
@@ -133,6 +135,12 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
       const double d = std::min(l.in_features / (l.row_parallel ? split : 1.0), l.out_features / (l.row_parallel ? 1.0 : split));
       flops_per_s *= d / (d + rate.matmul_half_dim);
     }
+    if (l.op == OpClass::attention && rate.attention_half_positions > 0 && m.gpt) {
+      // A block's query positions: the context, or under context parallelism the 2 cp
+      // chunks a rank's ring attention computes block by block.
+      const double positions = static_cast<double>(m.gpt->context) / (cp > 1 ? 2.0 * cp : 1.0);
+      flops_per_s *= positions / (positions + rate.attention_half_positions);
+    }
     // The layer's elementwise kernels the profile timed (a third of each forward, as
     // backward is twice the forward below); an elementwise layer with all of them timed
     // is priced by them instead of its bytes.
@@ -145,7 +153,7 @@ StageTime stage_time(const ModelShape& m, size_t first, size_t last, double samp
         continue;
       }
       const double cores = effective_cores(rate.devices, rate.busy, it->second.further_cores);
-      kernels += per_sample * samples / split * it->second.seconds_per_element / 3.0 / cores;
+      kernels += per_sample * samples / split * it->second.nanoseconds_per_element * 1e-9 / 3.0 / cores;
     }
     const bool elementwise = l.op == OpClass::elementwise;
     const double own = elementwise && all_timed

@@ -202,7 +202,9 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
       b.elementwise(p + ".moe.gelu", 4 * k * T * w).kernels = {{"gelu", 4 * k * T * w}};
       Layer& down = b.linear(p + ".moe.down", 4 * w, w, k * T);
       down.parameters *= E, down.expert = true;
-      b.elementwise(p + ".moe.combine", k * T * w);
+      // The rows' way there and back: gathered in expert order, split among the
+      // experts, put back together and combined by the gates.
+      b.elementwise(p + ".moe.combine", k * T * w).kernels = {{"moe_dispatch", k * T * w}};
     } else {
       b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
       Layer& gelu = b.elementwise(p + ".gelu", 4 * T * w);

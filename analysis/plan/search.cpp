@@ -56,7 +56,8 @@ bool search_mesh(const ModelShape& model, const PlanArm& base, const ClusterProf
         a.regime = regime_for(a);
         if (a.regime.empty()) a.regime = "mesh";
         if (a.regime == "mesh") a.schedule = "sequential";  // the mesh regime's stages run in turn
-        a.name = mesh.text() + (micro > 1 ? "-m" + std::to_string(micro) : "") +
+        a.name = (mesh.ranks() > 1 ? mesh.text() : micro > 1 ? "accum" : "single") +
+                 (micro > 1 ? "-m" + std::to_string(micro) : "") +
                  (zero > 0 ? "-z" + std::to_string(zero) : "") + (a.checkpointing ? "-ckpt" : "");
         Prediction p;
         try {

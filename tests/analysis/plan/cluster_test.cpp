@@ -110,11 +110,11 @@ TEST(ClusterProfile, FurtherCoresAndElementwiseOpsRoundTrip) {
   const ClusterProfile c = parse_cluster(j);
   EXPECT_DOUBLE_EQ(c.device.efficiency.further_cores.matmul, 0.8);
   EXPECT_DOUBLE_EQ(c.device.efficiency.further_cores.attention, 1.0);
-  EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("gelu").seconds_per_element, 4.5e-9);
+  EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("gelu").nanoseconds_per_element, 4.5);
   EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("gelu").further_cores, 0.75);
   EXPECT_DOUBLE_EQ(c.device.elementwise_ops.at("relu").further_cores, 1.0);
   const ClusterProfile again = parse_cluster(cluster_json(c));
-  EXPECT_DOUBLE_EQ(again.device.elementwise_ops.at("gelu").seconds_per_element, 4.5e-9);
+  EXPECT_DOUBLE_EQ(again.device.elementwise_ops.at("gelu").nanoseconds_per_element, 4.5);
   EXPECT_DOUBLE_EQ(again.device.efficiency.further_cores.conv, 0.7);
 }
 

@@ -38,7 +38,7 @@ TEST(Cost, TimedElementwiseOpsAndFurtherCoresPriceACpuRank) {
   PlanArm one = arm_of("single", 64);
   one.threads = 1;
   const double untimed = predict(m, one, c).step_seconds;
-  c.device.elementwise_ops["relu"] = {1e-6, 1.0};
+  c.device.elementwise_ops["relu"] = {1e3, 1.0};  // 1 µs an element
   const double timed = predict(m, one, c).step_seconds;
   // relu1 and relu2: 256 + 128 elements a sample, forward and backward.
   EXPECT_NEAR(timed - untimed, 64 * (256 + 128) * 1e-6, 1e-9);
@@ -51,13 +51,30 @@ TEST(Cost, TimedElementwiseOpsAndFurtherCoresPriceACpuRank) {
   EXPECT_NEAR(predict(m, two, c).step_seconds, timed, timed * 1e-9);
 }
 
+// Four pipeline stages of one thread on a node of two cores: the stages take turns on the
+// cores, and one in its bubble gives its core away, so the step is the four ranks' busy
+// time over two cores (and a data-parallel arm of four ranks, always busy, the same).
+TEST(Cost, RanksBeyondTheCoresTakeTurnsAndWaitingOnesGiveTheirCoreAway) {
+  const ModelShape m = model_shape("gpt-mini");
+  ClusterProfile c = compute_bound(2);
+  c.device.kind = "cpu";
+  c.intra.bandwidth_bytes_per_s = 1e18, c.intra.latency_s = 0;
+  PlanArm pp = arm_of("pipeline", 16), dp = arm_of("data_parallel", 16), one = arm_of("single", 16);
+  pp.mesh.pp = 4, pp.micro_batches = 4, pp.threads = 1;
+  dp.mesh.dp = 4, dp.threads = 1;
+  one.threads = 1;
+  const double alone = predict(m, one, c).step_seconds;  // one rank, one core
+  EXPECT_NEAR(predict(m, pp, c).step_seconds / (alone / 2), 1.0, 0.02);
+  EXPECT_NEAR(predict(m, dp, c).step_seconds / (alone / 2), 1.0, 0.02);
+}
+
 // A Linear layer's bias pass, timed, is added to its product (a separate kernel).
 TEST(Cost, ATimedBiasAddsToTheProduct) {
   const ModelShape m = model_shape("mlp");
   ClusterProfile c = compute_bound(1);
   c.device.kind = "cpu";
   const double without = predict(m, arm_of("single", 64), c).step_seconds;
-  c.device.elementwise_ops["bias"] = {1e-6, 1.0};
+  c.device.elementwise_ops["bias"] = {1e3, 1.0};
   EXPECT_NEAR(predict(m, arm_of("single", 64), c).step_seconds - without, 64 * (256 + 128 + 10) * 1e-6, 1e-9);
 }
 

@@ -17,7 +17,7 @@ inline ClusterProfile compute_bound(int64_t devices = 8, int64_t nodes = 1) {
   c.device.peak_flops = {{"fp32", 1e12}};
   c.device.memory_bytes = 1e12;
   c.device.memory_bandwidth_bytes_per_s = 1e18;
-  c.device.efficiency = {0.5, 0.5, 0.5, 0.5, 0.0, {}};
+  c.device.efficiency = {0.5, 0.5, 0.5, 0.5, 0.0, 0.0, {}};
   c.intra = {"intra", 10e9, 10e-6, 1};
   c.inter = {"inter", 1e9, 50e-6, 1};
   return c;
