@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -382,18 +383,18 @@ int calibrate_main(const CalibrateOptions& o) {
   out << j.dump(2) << "\n";
   if (!out) throw InputError("--out: " + o.out + " cannot be written");
   const plan::Efficiency& e = c.device.efficiency;
-  std::cout << "fp32 peak " << peak / 1e9 << " GFLOP/s a core (" << engine::cpu::fma_isa() << "), copy "
-            << bandwidth / 1e9 << " GB/s on one core\n"
+  // Lines that fit 80 columns.
+  std::cout << std::fixed << std::setprecision(3) << "fp32 peak " << peak / 1e9 << " GFLOP/s a core ("
+            << engine::cpu::fma_isa() << "), copy " << bandwidth / 1e9 << " GB/s on one core\n"
             << "efficiency: matmul " << e.matmul << ", conv " << e.conv << ", attention " << e.attention
-            << " (blocks of L positions: × L / (L + " << e.attention_half_positions << "))"
             << ", elementwise " << e.elementwise << "\n"
-            << "each further core adds: matmul " << e.further_cores.matmul << ", conv " << e.further_cores.conv
-            << ", attention " << e.further_cores.attention << ", elementwise " << e.further_cores.elementwise << "\n";
-  std::cout << "elementwise ops, ns an element (forward and backward) and what a further core adds:";
+            << "attention in blocks of L positions: x L / (L + " << e.attention_half_positions << ")\n"
+            << "a further core adds: matmul " << e.further_cores.matmul << ", conv " << e.further_cores.conv
+            << ", attention " << e.further_cores.attention << ",\n  elementwise " << e.further_cores.elementwise << "\n"
+            << "elementwise ops, ns an element forward and backward (a further core adds):\n";
   for (const auto& [name, op] : c.device.elementwise_ops)
-    std::cout << " " << name << " " << op.nanoseconds_per_element << " (" << op.further_cores << ")";
-  std::cout << "\n"
-            << "shm: " << c.intra.latency_s * 1e6 << " us, " << c.intra.bandwidth_bytes_per_s / 1e9 << " GB/s; "
+    std::cout << "  " << name << " " << op.nanoseconds_per_element << " (" << op.further_cores << ")\n";
+  std::cout << "shm: " << c.intra.latency_s * 1e6 << " us, " << c.intra.bandwidth_bytes_per_s / 1e9 << " GB/s; "
             << "loopback: " << c.inter.latency_s * 1e6 << " us, " << c.inter.bandwidth_bytes_per_s / 1e9 << " GB/s\n"
             << "wrote " << o.out << "\n";
   return 0;
