@@ -80,6 +80,13 @@ class Reader {
   std::set<std::string> seen_;
 };
 
+// What a further core adds: a fraction in (0, 1] (1, linear, when absent).
+double further_cores(Reader& r, const std::string& key, double fallback) {
+  const double f = r.number(key, false, fallback);
+  if (f > 1.0) Reader::fail(r.field(key), "expected a fraction in (0, 1], got " + std::to_string(f));
+  return f;
+}
+
 Efficiency parse_efficiency(Reader& r) {
   Efficiency e;
   const json* v = r.find("efficiency");
@@ -97,10 +104,8 @@ Efficiency parse_efficiency(Reader& r) {
   if (const json* f = er.find("further_cores")) {
     Reader fr(*f, er.field("further_cores"));
     for (auto [key, slot] : {std::pair{"matmul", &e.further_cores.matmul}, {"conv", &e.further_cores.conv},
-                             {"attention", &e.further_cores.attention}, {"elementwise", &e.further_cores.elementwise}}) {
-      *slot = fr.number(key, false, *slot);
-      if (*slot > 1.0) Reader::fail(fr.field(key), "expected a fraction in (0, 1], got " + std::to_string(*slot));
-    }
+                             {"attention", &e.further_cores.attention}, {"elementwise", &e.further_cores.elementwise}})
+      *slot = further_cores(fr, key, *slot);
     fr.done();
   }
   er.done();
@@ -134,9 +139,7 @@ DeviceProfile parse_device(const json& j, const std::string& path) {
       Reader one(*op, opr.field(name));
       ElementwiseOp e;
       e.nanoseconds_per_element = one.number("ns");
-      e.further_cores = one.number("further_cores", false, 1.0);
-      if (e.further_cores > 1.0)
-        Reader::fail(one.field("further_cores"), "expected a fraction in (0, 1], got " + std::to_string(e.further_cores));
+      e.further_cores = further_cores(one, "further_cores", 1.0);
       one.done();
       d.elementwise_ops[name] = e;
     }

@@ -44,10 +44,21 @@ class Builder {
     l.kernels = {{"relu", elements}, {"max_pool", elements}};
     return l;
   }
-  // ReLU and the loss (cross-entropy over `classes` logits a position).
+  // A ReLU, and the loss (cross-entropy over `classes` logits a position).
   Layer& relu(const std::string& name, double elements) {
     Layer& l = elementwise(name, elements);
     l.kernels = {{"relu", elements}};
+    return l;
+  }
+  // A layer norm over `width`-wide rows (`elements` a sample), and a GELU.
+  Layer& layer_norm(const std::string& name, double elements, double width) {
+    Layer& l = elementwise(name, elements, 2 * width);
+    l.kernels = {{"layer_norm", elements}};
+    return l;
+  }
+  Layer& gelu(const std::string& name, double elements) {
+    Layer& l = elementwise(name, elements);
+    l.kernels = {{"gelu", elements}};
     return l;
   }
   Layer& loss(double classes, double positions = 1) {
@@ -169,7 +180,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = "block" + std::to_string(i);
     b.stage(p);
-    b.elementwise(p + ".ln1", T * w, 2 * w).kernels = {{"layer_norm", T * w}};
+    b.layer_norm(p + ".ln1", T * w, w);
     b.linear(p + ".qkv", w, 3 * w, T).tensor_parallel = true;
     // q k^T and p v over the causal pairs (Megatron's kernels: the whole square). Saved
     // (Korthikanti et al. 2022): q, k and v, and the heads' T×T scores, softmax and mask,
@@ -190,7 +201,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     proj.tensor_parallel = proj.row_parallel = true;
     b.elementwise(p + ".residual1", T * w, 0, 0);
     if (d.scores_in_memory) b.elementwise(p + ".dropout1", T * w, 0, 0).moved_elements = 2.5 * T * w;  // and its mask
-    b.elementwise(p + ".ln2", T * w, 2 * w).kernels = {{"layer_norm", T * w}};
+    b.layer_norm(p + ".ln2", T * w, w);
     if (d.moe && i % d.moe->every == d.moe->every - 1) {
       // Mixture of experts: a router (no bias), then each token's top-k choices through
       // an expert MLP (the tokens' rows k times; what capacity drops is not subtracted),
@@ -199,7 +210,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
       b.linear(p + ".moe.router", w, E, T, /*bias=*/false);
       Layer& up = b.linear(p + ".moe.up", w, 4 * w, k * T);
       up.parameters *= E, up.expert = true;
-      b.elementwise(p + ".moe.gelu", 4 * k * T * w).kernels = {{"gelu", 4 * k * T * w}};
+      b.gelu(p + ".moe.gelu", 4 * k * T * w);
       Layer& down = b.linear(p + ".moe.down", 4 * w, w, k * T);
       down.parameters *= E, down.expert = true;
       // The rows' way there and back: gathered in expert order, split among the
@@ -207,9 +218,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
       b.elementwise(p + ".moe.combine", k * T * w).kernels = {{"moe_dispatch", k * T * w}};
     } else {
       b.linear(p + ".fc1", w, 4 * w, T).tensor_parallel = true;
-      Layer& gelu = b.elementwise(p + ".gelu", 4 * T * w);
-      gelu.tensor_parallel = true;
-      gelu.kernels = {{"gelu", 4 * T * w}};
+      b.gelu(p + ".gelu", 4 * T * w).tensor_parallel = true;
       Layer& fc2 = b.linear(p + ".fc2", 4 * w, w, T);
       fc2.tensor_parallel = fc2.row_parallel = true;
     }
@@ -217,7 +226,7 @@ ModelShape gpt_shape(const std::string& name, const GptDims& d) {
     if (d.scores_in_memory) b.elementwise(p + ".dropout2", T * w, 0, 0).moved_elements = 2.5 * T * w;  // and its mask
   }
   b.stage("head");
-  b.elementwise("ln_f", T * w, 2 * w).kernels = {{"layer_norm", T * w}};
+  b.layer_norm("ln_f", T * w, w);
   Layer& head = b.linear("head", w, V, T, /*bias=*/!d.vocab_parallel);
   head.tensor_parallel = d.vocab_parallel;
   if (d.vocab_parallel) head.parameters = 0;  // Megatron ties the head to the embedding

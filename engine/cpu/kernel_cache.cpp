@@ -198,14 +198,13 @@ std::string cached_kernel(const std::string& op, const std::string& shape, const
   }
   if (!t.usable || candidates.size() == 1 || !time) return candidates.front();
   // From here on: waiting for another process's measurement, or measuring.
-  const auto started = std::chrono::steady_clock::now();
   struct Count {
-    std::chrono::steady_clock::time_point since;
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     ~Count() {
       tuning_nanoseconds.fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
     }
-  } count{started};
+  } count;
   FileLock file_lock(t.path);
   if (!file_lock.held()) return candidates.front();
   bool warned = true;  // said once already, at load
